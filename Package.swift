@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// C libraries come from Debian packages (scripts/install-deps.sh) through system-library
+// targets; each has a module.modulemap and a shim.h of prefixed static inline helpers.
+let package = Package(
+    name: "callend",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "callend", targets: ["callend"]),
+        .library(name: "CallEndpoint", targets: ["CallEndpoint"]),
+    ],
+    targets: [
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        // libyuv ships no pkg-config file in Debian; the modulemap links it by name.
+        .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+
+        .target(name: "Codecs", dependencies: ["COpus", "CVPX", "CYUV"]),
+        .target(name: "RTPTransport", dependencies: ["CSRTP"]),
+        .target(name: "Signaling", dependencies: ["COpenSSL"]),
+        .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2"]),
+        .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint"]),
+
+        .testTarget(name: "CodecsTests", dependencies: ["Codecs"]),
+        .testTarget(name: "RTPTransportTests", dependencies: ["RTPTransport"]),
+        .testTarget(name: "SignalingTests", dependencies: ["Signaling"]),
+        .testTarget(name: "DevicesTests", dependencies: ["Devices"]),
+        .testTarget(name: "CallEndpointTests", dependencies: ["CallEndpoint"]),
+        .testTarget(name: "callendTests", dependencies: ["callend"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,30 @@
+/// Camera pixel formats callend converts to I420, named by their V4L2 FourCC.
+public enum PixelFormat: String, Sendable, CaseIterable {
+    /// Packed 4:2:2, Y0 U Y1 V (V4L2_PIX_FMT_YUYV, 'YUYV').
+    case yuyv = "YUYV"
+    /// Planar Y then interleaved UV at 4:2:0 (V4L2_PIX_FMT_NV12, 'NV12').
+    case nv12 = "NV12"
+    /// Motion JPEG: each frame a JPEG picture (V4L2_PIX_FMT_MJPEG, 'MJPG').
+    case mjpeg = "MJPG"
+    /// Planar 4:2:0 (V4L2_PIX_FMT_YUV420, 'YU12').
+    case i420 = "YU12"
+
+    /// The FourCC as V4L2 stores it: the first character in the lowest byte.
+    public var fourCC: UInt32 {
+        rawValue.utf8.enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+    }
+
+    public init?(fourCC: UInt32) {
+        guard let match = Self.allCases.first(where: { $0.fourCC == fourCC }) else { return nil }
+        self = match
+    }
+
+    /// Bytes of one tightly packed picture, or nil for compressed formats.
+    public func packedSize(width: Int, height: Int) -> Int? {
+        switch self {
+        case .yuyv: ((width + 1) / 2) * 4 * height
+        case .nv12, .i420: VideoFrame.packedSize(width: width, height: height)
+        case .mjpeg: nil
+        }
+    }
+}

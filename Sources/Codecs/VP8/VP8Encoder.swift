@@ -1,0 +1,168 @@
+internal import CVPX
+
+/// Realtime VP8 encoder (libvpx). Bitrate and resolution change on a running encoder; a keyframe
+/// can be forced. One owner of one libvpx context; use it from one thread at a time.
+public final class VP8Encoder {
+    /// RTP's VP8 clock (RFC 7741 §4.1) is also the encoder's timebase, so pts are RTP ticks.
+    static let clockRate = 90_000
+
+    public private(set) var configuration: VP8EncoderConfiguration
+    private let context: UnsafeMutablePointer<vpx_codec_ctx_t>
+    private var config = vpx_codec_enc_cfg_t()
+    private let image: UnsafeMutablePointer<vpx_image_t>
+    private var keyframeRequested = false
+    private var lastPts: Int64 = -1
+    private var firstTimestamp: Duration?
+
+    public init(configuration: VP8EncoderConfiguration) throws(CodecError) {
+        try configuration.validate()
+        self.configuration = configuration
+        context = .allocate(capacity: 1)
+        context.initialize(to: vpx_codec_ctx_t())
+        image = .allocate(capacity: 1)
+        image.initialize(to: vpx_image_t())
+        do {
+            try Self.check(cvpx_vp8_enc_config_default(&config), nil, "get VP8 default configuration")
+            apply(configuration, to: &config)
+            try Self.check(cvpx_vp8_enc_init(context, &config), context, "initialise VP8 encoder")
+        } catch {
+            context.deallocate()
+            image.deallocate()
+            throw error
+        }
+        do {
+            try Self.check(cvpx_set_cpu_used(context, Int32(configuration.cpuUsed)), context, "set VP8 cpu-used")
+            try Self.check(cvpx_set_static_threshold(context, UInt32(configuration.staticThreshold)), context, "set VP8 static threshold")
+            try Self.check(cvpx_set_noise_sensitivity(context, UInt32(configuration.noiseSensitivity)), context, "set VP8 noise sensitivity")
+            try Self.check(cvpx_set_token_partitions(context, Int32(configuration.tokenPartitions)), context, "set VP8 token partitions")
+        } catch {
+            vpx_codec_destroy(context)
+            context.deallocate()
+            image.deallocate()
+            throw error
+        }
+    }
+
+    deinit {
+        vpx_codec_destroy(context)
+        context.deallocate()
+        image.deallocate()
+    }
+
+    private func apply(_ c: VP8EncoderConfiguration, to cfg: inout vpx_codec_enc_cfg_t) {
+        cfg.g_w = UInt32(c.width)
+        cfg.g_h = UInt32(c.height)
+        cfg.g_timebase = vpx_rational(num: 1, den: Int32(Self.clockRate))
+        cfg.g_threads = UInt32(c.threads)
+        cfg.g_lag_in_frames = 0
+        cfg.g_pass = VPX_RC_ONE_PASS
+        cfg.g_error_resilient = c.errorResilient ? vpx_codec_er_flags_t(VPX_ERROR_RESILIENT_DEFAULT) : 0
+        cfg.rc_end_usage = VPX_CBR
+        cfg.rc_target_bitrate = UInt32(c.targetBitrate / 1000)
+        cfg.rc_min_quantizer = UInt32(c.minQuantizer)
+        cfg.rc_max_quantizer = UInt32(c.maxQuantizer)
+        cfg.rc_undershoot_pct = UInt32(c.undershootPercent)
+        cfg.rc_overshoot_pct = UInt32(c.overshootPercent)
+        cfg.rc_buf_initial_sz = UInt32(c.bufferInitialMs)
+        cfg.rc_buf_optimal_sz = UInt32(c.bufferOptimalMs)
+        cfg.rc_buf_sz = UInt32(c.bufferSizeMs)
+        cfg.rc_dropframe_thresh = UInt32(c.dropFrameThreshold)
+        cfg.kf_mode = VPX_KF_AUTO
+        cfg.kf_min_dist = 0
+        cfg.kf_max_dist = UInt32(c.keyframeInterval)
+    }
+
+    /// Changes the target bitrate of the running encoder; the next frame is encoded at the new rate.
+    public func setTargetBitrate(_ bitsPerSecond: Int) throws(CodecError) {
+        var next = configuration
+        next.targetBitrate = bitsPerSecond
+        try next.validate()
+        var cfg = config
+        cfg.rc_target_bitrate = UInt32(bitsPerSecond / 1000)
+        try Self.check(vpx_codec_enc_config_set(context, &cfg), context, "set VP8 bitrate \(bitsPerSecond) bit/s")
+        config = cfg
+        configuration = next
+    }
+
+    /// Changes the picture size of the running encoder; the next frame is a keyframe.
+    public func setResolution(width: Int, height: Int) throws(CodecError) {
+        guard width != configuration.width || height != configuration.height else { return }
+        var next = configuration
+        next.width = width
+        next.height = height
+        try next.validate()
+        var cfg = config
+        cfg.g_w = UInt32(width)
+        cfg.g_h = UInt32(height)
+        try Self.check(vpx_codec_enc_config_set(context, &cfg), context, "set VP8 resolution \(width)x\(height)")
+        config = cfg
+        configuration = next
+        keyframeRequested = true
+    }
+
+    /// Makes the next encoded frame a keyframe (after a PLI/FIR or a camera mode change).
+    public func requestKeyframe() { keyframeRequested = true }
+
+    /// Encodes one picture. Returns the frames libvpx produced for it: usually one, none when the
+    /// rate controller drops the picture.
+    public func encode(_ frame: VideoFrame, forceKeyframe: Bool = false) throws(CodecError) -> [EncodedVideoFrame] {
+        guard frame.width == configuration.width, frame.height == configuration.height else {
+            throw CodecError(.invalidArgument, "VP8 encode",
+                             "frame is \(frame.width)x\(frame.height) but the encoder is set to \(configuration.width)x\(configuration.height); call setResolution first")
+        }
+        let nominal = Int64(Self.clockRate / configuration.frameRate)
+        let pts = nextPts(for: frame.timestamp, nominal: nominal)
+        var flags: vpx_enc_frame_flags_t = 0
+        if forceKeyframe || keyframeRequested { flags |= cvpx_flag_force_keyframe() }
+        keyframeRequested = false
+
+        let result: vpx_codec_err_t = frame.withPlanes { yp, up, vp in
+            vpx_img_wrap(image, VPX_IMG_FMT_I420, UInt32(frame.width), UInt32(frame.height), 1, UnsafeMutablePointer(mutating: yp))
+            image.pointee.planes.0 = UnsafeMutablePointer(mutating: yp)
+            image.pointee.planes.1 = UnsafeMutablePointer(mutating: up)
+            image.pointee.planes.2 = UnsafeMutablePointer(mutating: vp)
+            image.pointee.stride.0 = Int32(frame.strideY)
+            image.pointee.stride.1 = Int32(frame.strideU)
+            image.pointee.stride.2 = Int32(frame.strideV)
+            return vpx_codec_encode(context, image, pts, UInt(nominal), flags, cvpx_deadline_realtime())
+        }
+        try Self.check(result, context, "VP8 encode")
+        return drain(timestamp: frame.timestamp)
+    }
+
+    private func nextPts(for timestamp: Duration, nominal: Int64) -> Int64 {
+        let first = firstTimestamp ?? timestamp
+        if firstTimestamp == nil { firstTimestamp = timestamp }
+        let elapsed = timestamp - first
+        let ticks = elapsed.components.seconds * Int64(Self.clockRate)
+            + elapsed.components.attoseconds / (1_000_000_000_000_000_000 / Int64(Self.clockRate))
+        // Sources without real timestamps (or with repeats) still get strictly rising pts.
+        let pts = ticks > lastPts ? ticks : lastPts + nominal
+        lastPts = pts
+        return pts
+    }
+
+    private func drain(timestamp: Duration) -> [EncodedVideoFrame] {
+        var frames: [EncodedVideoFrame] = []
+        var iterator: vpx_codec_iter_t? = nil
+        while let packet = vpx_codec_get_cx_data(context, &iterator) {
+            guard cvpx_pkt_is_frame(packet) != 0, let buffer = cvpx_pkt_frame_buf(packet) else { continue }
+            let bytes = Array(UnsafeRawBufferPointer(start: buffer, count: cvpx_pkt_frame_size(packet)))
+            var quantizer: Int32 = -1
+            _ = cvpx_get_last_quantizer(context, &quantizer)
+            frames.append(EncodedVideoFrame(data: bytes, isKeyframe: cvpx_pkt_frame_is_key(packet) != 0,
+                                            quantizer: Int(quantizer), width: configuration.width,
+                                            height: configuration.height, timestamp: timestamp))
+        }
+        return frames
+    }
+
+    static func check(_ result: vpx_codec_err_t, _ context: UnsafeMutablePointer<vpx_codec_ctx_t>?, _ operation: String) throws(CodecError) {
+        guard result != VPX_CODEC_OK else { return }
+        var detail = "libvpx: \(String(cString: vpx_codec_err_to_string(result)))"
+        if let context, let extra = vpx_codec_error_detail(context) {
+            detail += " (\(String(cString: extra)))"
+        }
+        throw CodecError(result == VPX_CODEC_INVALID_PARAM ? .invalidArgument : .library, operation, detail)
+    }
+}

@@ -1,0 +1,83 @@
+/// Settings of a realtime VP8 encoder. Defaults follow what realtime VP8 senders use for calls:
+/// CBR, no lag, a fixed speed, error resilience, and a rate-control buffer of about a second.
+public struct VP8EncoderConfiguration: Sendable, Equatable {
+    public var width: Int
+    public var height: Int
+    public var frameRate: Int
+    /// Target bitrate in bits per second.
+    public var targetBitrate: Int
+    /// libvpx speed in realtime mode. Negative values (-16 ... -1) fix the speed; 0 ... 16 let the
+    /// encoder adapt its speed to a time budget, which on a busy machine can end up slower.
+    public var cpuUsed: Int = -6
+    public var threads: Int = 1
+    /// Error-resilient mode: frames do not depend on probability state of earlier frames, so a
+    /// receiver recovers after loss (VPX_ERROR_RESILIENT_DEFAULT).
+    public var errorResilient: Bool = true
+    /// Largest distance between automatic keyframes, in frames.
+    public var keyframeInterval: Int = 3000
+    public var minQuantizer: Int = 2
+    public var maxQuantizer: Int = 56
+    public var undershootPercent: Int = 100
+    public var overshootPercent: Int = 15
+    /// Rate-control buffer model, in milliseconds of data at the target rate.
+    public var bufferInitialMs: Int = 500
+    public var bufferOptimalMs: Int = 600
+    public var bufferSizeMs: Int = 1000
+    /// Buffer fullness (percent) below which the encoder may drop frames; 0 never drops.
+    public var dropFrameThreshold: Int = 0
+    public var staticThreshold: Int = 1
+    public var noiseSensitivity: Int = 0
+    /// log2 of the number of DCT token partitions (0 ... 3).
+    public var tokenPartitions: Int = 0
+
+    public init(width: Int, height: Int, frameRate: Int = 30, targetBitrate: Int = 1_000_000) {
+        self.width = width
+        self.height = height
+        self.frameRate = frameRate
+        self.targetBitrate = targetBitrate
+    }
+
+    /// The same settings as `vpxenc` arguments, so a bench can run libvpx's own tool side by side.
+    public var vpxencArguments: [String] {
+        [
+            "--codec=vp8", "--rt", "--cpu-used=\(cpuUsed)", "--threads=\(threads)",
+            "--end-usage=cbr", "--target-bitrate=\(targetBitrate / 1000)", "--lag-in-frames=0",
+            "--error-resilient=\(errorResilient ? 1 : 0)", "--kf-max-dist=\(keyframeInterval)",
+            "--min-q=\(minQuantizer)", "--max-q=\(maxQuantizer)",
+            "--undershoot-pct=\(undershootPercent)", "--overshoot-pct=\(overshootPercent)",
+            "--buf-initial-sz=\(bufferInitialMs)", "--buf-optimal-sz=\(bufferOptimalMs)", "--buf-sz=\(bufferSizeMs)",
+            "--drop-frame=\(dropFrameThreshold)", "--static-thresh=\(staticThreshold)",
+            "--noise-sensitivity=\(noiseSensitivity)", "--token-parts=\(tokenPartitions)",
+        ]
+    }
+
+    func validate() throws(CodecError) {
+        func fail(_ detail: String) -> CodecError { CodecError(.invalidArgument, "configure VP8 encoder", detail) }
+        guard (2...16384).contains(width), (2...16384).contains(height) else {
+            throw fail("size \(width)x\(height); supported: 2 ... 16384 in each dimension")
+        }
+        guard (1...240).contains(frameRate) else { throw fail("frame rate \(frameRate); supported: 1 ... 240") }
+        guard (10_000...100_000_000).contains(targetBitrate) else {
+            throw fail("target bitrate \(targetBitrate) bit/s; supported: 10000 ... 100000000")
+        }
+        guard (-16...16).contains(cpuUsed) else { throw fail("cpu-used \(cpuUsed); supported: -16 ... 16") }
+        guard (1...64).contains(threads) else { throw fail("threads \(threads); supported: 1 ... 64") }
+        guard (0...63).contains(minQuantizer), (minQuantizer...63).contains(maxQuantizer) else {
+            throw fail("quantizer range \(minQuantizer) ... \(maxQuantizer); supported: 0 ≤ min ≤ max ≤ 63")
+        }
+        guard (0...3).contains(tokenPartitions) else { throw fail("token partitions \(tokenPartitions); supported: 0 ... 3") }
+        guard keyframeInterval >= 1 else { throw fail("keyframe interval \(keyframeInterval); must be ≥ 1") }
+    }
+}
+
+/// One compressed VP8 frame as the encoder produced it.
+public struct EncodedVideoFrame: Sendable, Equatable {
+    public var data: [UInt8]
+    public var isKeyframe: Bool
+    /// Quantizer of the frame on libvpx's 0 ... 63 scale (higher is coarser).
+    public var quantizer: Int
+    public var width: Int
+    public var height: Int
+    /// Capture time of the picture this frame encodes.
+    public var timestamp: Duration
+}

@@ -1,0 +1,3 @@
+import CallEndpoint
+
+print("callend")
