@@ -63,9 +63,11 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// Makes a Y4M clip of ffmpeg's moving test pattern.
-func makeTestClip(in directory: TemporaryDirectory, width: Int, height: Int, frames: Int, name: String = "clip.y4m") throws -> String {
+/// `testsrc2` has more motion and detail than `testsrc`, so at 1 Mbit/s it uses the whole rate.
+func makeTestClip(in directory: TemporaryDirectory, width: Int, height: Int, frames: Int,
+                  source: String = "testsrc", name: String = "clip.y4m") throws -> String {
     let path = directory.file(name)
-    try runTool("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(width)x\(height):rate=30",
+    try runTool("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "\(source)=size=\(width)x\(height):rate=30",
                            "-frames:v", "\(frames)", "-pix_fmt", "yuv420p", path])
     return path
 }

@@ -13,6 +13,9 @@ public final class VP8Encoder {
     private var keyframeRequested = false
     private var lastPts: Int64 = -1
     private var firstTimestamp: Duration?
+    /// libvpx sizes its buffers at initialisation and refuses larger pictures later.
+    private var initialWidth = 0
+    private var initialHeight = 0
 
     public init(configuration: VP8EncoderConfiguration) throws(CodecError) {
         try configuration.validate()
@@ -23,24 +26,29 @@ public final class VP8Encoder {
         image.initialize(to: vpx_image_t())
         do {
             try Self.check(cvpx_vp8_enc_config_default(&config), nil, "get VP8 default configuration")
-            apply(configuration, to: &config)
-            try Self.check(cvpx_vp8_enc_init(context, &config), context, "initialise VP8 encoder")
+            try start(configuration)
         } catch {
             context.deallocate()
             image.deallocate()
             throw error
         }
+    }
+
+    /// Initialises the libvpx context for `c`; on failure nothing is left to destroy.
+    private func start(_ c: VP8EncoderConfiguration) throws(CodecError) {
+        apply(c, to: &config)
+        try Self.check(cvpx_vp8_enc_init(context, &config), context, "initialise VP8 encoder")
         do {
-            try Self.check(cvpx_set_cpu_used(context, Int32(configuration.cpuUsed)), context, "set VP8 cpu-used")
-            try Self.check(cvpx_set_static_threshold(context, UInt32(configuration.staticThreshold)), context, "set VP8 static threshold")
-            try Self.check(cvpx_set_noise_sensitivity(context, UInt32(configuration.noiseSensitivity)), context, "set VP8 noise sensitivity")
-            try Self.check(cvpx_set_token_partitions(context, Int32(configuration.tokenPartitions)), context, "set VP8 token partitions")
+            try Self.check(cvpx_set_cpu_used(context, Int32(c.cpuUsed)), context, "set VP8 cpu-used")
+            try Self.check(cvpx_set_static_threshold(context, UInt32(c.staticThreshold)), context, "set VP8 static threshold")
+            try Self.check(cvpx_set_noise_sensitivity(context, UInt32(c.noiseSensitivity)), context, "set VP8 noise sensitivity")
+            try Self.check(cvpx_set_token_partitions(context, Int32(c.tokenPartitions)), context, "set VP8 token partitions")
         } catch {
             vpx_codec_destroy(context)
-            context.deallocate()
-            image.deallocate()
             throw error
         }
+        initialWidth = c.width
+        initialHeight = c.height
     }
 
     deinit {
@@ -84,13 +92,28 @@ public final class VP8Encoder {
         configuration = next
     }
 
-    /// Changes the picture size of the running encoder; the next frame is a keyframe.
+    /// Changes the picture size of the running encoder; the next frame is a keyframe. Sizes up to
+    /// the one the encoder started with are a reconfiguration; a larger one restarts libvpx's
+    /// context, which keeps the rate settings but not the rate controller's history.
     public func setResolution(width: Int, height: Int) throws(CodecError) {
         guard width != configuration.width || height != configuration.height else { return }
         var next = configuration
         next.width = width
         next.height = height
         try next.validate()
+        if width > initialWidth || height > initialHeight {
+            vpx_codec_destroy(context)
+            do {
+                try start(next)
+            } catch {
+                // Leave a working encoder at the old size rather than a destroyed context.
+                try start(configuration)
+                throw error
+            }
+            configuration = next
+            keyframeRequested = true
+            return
+        }
         var cfg = config
         cfg.g_w = UInt32(width)
         cfg.g_h = UInt32(height)

@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+@testable import Codecs
+
+func readAllFrames(_ path: String) throws -> [VideoFrame] {
+    let reader = try Y4MReader(path: path)
+    var frames: [VideoFrame] = []
+    while let frame = try reader.readFrame() { frames.append(frame) }
+    return frames
+}
+
+@Suite struct VP8Tests {
+    @Test func roundTripAt1MbitHasPSNRAbove35dB() throws {
+        let dir = try TemporaryDirectory()
+        let frames = try readAllFrames(try makeTestClip(in: dir, width: 640, height: 480, frames: 60, source: "testsrc2"))
+        #expect(frames.count == 60)
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 640, height: 480, frameRate: 30, targetBitrate: 1_000_000))
+        let decoder = try VP8Decoder()
+        var psnrs: [Double] = [], bytes = 0
+        for (index, frame) in frames.enumerated() {
+            for encoded in try encoder.encode(frame) {
+                #expect(encoded.isKeyframe == (index == 0))
+                #expect((0...63).contains(encoded.quantizer))
+                bytes += encoded.data.count
+                let decoded = try #require(try decoder.decode(encoded.data))
+                psnrs.append(try decoded.psnr(against: frame))
+            }
+        }
+        let mean = psnrs.reduce(0, +) / Double(psnrs.count)
+        let bitrate = Double(bytes * 8) / 2.0
+        #expect(psnrs.count == 60)
+        #expect(mean >= 35, "mean PSNR \(mean) dB")
+        #expect(bitrate > 700_000 && bitrate < 1_100_000, "bitrate \(bitrate)")
+    }
+
+    @Test func bitrateChangeMidStreamChangesFrameSizesWithinASecond() throws {
+        let dir = try TemporaryDirectory()
+        let frames = try readAllFrames(try makeTestClip(in: dir, width: 640, height: 480, frames: 150, source: "testsrc2"))
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 640, height: 480, frameRate: 30, targetBitrate: 2_000_000))
+        var sizes: [Int] = []
+        for (index, frame) in frames.enumerated() {
+            if index == 90 { try encoder.setTargetBitrate(300_000) }
+            sizes += try encoder.encode(frame).map(\.data.count)
+        }
+        #expect(encoder.configuration.targetBitrate == 300_000)
+        #expect(sizes.count == 150)
+        // Steady state before the change (frames 30-89) and the second after it (frames 90-119).
+        let before = Double(sizes[30..<90].reduce(0, +)) / 60
+        let after = Double(sizes[90..<120].reduce(0, +)) / 30
+        #expect(after < before * 0.4, "mean frame \(before) bytes before, \(after) after")
+        #expect(abs(after * 8 * 30 - 300_000) < 150_000, "rate in the second after the change: \(after * 8 * 30)")
+    }
+
+    @Test func forcedKeyframeIsAKeyframe() throws {
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240))
+        var pattern = VideoFrame(width: 320, height: 240, luma: 90)
+        var kinds: [Bool] = []
+        for index in 0..<12 {
+            pattern.y[index * 10] = 255
+            pattern.timestamp = .milliseconds(33 * index)
+            let forced = index == 5
+            if index == 9 { encoder.requestKeyframe() }
+            for encoded in try encoder.encode(pattern, forceKeyframe: forced) {
+                kinds.append(encoded.isKeyframe)
+                #expect(try VP8FrameHeader(parsing: encoded.data).isKeyframe == encoded.isKeyframe)
+            }
+        }
+        #expect(kinds == [true, false, false, false, false, true, false, false, false, true, false, false])
+    }
+
+    @Test func resolutionChangesOnTheRunningEncoder() throws {
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 640, height: 480))
+        let decoder = try VP8Decoder()
+        var sizes: [String] = []
+        for (index, (w, h)) in [(640, 480), (640, 480), (320, 240), (320, 240), (640, 480), (1280, 720)].enumerated() {
+            try encoder.setResolution(width: w, height: h)
+            let frame = VideoFrame(width: w, height: h, timestamp: .milliseconds(33 * index), luma: UInt8(60 + index * 20))
+            for encoded in try encoder.encode(frame) {
+                let decoded = try #require(try decoder.decode(encoded.data))
+                sizes.append("\(decoded.width)x\(decoded.height)\(encoded.isKeyframe ? "K" : "")")
+            }
+        }
+        #expect(sizes == ["640x480K", "640x480", "320x240K", "320x240", "640x480K", "1280x720K"])
+        // A frame of the wrong size is refused with advice, not encoded.
+        #expect(throws: CodecError.self) { try encoder.encode(VideoFrame(width: 320, height: 240)) }
+    }
+
+    @Test func invalidConfigurationIsAnError() {
+        var bad = VP8EncoderConfiguration(width: 640, height: 480)
+        bad.targetBitrate = 1
+        #expect(throws: CodecError.self) { try VP8Encoder(configuration: bad) }
+        bad = VP8EncoderConfiguration(width: 0, height: 480)
+        #expect(throws: CodecError.self) { try VP8Encoder(configuration: bad) }
+        bad = VP8EncoderConfiguration(width: 640, height: 480)
+        bad.cpuUsed = 20
+        #expect(throws: CodecError.self) { try VP8Encoder(configuration: bad) }
+    }
+
+    /// A keyframe and three inter frames of a moving pattern.
+    static func encodedSample() throws -> [EncodedVideoFrame] {
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, targetBitrate: 500_000))
+        var out: [EncodedVideoFrame] = []
+        for index in 0..<4 {
+            var frame = VideoFrame(width: 320, height: 240, timestamp: .milliseconds(33 * index))
+            for row in 0..<240 { for col in 0..<320 { frame.y[row * 320 + col] = UInt8((row * 3 + col * 5 + index * 7) & 0xff) } }
+            out += try encoder.encode(frame)
+        }
+        return out
+    }
+
+    @Test func decoderRejectsEveryTruncatedKeyframe() throws {
+        let keyframe = try Self.encodedSample()[0].data
+        #expect(try VP8Decoder().decode(keyframe) != nil)
+        // Every prefix up to 64 bytes, then prefixes spread over the rest of the frame.
+        let lengths = Array(0..<min(64, keyframe.count)) + Array(stride(from: 64, to: keyframe.count, by: max(1, keyframe.count / 200)))
+        var accepted: [Int] = []
+        for length in lengths {
+            let decoder = try VP8Decoder()
+            do {
+                _ = try decoder.decode(Array(keyframe.prefix(length)))
+                accepted.append(length)
+            } catch {
+                #expect(error.kind == .invalidData || error.kind == .library)
+            }
+        }
+        #expect(accepted.isEmpty, "truncated keyframes decoded without error at lengths \(accepted) of \(keyframe.count)")
+    }
+
+    @Test func decoderRejectsRandomBytes() throws {
+        var rng = SeededGenerator(seed: 42)
+        var fresh = 0
+        for _ in 0..<500 {
+            let bytes = (0..<Int.random(in: 0...3000, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let decoder = try VP8Decoder()
+            if (try? decoder.decode(bytes)) != nil { fresh += 1 }
+        }
+        #expect(fresh == 0, "\(fresh) of 500 random buffers decoded on a fresh decoder")
+
+        // After a real keyframe, random bytes that pass the 3-byte tag check reach libvpx: they
+        // must come back as errors (corrupt frame) and never crash.
+        let sample = try Self.encodedSample()
+        var accepted = 0
+        for _ in 0..<500 {
+            let decoder = try VP8Decoder()
+            _ = try decoder.decode(sample[0].data)
+            var bytes = (0..<Int.random(in: 3...3000, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            bytes[0] |= 0x01  // inter frame
+            if (try? decoder.decode(bytes)) != nil { accepted += 1 }
+        }
+        #expect(accepted == 0, "\(accepted) of 500 random inter frames decoded without error")
+    }
+
+    @Test func decoderRefusesInterFrameBeforeKeyframe() throws {
+        let sample = try Self.encodedSample()
+        let decoder = try VP8Decoder()
+        #expect(throws: CodecError.self) { try decoder.decode(sample[1].data) }
+        _ = try decoder.decode(sample[0].data)
+        #expect(try decoder.decode(sample[1].data) != nil)
+    }
+}
