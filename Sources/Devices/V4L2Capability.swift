@@ -13,7 +13,12 @@ public struct V4L2Capability: Sendable, Equatable {
     /// Opens `path` through libv4l2, asks the driver what it is, and closes it again.
     public static func query(path: String) throws(DeviceError) -> V4L2Capability {
         let fd = cv4l2_open(path, O_RDWR | O_NONBLOCK)
-        guard fd >= 0 else { throw DeviceError(operation: "open video device \(path)", errno: errno) }
+        guard fd >= 0 else {
+            let code = errno
+            // libv4l2 asks VIDIOC_QUERYCAP while opening, so a non-V4L2 node fails here.
+            throw DeviceError(operation: "open video device \(path)", errno: code,
+                              hint: code == ENOTTY ? "not a V4L2 device (VIDIOC_QUERYCAP refused)" : nil)
+        }
         defer { v4l2_close(fd) }
         var cap = v4l2_capability()
         guard cv4l2_querycap(fd, &cap) == 0 else {

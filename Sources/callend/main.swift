@@ -1,3 +1,114 @@
 import CallEndpoint
+import Foundation
 
-print("callend")
+/// Exit codes (documented in `callend --help`).
+enum ExitCode: Int32 {
+    case success = 0
+    case failure = 1
+    case usage = 2
+}
+
+let version = "0.1.0"
+
+let mainHelp = """
+    callend \(version) — a headless peer-to-peer call endpoint (Opus + VP8 over RTP/UDP)
+
+    usage: callend COMMAND [OPTIONS]
+
+    commands:
+      bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and
+                      Opus with opusenc/opusdec, side by side; print fps, PSNR, bitrate and ratios
+
+    options:
+      -h, --help      show this help (also: callend COMMAND --help)
+      --version       show the version and the C libraries linked
+
+    exit codes: 0 success, 1 the command failed, 2 bad command line
+
+    The call itself (join, serve, token, send, receive, devices, demo) is not built yet.
+    """
+
+let benchCodecsHelp = """
+    usage: callend bench codecs [--frames N] [--repeat N] [--sizes WxH[,WxH...]] [--audio-seconds S]
+                                [--work-dir DIR]
+
+    Makes ffmpeg testsrc clips, encodes each with callend's VP8Encoder and with vpxenc at the same
+    settings (realtime, cpu-used -6, CBR, one thread, error resilient), and prints encode fps, PSNR
+    and bitrate for both and their ratios. Then encodes and decodes a stereo clip with Opus and with
+    opusenc/opusdec and prints both realtime factors. Needs ffmpeg, vpxenc, opusenc, opusdec
+    (scripts/install-deps.sh installs them).
+
+      --frames N          frames per clip (default 300)
+      --repeat N          runs of each encoder; the median is reported (default 3)
+      --sizes LIST        clip sizes (default 640x480,1280x720)
+      --audio-seconds S   length of the Opus clip (default 60)
+      --work-dir DIR      keep clips and outputs in DIR (default: a temporary folder, removed)
+    """
+
+func fail(_ error: any Error, code: ExitCode) -> Never {
+    FileHandle.standardError.write(Data("callend: \(error)\n".utf8))
+    exit(code.rawValue)
+}
+
+func runBenchCodecs(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(benchCodecsHelp); return }
+    var options = CodecBenchmark.Options()
+    if let frames = try args.integer("--frames", in: 10...100_000) { options.frames = frames }
+    if let reps = try args.integer("--repeat", in: 1...50) { options.repetitions = reps }
+    if let seconds = try args.integer("--audio-seconds", in: 1...3600) { options.audioSeconds = seconds }
+    if let sizes = try args.value("--sizes") {
+        options.sizes = try sizes.split(separator: ",").map { text throws(UsageError) in try parseSize(String(text)) }
+    }
+    options.workDirectory = try args.value("--work-dir")
+    try args.finish(command: "bench codecs")
+
+    let bench = CodecBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
+    let result: (video: [CodecBenchmark.VideoRow], audio: [CodecBenchmark.AudioRow])
+    do {
+        result = try bench.run()
+    } catch {
+        fail(error, code: .failure)
+    }
+    let settings = VP8EncoderSettingsNote.text
+    print(CodecBenchmark.report(video: result.video, audio: result.audio, configurationNote: settings))
+}
+
+var args = Arguments(Array(CommandLine.arguments.dropFirst()))
+do {
+    let first = CommandLine.arguments.dropFirst().first
+    if first == nil || first == "--help" || first == "-h" {
+        _ = args.flag("--help") || args.flag("-h")
+        try args.finish(command: "")
+        print(mainHelp)
+        exit(ExitCode.success.rawValue)
+    }
+    if first == "--version" {
+        _ = args.flag("--version")
+        try args.finish(command: "--version")
+        print("callend \(version)")
+        for library in LinkedLibraries.all { print("  \(library.name): \(library.version)") }
+        exit(ExitCode.success.rawValue)
+    }
+    guard let command = args.popOperand() else {
+        try args.finish(command: "")
+        exit(ExitCode.usage.rawValue)
+    }
+    switch command {
+    case "help":
+        print(mainHelp)
+    case "bench":
+        guard let what = args.popOperand() else {
+            throw UsageError(description: "'bench' needs a subject: callend bench codecs")
+        }
+        switch what {
+        case "codecs": try runBenchCodecs(&args)
+        default: throw UsageError(description: "unknown bench '\(what)'; available: codecs")
+        }
+    default:
+        throw UsageError(description: "unknown command '\(command)'; see 'callend --help'")
+    }
+} catch let error as UsageError {
+    fail(error, code: .usage)
+} catch {
+    fail(error, code: .failure)
+}

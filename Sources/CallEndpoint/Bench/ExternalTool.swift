@@ -1,0 +1,48 @@
+import Foundation
+
+/// Runs an outside program (ffmpeg, vpxenc, opusenc) for benches and set-up, with its output
+/// captured and its wall time measured.
+struct ExternalTool {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    struct Result {
+        let output: String
+        let wallTime: Duration
+    }
+
+    static func locate(_ name: String) throws -> String {
+        let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        guard let found = paths.map({ "\($0)/\(name)" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw Failure(description: "\(name) is not installed; run scripts/install-deps.sh (it installs ffmpeg, vpx-tools and opus-tools)")
+        }
+        return found
+    }
+
+    @discardableResult
+    static func run(_ name: String, _ arguments: [String]) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try locate(name))
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        process.standardInput = FileHandle.nullDevice
+        let clock = ContinuousClock()
+        let start = clock.now
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let elapsed = clock.now - start
+        let output = String(decoding: data, as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            throw Failure(description: "\(name) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus):\n\(output)")
+        }
+        return Result(output: output, wallTime: elapsed)
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package callend needs to build, test and bench. Safe to run again:
+# when everything is already installed it changes nothing.
+set -euo pipefail
+
+packages=(
+  # C libraries behind the system-library targets
+  pkg-config libopus-dev libvpx-dev libyuv-dev libjpeg62-turbo-dev libsrtp2-dev libssl-dev
+  libasound2-dev libv4l-dev
+  # outside tools the tests and benches compare against or make fixtures with
+  ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing ${missing[*]}; run this script as root (or with sudo)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get -o DPkg::Lock::Timeout=600 update -q
+apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"

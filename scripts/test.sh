@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# All tests: dependencies, a warning-free build, swift test, then the codec tests again under
+# AddressSanitizer with LeakSanitizer so a leaked C handle fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+scripts/install-deps.sh
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+swift build --build-tests 2>&1 | tee "$log"
+if grep -qE "(warning|error):" "$log"; then
+  echo "test.sh: the build printed warnings or errors (the tree must stay warning-free)" >&2
+  exit 1
+fi
+
+swift test
+scripts/leak-check.sh
