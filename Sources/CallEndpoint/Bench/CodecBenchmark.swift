@@ -17,6 +17,7 @@ public struct CodecBenchmark {
 
     public struct VideoRow: Sendable {
         public var size: String
+        public var targetBitrate: Int
         public var ourFPS: Double, theirFPS: Double
         public var ourPSNR: Double, theirPSNR: Double
         public var ourBitrate: Double, theirBitrate: Double
@@ -85,7 +86,7 @@ public struct CodecBenchmark {
         }
         let (ourPSNR, ourBitrate) = try measure(ivf: ours, against: clip)
         let (theirPSNR, theirBitrate) = try measure(ivf: theirs, against: clip)
-        return VideoRow(size: "\(width)x\(height)", ourFPS: median(ourFPS), theirFPS: median(theirFPS),
+        return VideoRow(size: "\(width)x\(height)", targetBitrate: configuration.targetBitrate, ourFPS: median(ourFPS), theirFPS: median(theirFPS),
                         ourPSNR: ourPSNR, theirPSNR: theirPSNR, ourBitrate: ourBitrate, theirBitrate: theirBitrate)
     }
 
@@ -187,6 +188,7 @@ public struct CodecBenchmark {
         var lines: [String] = []
         lines.append("VP8: callend VP8Encoder vs vpxenc (libvpx \(CodecLibraries.vpxVersion)), same settings:")
         lines.append("  \(configurationNote)")
+        lines.append("  target bitrate per clip: " + video.map { "\($0.size) \($0.targetBitrate / 1000) kbit/s" }.joined(separator: ", "))
         lines.append("  fps = frames per second of encode calls (vpxenc's own figure); PSNR = mean per-frame, all planes, both decoded by the same decoder")
         lines.append(pad(["clip", "encoder", "fps", "PSNR dB", "kbit/s"]))
         for r in video {
@@ -196,7 +198,7 @@ public struct CodecBenchmark {
                               format(r.bitrateRatio, 3) + "x"]))
         }
         lines.append("")
-        lines.append("Opus (libopus \(CodecLibraries.opusVersion)): stereo 48 kHz, 96 kbit/s VBR, complexity 10, 20 ms frames, in times realtime")
+        lines.append("Opus (\(CodecLibraries.opusVersion)): stereo 48 kHz, 96 kbit/s VBR, complexity 10, 20 ms frames, in times realtime")
         lines.append("  callend = codec calls only; opusenc/opusdec = whole process wall time (file I/O and Ogg included)")
         lines.append(pad(["operation", "callend", "opus-tools", "ratio"]))
         for r in audio {
@@ -227,6 +229,7 @@ func format(_ value: Double, _ decimals: Int) -> String {
 /// The settings line the codec bench prints: the exact vpxenc arguments both sides used.
 public enum VP8EncoderSettingsNote {
     public static var text: String {
-        VP8EncoderConfiguration(width: 640, height: 480).vpxencArguments.joined(separator: " ")
+        VP8EncoderConfiguration(width: 640, height: 480).vpxencArguments
+            .filter { !$0.hasPrefix("--target-bitrate") }.joined(separator: " ")
     }
 }
