@@ -9,6 +9,8 @@ packages=(
   libasound2-dev libv4l-dev
   # outside tools the tests and benches compare against or make fixtures with
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
+  # PyJWT for /usr/bin/python3 (token interop tests), openssl to make test certificates
+  python3 python3-jwt openssl
 )
 
 missing=()

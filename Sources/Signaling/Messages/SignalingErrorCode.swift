@@ -1,0 +1,58 @@
+/// The `code` of an `error` message (docs/signaling.md lists when each is sent).
+public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
+    // Input that is not a message.
+    case badJSON = "bad_json"
+    case tooDeep = "too_deep"
+    case lineTooLong = "line_too_long"
+    case badMessage = "bad_message"
+    case unknownType = "unknown_type"
+    // Limits.
+    case rateLimited = "rate_limited"
+    case serverFull = "server_full"
+    case joinTimeout = "join_timeout"
+    case keepaliveTimeout = "keepalive_timeout"
+    // Room flow.
+    case notJoined = "not_joined"
+    case alreadyJoined = "already_joined"
+    case badRoom = "bad_room"
+    case roomFull = "room_full"
+    case unknownPeer = "unknown_peer"
+    case replaced = "replaced"
+    // Tokens.
+    case tokenMalformed = "token_malformed"
+    case tokenAlgorithm = "token_algorithm"
+    case tokenSignature = "token_signature"
+    case tokenExpired = "token_expired"
+    case tokenNotYetValid = "token_not_yet_valid"
+    case tokenRoom = "token_room"
+    case tokenIssuer = "token_issuer"
+
+    /// After these the server closes the connection.
+    public var closesConnection: Bool {
+        switch self {
+        case .lineTooLong, .rateLimited, .serverFull, .joinTimeout, .keepaliveTimeout, .replaced: true
+        default: false
+        }
+    }
+
+    /// A client must not retry a join that failed with these until something changes (a new token,
+    /// a free seat); reconnecting at once would fail the same way.
+    public var isFatalForJoin: Bool {
+        switch self {
+        case .badRoom, .roomFull, .tokenMalformed, .tokenAlgorithm, .tokenSignature, .tokenExpired,
+             .tokenNotYetValid, .tokenRoom, .tokenIssuer: true
+        default: false
+        }
+    }
+}
+
+/// A line that is not a valid message, with the error code to answer it with.
+public struct SignalingProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let code: SignalingErrorCode
+    public let message: String
+    public init(_ code: SignalingErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { "\(code.rawValue): \(message)" }
+}

@@ -1,0 +1,185 @@
+/// The signaling service as a state machine: it takes events (a connection opened, a line
+/// arrived, time passed, a connection closed) and returns what to send and whom to disconnect.
+/// It does no I/O and reads no clock, so tests drive it line by line with made-up time.
+public final class SignalingServerCore {
+    public typealias ConnectionID = UInt64
+
+    public enum Action: Equatable, Sendable {
+        case send(ConnectionID, SignalingMessage)
+        /// Close after everything queued for the connection has been written.
+        case close(ConnectionID)
+    }
+
+    struct Connection {
+        var openedAt: Duration
+        var lastActivity: Duration
+        var tokens: Double
+        var lastRefill: Duration
+        var room: String?
+        var identity: String?
+    }
+
+    public let limits: ServerLimits
+    let verifier: TokenVerifier
+    private var connections: [ConnectionID: Connection] = [:]
+    /// Room name → participants in join order.
+    private var rooms: [String: [(identity: String, connection: ConnectionID)]] = [:]
+
+    public var connectionCount: Int { connections.count }
+    public var roomCount: Int { rooms.count }
+
+    public init(verifier: TokenVerifier, limits: ServerLimits = ServerLimits()) {
+        self.verifier = verifier
+        self.limits = limits
+    }
+
+    public func participants(in room: String) -> [String] { rooms[room]?.map(\.identity) ?? [] }
+
+    // MARK: Events
+
+    public func connectionOpened(_ id: ConnectionID, now: Duration) -> [Action] {
+        guard connections.count < limits.maxConnections else {
+            return [.send(id, .error(code: .serverFull, message: "the server has \(limits.maxConnections) connections; try again later", id: nil)), .close(id)]
+        }
+        connections[id] = Connection(openedAt: now, lastActivity: now, tokens: limits.messageBurst, lastRefill: now)
+        return []
+    }
+
+    public func lineTooLong(_ id: ConnectionID) -> [Action] {
+        [.send(id, .error(code: .lineTooLong, message: "a line is limited to \(limits.maxLineLength) bytes", id: nil)), .close(id)]
+    }
+
+    /// One line from a connection, without its newline. `wallClock` is Unix time in seconds for
+    /// token expiry; `now` is the monotonic time the limits use.
+    public func received(_ line: [UInt8], from id: ConnectionID, now: Duration, wallClock: Int64) -> [Action] {
+        guard var connection = connections[id] else { return [] }
+        // Token bucket (RFC 2697 style): refill by elapsed time, spend one per message.
+        let elapsed = (now - connection.lastRefill).secondsValue
+        connection.tokens = min(limits.messageBurst, connection.tokens + elapsed * limits.messagesPerSecond)
+        connection.lastRefill = now
+        connection.lastActivity = now
+        guard connection.tokens >= 1 else {
+            connections[id] = connection
+            return [.send(id, .error(code: .rateLimited, message: "more than \(Int(limits.messagesPerSecond)) messages per second", id: nil)), .close(id)]
+        }
+        connection.tokens -= 1
+        connections[id] = connection
+
+        let message: SignalingMessage
+        do {
+            message = try SignalingMessage(parsing: line)
+        } catch {
+            var actions: [Action] = [.send(id, .error(code: error.code, message: error.message, id: nil))]
+            if error.code.closesConnection { actions.append(.close(id)) }
+            return actions
+        }
+        switch message {
+        case .join(let room, let token, let rejoin):
+            return join(id, room: room, token: token, rejoin: rejoin, wallClock: wallClock)
+        case .relay(let relay):
+            return forward(relay, from: id)
+        case .ping(let pingID):
+            return [.send(id, .pong(id: pingID))]
+        case .pong:
+            return []
+        case .joined, .peerJoined, .peerLeft, .ack, .error:
+            return [.send(id, .error(code: .badMessage, message: "that message type is sent by the server only", id: nil))]
+        }
+    }
+
+    public func connectionClosed(_ id: ConnectionID) -> [Action] {
+        guard let connection = connections.removeValue(forKey: id) else { return [] }
+        return leave(connection, id: id, reason: "disconnected")
+    }
+
+    /// Enforces the join and keepalive timeouts; call about once a second.
+    public func tick(now: Duration) -> [Action] {
+        var actions: [Action] = []
+        for (id, connection) in connections {
+            if connection.room == nil, now - connection.openedAt > limits.joinTimeout {
+                actions += [.send(id, .error(code: .joinTimeout, message: "no successful join within \(limits.joinTimeout)", id: nil)), .close(id)]
+            } else if now - connection.lastActivity > limits.keepaliveTimeout {
+                actions += [.send(id, .error(code: .keepaliveTimeout, message: "nothing received for \(limits.keepaliveTimeout); send ping", id: nil)), .close(id)]
+            }
+        }
+        return actions
+    }
+
+    // MARK: Rooms
+
+    static func isValidRoomName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 128 && name.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c == 0x2d || c == 0x5f || c == 0x2e
+        }
+    }
+
+    private func join(_ id: ConnectionID, room: String, token: String, rejoin: Bool, wallClock: Int64) -> [Action] {
+        guard connections[id]?.room == nil else {
+            return [.send(id, .error(code: .alreadyJoined, message: "this connection is already in room \(connections[id]?.room ?? "")", id: nil))]
+        }
+        guard Self.isValidRoomName(room) else {
+            return [.send(id, .error(code: .badRoom, message: "room names are 1-128 characters of A-Z a-z 0-9 . _ -", id: nil))]
+        }
+        let claims: TokenClaims
+        do {
+            claims = try verifier.verify(token, room: room, now: wallClock)
+        } catch {
+            return [.send(id, .error(code: error.code, message: error.message, id: nil))]
+        }
+        var actions: [Action] = []
+        var members = rooms[room] ?? []
+        var replaced = false
+        if let index = members.firstIndex(where: { $0.identity == claims.identity }) {
+            // The same identity again (a client that reconnected before its old connection timed
+            // out): the new connection takes the seat; the others see no churn.
+            let old = members.remove(at: index).connection
+            connections[old]?.room = nil
+            connections[old]?.identity = nil
+            actions += [.send(old, .error(code: .replaced, message: "\(claims.identity) joined again from another connection", id: nil)), .close(old)]
+            replaced = true
+        } else if members.count >= limits.maxParticipantsPerRoom {
+            return [.send(id, .error(code: .roomFull, message: "room \(room) has its \(limits.maxParticipantsPerRoom) participants", id: nil))]
+        }
+        let peers = members.map(\.identity)
+        members.append((claims.identity, id))
+        rooms[room] = members
+        connections[id]?.room = room
+        connections[id]?.identity = claims.identity
+        actions.append(.send(id, .joined(room: room, participant: claims.identity, peers: peers)))
+        if !replaced {
+            for member in members.dropLast() {
+                actions.append(.send(member.connection, .peerJoined(participant: claims.identity, rejoin: rejoin)))
+            }
+        }
+        return actions
+    }
+
+    private func leave(_ connection: Connection, id: ConnectionID, reason: String) -> [Action] {
+        guard let room = connection.room, let identity = connection.identity, var members = rooms[room] else { return [] }
+        members.removeAll { $0.connection == id }
+        if members.isEmpty {
+            rooms[room] = nil
+            return []
+        }
+        rooms[room] = members
+        return members.map { .send($0.connection, .peerLeft(participant: identity, reason: reason)) }
+    }
+
+    private func forward(_ message: RelayMessage, from id: ConnectionID) -> [Action] {
+        guard let room = connections[id]?.room, let identity = connections[id]?.identity, let members = rooms[room] else {
+            return [.send(id, .error(code: .notJoined, message: "join a room before sending \(message.kind.rawValue)", id: message.id))]
+        }
+        let targets = members.filter { $0.connection != id && (message.to == nil || $0.identity == message.to) }
+        guard !targets.isEmpty else {
+            let who = message.to.map { "\($0) is not in room \(room)" } ?? "nobody else is in room \(room)"
+            return [.send(id, .error(code: .unknownPeer, message: who, id: message.id))]
+        }
+        var relayed = message
+        relayed.from = identity
+        return targets.map { .send($0.connection, .relay(relayed)) } + [.send(id, .ack(id: message.id))]
+    }
+}
+
+extension Duration {
+    var secondsValue: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,136 @@
+import Foundation
+
+/// The claims of a callend access token: a standard JWT signed with HS256 (RFC 7519, RFC 7515).
+///
+///     header  {"alg":"HS256","typ":"JWT"}
+///     payload {"sub": identity, "room": room name or "*", "iss": issuer,
+///              "iat": issued at, "nbf": not before, "exp": expires}   (times in Unix seconds)
+public struct TokenClaims: Sendable, Equatable {
+    public var identity: String
+    /// The room this token grants joining; "*" grants every room.
+    public var room: String
+    public var issuer: String
+    public var issuedAt: Int64
+    public var notBefore: Int64
+    public var expires: Int64
+
+    public init(identity: String, room: String, issuer: String = TokenIssuer.defaultIssuer, issuedAt: Int64, notBefore: Int64? = nil, expires: Int64) {
+        self.identity = identity
+        self.room = room
+        self.issuer = issuer
+        self.issuedAt = issuedAt
+        self.notBefore = notBefore ?? issuedAt
+        self.expires = expires
+    }
+}
+
+/// A shared HS256 secret. Fewer than 32 bytes is refused (RFC 7518 §3.2 asks for a key at least
+/// as long as the hash output).
+public struct TokenSecret: Sendable {
+    let bytes: [UInt8]
+    public static let minimumLength = 32
+
+    public init(_ bytes: [UInt8]) throws(SignalingProtocolError) {
+        guard bytes.count >= Self.minimumLength else {
+            throw SignalingProtocolError(.tokenMalformed, "the token secret has \(bytes.count) bytes; HS256 needs at least \(Self.minimumLength)")
+        }
+        self.bytes = bytes
+    }
+
+    /// Reads a secret file; one trailing newline (as `echo` and editors leave) is not part of it.
+    public init(contentsOfFile path: String) throws(SignalingProtocolError) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw SignalingProtocolError(.tokenMalformed, "cannot read the secret file \(path)")
+        }
+        var bytes = [UInt8](data)
+        if bytes.last == 0x0a { bytes.removeLast() }
+        if bytes.last == 0x0d { bytes.removeLast() }
+        try self.init(bytes)
+    }
+
+    /// A new random secret, for tests and `callend token --new-secret`.
+    public static func random() -> TokenSecret {
+        // 32 random bytes written as 64 hex characters, so the secret is printable in a file.
+        let hex = Crypto.randomBytes(32).map { String(format: "%02x", $0) }.joined()
+        return try! TokenSecret(Array(hex.utf8))  // 64 bytes: never below the minimum
+    }
+}
+
+public struct TokenIssuer: Sendable {
+    public static let defaultIssuer = "callend"
+    let secret: TokenSecret
+
+    public init(secret: TokenSecret) { self.secret = secret }
+
+    public func mint(_ claims: TokenClaims) -> String {
+        let header = #"{"alg":"HS256","typ":"JWT"}"#
+        let payload: JSONValue = .object([
+            "sub": .string(claims.identity), "room": .string(claims.room), "iss": .string(claims.issuer),
+            "iat": .number(Double(claims.issuedAt)), "nbf": .number(Double(claims.notBefore)), "exp": .number(Double(claims.expires)),
+        ])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let payloadJSON = (try? encoder.encode(payload)).map { [UInt8]($0) } ?? []
+        let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(payloadJSON)
+        let signature = Crypto.hmacSHA256(key: secret.bytes, data: Array(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature)
+    }
+}
+
+/// Checks tokens at every join and rejoin. Each failure has its own error code.
+public struct TokenVerifier: Sendable {
+    let secret: TokenSecret
+    /// Clock skew allowed on `exp` and `nbf`, in seconds.
+    public var leeway: Int64 = 10
+    /// When set, `iss` must equal it.
+    public var requiredIssuer: String?
+
+    public init(secret: TokenSecret, requiredIssuer: String? = nil) {
+        self.secret = secret
+        self.requiredIssuer = requiredIssuer
+    }
+
+    public func verify(_ token: String, room: String, now: Int64) throws(SignalingProtocolError) -> TokenClaims {
+        func malformed(_ why: String) -> SignalingProtocolError { SignalingProtocolError(.tokenMalformed, "token is malformed: \(why)") }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw malformed("a JWT has three dot-separated parts, this has \(parts.count)") }
+        guard let headerBytes = Base64URL.decode(parts[0]), let header = try? JSONDecoder().decode(JSONValue.self, from: Data(headerBytes)) else {
+            throw malformed("the header is not base64url JSON")
+        }
+        // The algorithm is checked before anything is trusted: "none" and RS256/HS512 are refused.
+        guard let algorithm = header["alg"]?.stringValue, algorithm == "HS256" else {
+            throw SignalingProtocolError(.tokenAlgorithm, "token algorithm \(header["alg"]?.stringValue ?? "missing") is not accepted; only HS256")
+        }
+        guard let signature = Base64URL.decode(parts[2]) else { throw malformed("the signature is not base64url") }
+        let expected = Crypto.hmacSHA256(key: secret.bytes, data: Array("\(parts[0]).\(parts[1])".utf8))
+        guard Crypto.constantTimeEquals(signature, expected) else {
+            throw SignalingProtocolError(.tokenSignature, "token signature does not match the server's secret")
+        }
+        guard let payloadBytes = Base64URL.decode(parts[1]), let payload = try? JSONDecoder().decode(JSONValue.self, from: Data(payloadBytes)),
+              case .object = payload else {
+            throw malformed("the payload is not base64url JSON")
+        }
+        guard let identity = payload["sub"]?.stringValue, !identity.isEmpty, identity.utf8.count <= 256 else {
+            throw malformed("claim sub (identity) is missing")
+        }
+        guard let expires = payload["exp"]?.numberValue else { throw malformed("claim exp is missing") }
+        guard let grant = payload["room"]?.stringValue else { throw malformed("claim room (the room grant) is missing") }
+        let notBefore = payload["nbf"]?.numberValue ?? 0
+        let issuedAt = payload["iat"]?.numberValue ?? notBefore
+        let issuer = payload["iss"]?.stringValue ?? ""
+        guard Int64(expires) + leeway >= now else {
+            throw SignalingProtocolError(.tokenExpired, "token expired at \(Int64(expires)) (now \(now)); mint a new one")
+        }
+        guard Int64(notBefore) - leeway <= now else {
+            throw SignalingProtocolError(.tokenNotYetValid, "token is not valid before \(Int64(notBefore)) (now \(now))")
+        }
+        if let requiredIssuer, issuer != requiredIssuer {
+            throw SignalingProtocolError(.tokenIssuer, "token issuer \"\(issuer)\" is not \"\(requiredIssuer)\"")
+        }
+        guard grant == room || grant == "*" else {
+            throw SignalingProtocolError(.tokenRoom, "token grants room \"\(grant)\", not \"\(room)\"")
+        }
+        return TokenClaims(identity: identity, room: grant, issuer: issuer, issuedAt: Int64(issuedAt),
+                           notBefore: Int64(notBefore), expires: Int64(expires))
+    }
+}
