@@ -19,10 +19,12 @@ let package = Package(
         .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
         // libyuv ships no pkg-config file in Debian; the modulemap links it by name.
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+        // Linux system calls the Glibc module does not export (epoll, eventfd, accept4).
+        .systemLibrary(name: "CLinux"),
 
         .target(name: "Codecs", dependencies: ["COpus", "CVPX", "CYUV"]),
         .target(name: "RTPTransport", dependencies: ["CSRTP"]),
-        .target(name: "Signaling", dependencies: ["COpenSSL"]),
+        .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux"]),
         .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2"]),
         .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices"]),
         .executableTarget(name: "callend", dependencies: ["CallEndpoint"]),

@@ -1,0 +1,21 @@
+#ifndef CALLEND_CLINUX_SHIM_H
+#define CALLEND_CLINUX_SHIM_H
+/* Linux interfaces Swift's Glibc module leaves out: epoll, eventfd, accept4. */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <stddef.h>
+
+/* accept4 is declared only under _GNU_SOURCE, which would make this module's view of glibc
+   differ from Swift's Glibc module; its prototype is stable, so declare it here. */
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+
+static inline int clinux_accept4(int fd, int flags) { return accept4(fd, NULL, NULL, flags); }
+static inline unsigned int clinux_epollin(void) { return EPOLLIN; }
+static inline unsigned int clinux_epollout(void) { return EPOLLOUT; }
+static inline unsigned int clinux_epollrdhup(void) { return EPOLLRDHUP; }
+static inline unsigned int clinux_epollhup(void) { return EPOLLHUP; }
+static inline unsigned int clinux_epollerr(void) { return EPOLLERR; }
+static inline int clinux_epoll_cloexec(void) { return EPOLL_CLOEXEC; }
+static inline int clinux_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
+#endif

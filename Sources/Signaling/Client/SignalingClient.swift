@@ -1,0 +1,414 @@
+import Foundation
+import Synchronization
+internal import CLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct SignalingClientConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    public var room: String
+    /// Called before every join and rejoin, so a long-running endpoint can present a fresh token.
+    public var token: @Sendable () -> String
+    /// When set, the connection is TLS and the server's certificate must be valid for `host`.
+    public var tls: TLSContext?
+    public var pingInterval: Duration = .seconds(10)
+    /// Silence from the server after which the connection is considered dead.
+    public var deadAfter: Duration = .seconds(25)
+    public var connectTimeout: Duration = .seconds(5)
+    /// Reconnect delays grow from `backoffInitial` by doubling up to `backoffMax`, each scaled by a
+    /// random factor in 0.5 ... 1 so that many clients do not reconnect in step.
+    public var backoffInitial: Duration = .milliseconds(250)
+    public var backoffMax: Duration = .seconds(10)
+
+    public init(host: String, port: Int, room: String, token: @escaping @Sendable () -> String, tls: TLSContext? = nil) {
+        self.host = host
+        self.port = port
+        self.room = room
+        self.token = token
+        self.tls = tls
+    }
+}
+
+public enum SignalingEvent: Sendable, Equatable {
+    /// Joined (or, after a reconnect, joined again) with these peers present.
+    case joined(participant: String, peers: [String], rejoined: Bool)
+    case peerJoined(String, rejoin: Bool)
+    case peerLeft(String, reason: String)
+    case message(RelayMessage)
+    /// The connection was lost; the next attempt starts after `delay`.
+    case reconnecting(attempt: Int, delay: Duration, reason: String)
+    /// A message the server could not deliver, or that was still unacknowledged when the client stopped.
+    case undelivered(RelayMessage, code: SignalingErrorCode?, reason: String)
+    /// An error from the server that is not about one message.
+    case serverError(code: SignalingErrorCode, message: String)
+    /// The client has stopped for good: asked to, or refused in a way retrying cannot fix.
+    case closed(reason: String)
+}
+
+/// A signaling client on its own thread: joins the room, keeps the connection alive, reconnects
+/// with exponential backoff and jitter, rejoins, and re-sends every relay message the server has
+/// not acknowledged. Nothing sent is dropped silently: it is acknowledged, re-sent, or reported
+/// as `.undelivered`.
+public final class SignalingClient: Sendable {
+    public let configuration: SignalingClientConfiguration
+    public let events: AsyncStream<SignalingEvent>
+    private let continuation: AsyncStream<SignalingEvent>.Continuation
+
+    struct State {
+        /// Sent or to send, in order, until the server acknowledges or refuses them.
+        var outbox: [RelayMessage] = []
+        /// Messages queued since the session thread last wrote.
+        var fresh: [RelayMessage] = []
+        var stopped = false
+        var started = false
+        var wakeFD: Int32 = -1
+        var nextID = 1
+    }
+
+    private let state = Mutex(State())
+
+    public init(configuration: SignalingClientConfiguration) {
+        self.configuration = configuration
+        (events, continuation) = AsyncStream.makeStream(of: SignalingEvent.self, bufferingPolicy: .unbounded)
+    }
+
+    public func start() {
+        let wake = eventfd(0, clinux_efd_flags())
+        let go = state.withLock { s -> Bool in
+            guard !s.started else { return false }
+            s.started = true
+            s.wakeFD = wake
+            return true
+        }
+        guard go else { close(wake); return }
+        let thread = Thread { [self] in self.run(wakeFD: wake) }
+        thread.name = "signaling-client"
+        thread.start()
+    }
+
+    /// Queues a relay message; returns the id it is sent under (the one given, or a new one).
+    @discardableResult
+    public func send(_ message: RelayMessage) -> String {
+        let (id, wake) = state.withLock { s -> (String, Int32) in
+            var m = message
+            if m.id.isEmpty {
+                m.id = "m\(s.nextID)"
+                s.nextID += 1
+            }
+            s.outbox.append(m)
+            s.fresh.append(m)
+            return (m.id, s.wakeFD)
+        }
+        Self.wake(wake)
+        return id
+    }
+
+    /// Stops the client; anything still unacknowledged is reported as undelivered.
+    public func stop() {
+        let wake = state.withLock { s -> Int32 in
+            s.stopped = true
+            return s.wakeFD
+        }
+        Self.wake(wake)
+    }
+
+    private static func wake(_ fd: Int32) {
+        guard fd >= 0 else { return }
+        var one: UInt64 = 1
+        _ = write(fd, &one, 8)
+    }
+
+    private var isStopped: Bool { state.withLock { $0.stopped } }
+
+    // MARK: Session thread
+
+    private func run(wakeFD: Int32) {
+        defer { close(wakeFD) }
+        var attempt = 0
+        var hasJoined = false
+        var seen = RecentIDs(capacity: 4096)
+        while !isStopped {
+            let outcome = session(wakeFD: wakeFD, rejoin: hasJoined, seen: &seen)
+            switch outcome {
+            case .joinedThenLost(let reason):
+                hasJoined = true
+                attempt = 0
+                if isStopped { break }
+                attempt += 1
+                backoff(attempt: attempt, reason: reason, wakeFD: wakeFD)
+            case .failed(let reason):
+                if isStopped { break }
+                attempt += 1
+                backoff(attempt: attempt, reason: reason, wakeFD: wakeFD)
+            case .fatal(let reason):
+                finish(reason: reason)
+                return
+            case .stopped:
+                break
+            }
+        }
+        finish(reason: "stopped")
+    }
+
+    private func finish(reason: String) {
+        let left = state.withLock { s -> [RelayMessage] in
+            s.stopped = true
+            defer { s.outbox.removeAll(); s.fresh.removeAll() }
+            return s.outbox
+        }
+        for message in left {
+            continuation.yield(.undelivered(message, code: nil, reason: "client stopped before the server acknowledged it"))
+        }
+        continuation.yield(.closed(reason: reason))
+        continuation.finish()
+    }
+
+    func backoffDelay(attempt: Int) -> Duration {
+        let exponent = min(attempt - 1, 20)
+        let base = min(configuration.backoffMax.secondsValue, configuration.backoffInitial.secondsValue * pow(2, Double(exponent)))
+        return .seconds(base * Double.random(in: 0.5...1.0))
+    }
+
+    private func backoff(attempt: Int, reason: String, wakeFD: Int32) {
+        let delay = backoffDelay(attempt: attempt)
+        continuation.yield(.reconnecting(attempt: attempt, delay: delay, reason: reason))
+        // Wait, but wake at once for stop().
+        var pfd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+        let deadline = ContinuousClock.now + delay
+        while !isStopped, ContinuousClock.now < deadline {
+            let ms = Int32(max(1, (deadline - ContinuousClock.now).secondsValue * 1000))
+            _ = poll(&pfd, 1, ms)
+            var value: UInt64 = 0
+            _ = read(wakeFD, &value, 8)
+        }
+    }
+
+    enum SessionOutcome {
+        case joinedThenLost(String)
+        case failed(String)
+        case fatal(String)
+        case stopped
+    }
+
+    /// One connection: connect, (TLS), join, then relay until the connection fails or stop().
+    private func session(wakeFD: Int32, rejoin: Bool, seen: inout RecentIDs) -> SessionOutcome {
+        let fd: Int32
+        do {
+            fd = try TCPSocket.connect(host: configuration.host, port: configuration.port, timeout: configuration.connectTimeout)
+        } catch {
+            return .failed(error.description)
+        }
+        defer { close(fd) }
+        var tls: TLSSession?
+        if let context = configuration.tls {
+            do {
+                // The handshake runs blocking with a time limit, then the socket goes back to non-blocking.
+                setBlocking(fd, true)
+                var timeout = timeval(tv_sec: Int(configuration.connectTimeout.components.seconds), tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                let session = try TLSSession(context: context, fd: fd, serverName: configuration.host)
+                try session.handshake()
+                timeout = timeval(tv_sec: 0, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                setBlocking(fd, false)
+                tls = session
+            } catch {
+                // A certificate the client does not trust will not become trusted by retrying.
+                return error.description.contains("certificate") ? .fatal(error.description) : .failed(error.description)
+            }
+        }
+        let connection = ClientConnection(fd: fd, tls: tls)
+        var joined = false
+        var framer = LineFramer()
+        var lastHeard = ContinuousClock.now
+        var nextPing = ContinuousClock.now + configuration.pingInterval
+        var pingID = 0
+        do {
+            try connection.send(SignalingMessage.join(room: configuration.room, token: configuration.token(), rejoin: rejoin).serialized())
+        } catch {
+            return .failed(error.description)
+        }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            if isStopped { return .stopped }
+            if joined {
+                // Write what the caller queued since the last pass.
+                let fresh = state.withLock { s -> [RelayMessage] in defer { s.fresh.removeAll() }; return s.fresh }
+                do {
+                    for message in fresh { try connection.send(SignalingMessage.relay(message).serialized()) }
+                } catch {
+                    return .joinedThenLost(error.description)
+                }
+            }
+            let now = ContinuousClock.now
+            if now - lastHeard > configuration.deadAfter {
+                let reason = "no word from the server for \(configuration.deadAfter)"
+                return joined ? .joinedThenLost(reason) : .failed(reason)
+            }
+            if now >= nextPing {
+                pingID += 1
+                do { try connection.send(SignalingMessage.ping(id: pingID).serialized()) } catch {
+                    return joined ? .joinedThenLost(error.description) : .failed(error.description)
+                }
+                nextPing = now + configuration.pingInterval
+            }
+            var fds = [pollfd(fd: fd, events: Int16(POLLIN) | (connection.hasPendingOutput ? Int16(POLLOUT) : 0), revents: 0),
+                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            let waitMs = Int32(max(1, min((nextPing - now).secondsValue, 1) * 1000))
+            _ = poll(&fds, 2, waitMs)
+            if fds[1].revents != 0 {
+                var value: UInt64 = 0
+                _ = read(wakeFD, &value, 8)
+            }
+            if fds[0].revents & Int16(POLLOUT) != 0 {
+                do { try connection.flush() } catch { return joined ? .joinedThenLost(error.description) : .failed(error.description) }
+            }
+            // TLS may hold decrypted records the socket no longer signals, so it is always read.
+            guard fds[0].revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0 || tls != nil else { continue }
+            for _ in 0..<16 {
+                let attempt: Result<IOResult, ConnectionFailure> = buffer.withUnsafeMutableBytes { raw in
+                    Result { () throws(ConnectionFailure) in try connection.read(into: raw) }
+                }
+                let result: IOResult
+                switch attempt {
+                case .success(let value): result = value
+                case .failure(let error): return joined ? .joinedThenLost(error.description) : .failed(error.description)
+                }
+                guard case .bytes(let count) = result else {
+                    if result == .closed {
+                        let reason = "the server closed the connection"
+                        return joined ? .joinedThenLost(reason) : .failed(reason)
+                    }
+                    break
+                }
+                lastHeard = ContinuousClock.now
+                let lines: [[UInt8]]
+                do { lines = try framer.append(buffer[0..<count]) } catch {
+                    return .failed("the server sent a line over \(framer.maxLineLength) bytes")
+                }
+                for line in lines {
+                    guard let message = try? SignalingMessage(parsing: line) else { continue }
+                    if let outcome = handle(message, joined: &joined, rejoin: rejoin, connection: connection, seen: &seen) {
+                        return outcome
+                    }
+                }
+            }
+        }
+    }
+
+    /// Acts on one message from the server; returns an outcome when the session must end.
+    private func handle(_ message: SignalingMessage, joined: inout Bool, rejoin: Bool, connection: ClientConnection,
+                        seen: inout RecentIDs) -> SessionOutcome? {
+        switch message {
+        case .joined(_, let participant, let peers):
+            joined = true
+            // Everything not yet acknowledged goes again, in order; receivers drop duplicates by id.
+            let pending = state.withLock { s -> [RelayMessage] in
+                s.fresh.removeAll()
+                return s.outbox
+            }
+            continuation.yield(.joined(participant: participant, peers: peers, rejoined: rejoin))
+            do {
+                for m in pending { try connection.send(SignalingMessage.relay(m).serialized()) }
+            } catch {
+                return .joinedThenLost(error.description)
+            }
+        case .peerJoined(let who, let again):
+            continuation.yield(.peerJoined(who, rejoin: again))
+        case .peerLeft(let who, let reason):
+            continuation.yield(.peerLeft(who, reason: reason))
+        case .relay(let relay):
+            if seen.insert("\(relay.from ?? "")/\(relay.id)") { continuation.yield(.message(relay)) }
+        case .ack(let id):
+            state.withLock { s in s.outbox.removeAll { $0.id == id } }
+        case .error(let code, let text, let id):
+            if let id, let refused = state.withLock({ s -> RelayMessage? in
+                guard let index = s.outbox.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.outbox.remove(at: index)
+            }) {
+                continuation.yield(.undelivered(refused, code: code, reason: text))
+                return nil
+            }
+            if !joined && code.isFatalForJoin { return .fatal("\(code.rawValue): \(text)") }
+            if code == .replaced { return .fatal("\(code.rawValue): \(text)") }
+            continuation.yield(.serverError(code: code, message: text))
+        case .ping(let id):
+            try? connection.send(SignalingMessage.pong(id: id).serialized())
+        case .pong, .join:
+            break
+        }
+        return nil
+    }
+
+    private func setBlocking(_ fd: Int32, _ blocking: Bool) {
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK)
+    }
+}
+
+/// The client's socket: writes queue what the kernel does not take yet and flush on POLLOUT.
+final class ClientConnection {
+    let fd: Int32
+    let tls: TLSSession?
+    private var output: [UInt8] = []
+
+    init(fd: Int32, tls: TLSSession?) {
+        self.fd = fd
+        self.tls = tls
+    }
+
+    var hasPendingOutput: Bool { !output.isEmpty }
+
+    func send(_ bytes: [UInt8]) throws(ConnectionFailure) {
+        output += bytes
+        try flush()
+    }
+
+    func flush() throws(ConnectionFailure) {
+        while !output.isEmpty {
+            let attempt: Result<IOResult, ConnectionFailure> = output.withUnsafeBytes { raw in
+                Result { () throws(ConnectionFailure) in
+                    if let tls {
+                        do throws(TLSError) { return try tls.write(raw) } catch { throw ConnectionFailure(description: error.description) }
+                    }
+                    do throws(SystemError) { return try nonBlocking("send", { Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) }) } catch {
+                        throw ConnectionFailure(description: error.description)
+                    }
+                }
+            }
+            switch try attempt.get() {
+            case .bytes(let n): output.removeFirst(n)
+            case .wouldBlock: return
+            case .closed: throw ConnectionFailure(description: "the server closed the connection")
+            }
+        }
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(ConnectionFailure) -> IOResult {
+        if let tls {
+            do { return try tls.read(into: buffer) } catch { throw ConnectionFailure(description: error.description) }
+        }
+        do { return try nonBlocking("read", { Glibc.read(fd, buffer.baseAddress, buffer.count) }) } catch {
+            throw ConnectionFailure(description: error.description)
+        }
+    }
+}
+
+/// The last N message keys seen, to drop copies a sender re-sent after a reconnect.
+struct RecentIDs {
+    private var order: [String] = []
+    private var set: Set<String> = []
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// True if the key is new.
+    mutating func insert(_ key: String) -> Bool {
+        guard set.insert(key).inserted else { return false }
+        order.append(key)
+        if order.count > capacity { set.remove(order.removeFirst()) }
+        return true
+    }
+}

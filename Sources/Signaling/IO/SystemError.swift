@@ -1,0 +1,37 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A failed system call: what was attempted, on what, and errno in words.
+public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
+    public let operation: String
+    public let errno: Int32
+
+    public init(_ operation: String, errno code: Int32 = Glibc.errno) {
+        self.operation = operation
+        self.errno = code
+    }
+
+    public var description: String { "\(operation): \(String(cString: strerror(errno))) (errno \(errno))" }
+}
+
+/// The result of a non-blocking read or write.
+enum IOResult: Equatable {
+    case bytes(Int)
+    case wouldBlock
+    case closed
+}
+
+/// Calls a system function that returns -1 and sets errno, retrying EINTR and turning
+/// EAGAIN/EWOULDBLOCK into `.wouldBlock` rather than an error.
+func nonBlocking(_ operation: @autoclosure () -> String, _ call: () -> Int) throws(SystemError) -> IOResult {
+    while true {
+        let result = call()
+        if result > 0 { return .bytes(result) }
+        if result == 0 { return .closed }
+        let code = errno
+        if code == EINTR { continue }
+        if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock }
+        throw SystemError(operation(), errno: code)
+    }
+}

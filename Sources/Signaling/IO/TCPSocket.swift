@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Plain TCP socket set-up: resolve, listen, connect. Descriptors are returned to owners that
+/// close them (the server's connection table, the client's session).
+enum TCPSocket {
+    /// Resolves HOST:PORT for a listener or a client, IPv4 or IPv6.
+    static func resolve(host: String, port: Int, passive: Bool) throws(SystemError) -> [(family: Int32, address: [UInt8])] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        hints.ai_flags = passive ? AI_PASSIVE : 0
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host.isEmpty ? nil : host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            throw SystemError("resolve \(host):\(port) (\(String(cString: gai_strerror(status))))", errno: EINVAL)
+        }
+        defer { freeaddrinfo(list) }
+        var out: [(Int32, [UInt8])] = []
+        var node: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = node {
+            let bytes = Array(UnsafeRawBufferPointer(start: entry.pointee.ai_addr, count: Int(entry.pointee.ai_addrlen)))
+            out.append((entry.pointee.ai_family, bytes))
+            node = entry.pointee.ai_next
+        }
+        return out
+    }
+
+    static func listen(host: String, port: Int, backlog: Int32 = 4096) throws(SystemError) -> (fd: Int32, port: Int) {
+        var lastError = SystemError("listen on \(host):\(port)", errno: EADDRNOTAVAIL)
+        for (family, address) in try resolve(host: host, port: port, passive: true) {
+            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { lastError = SystemError("create socket"); continue }
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            let bound = address.withUnsafeBytes { bind(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(address.count)) }
+            guard bound == 0, Glibc.listen(fd, backlog) == 0 else {
+                lastError = SystemError("listen on \(host):\(port)")
+                close(fd)
+                continue
+            }
+            return (fd, localPort(fd))
+        }
+        throw lastError
+    }
+
+    /// A blocking connection with a time limit, TCP_NODELAY set.
+    static func connect(host: String, port: Int, timeout: Duration) throws(SystemError) -> Int32 {
+        var lastError = SystemError("connect to \(host):\(port)", errno: EHOSTUNREACH)
+        for (family, address) in try resolve(host: host, port: port, passive: false) {
+            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { lastError = SystemError("create socket"); continue }
+            let result = address.withUnsafeBytes { Glibc.connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(address.count)) }
+            if result != 0 && errno != EINPROGRESS {
+                lastError = SystemError("connect to \(host):\(port)")
+                close(fd)
+                continue
+            }
+            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            let ms = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            if poll(&pfd, 1, ms) != 1 {
+                lastError = SystemError("connect to \(host):\(port) (no answer within \(timeout))", errno: ETIMEDOUT)
+                close(fd)
+                continue
+            }
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            guard error == 0 else {
+                lastError = SystemError("connect to \(host):\(port)", errno: error)
+                close(fd)
+                continue
+            }
+            setNoDelay(fd)
+            return fd
+        }
+        throw lastError
+    }
+
+    static func setNoDelay(_ fd: Int32) {
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    static func localPort(_ fd: Int32) -> Int {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return withUnsafeBytes(of: storage) { raw in
+            // sin_port and sin6_port sit at the same offset, in network byte order.
+            Int(UInt16(raw[2]) << 8 | UInt16(raw[3]))
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Signaling
+
+/// Collects a client's events so tests can wait for one with a deadline.
+final class EventLog: Sendable {
+    final class Storage: Sendable {
+        let events = Mutex<[SignalingEvent]>([])
+    }
+    private let storage = Storage()
+
+    init(_ client: SignalingClient) {
+        let storage = self.storage
+        Task { for await event in client.events { storage.events.withLock { $0.append(event) } } }
+    }
+
+    var all: [SignalingEvent] { storage.events.withLock { $0 } }
+
+    /// Waits up to `timeout` for an event matching `predicate`; returns it or nil.
+    @discardableResult
+    func wait(timeout: Duration = .seconds(5), _ predicate: (SignalingEvent) -> Bool) async -> SignalingEvent? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let found = all.first(where: predicate) { return found }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+}
+
+func startServer(port: Int = 0, limits: ServerLimits = ServerLimits(), tls: TLSContext? = nil) throws -> SignalingServer {
+    var configuration = SignalingServerConfiguration(port: port, secret: testSecret, tls: tls)
+    configuration.limits = limits
+    let server = try SignalingServer(configuration: configuration)
+    server.start()
+    return server
+}
+
+func makeClient(port: Int, room: String = "lab", identity: String, tls: TLSContext? = nil, host: String = "127.0.0.1",
+                fastRetry: Bool = true) -> (SignalingClient, EventLog) {
+    var configuration = SignalingClientConfiguration(host: host, port: port, room: room, token: {
+        let now = Int64(Date().timeIntervalSince1970)
+        return TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: room, issuedAt: now, expires: now + 600))
+    }, tls: tls)
+    if fastRetry {
+        configuration.backoffInitial = .milliseconds(50)
+        configuration.backoffMax = .milliseconds(400)
+    }
+    let client = SignalingClient(configuration: configuration)
+    let log = EventLog(client)
+    client.start()
+    return (client, log)
+}
+
+func isJoined(_ event: SignalingEvent) -> Bool { if case .joined = event { return true }; return false }
+
+/// A bare TCP connection for sending hostile bytes and reading the server's lines.
+final class RawConnection {
+    let fd: Int32
+    private var framer = LineFramer(maxLineLength: 1 << 20)
+
+    init(port: Int) throws {
+        fd = try TCPSocket.connect(host: "127.0.0.1", port: port, timeout: .seconds(2))
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    func send(_ text: String) { send(Array(text.utf8)) }
+
+    private var pending: [[UInt8]] = []
+
+    /// The next message from the server, or nil when the connection closes or 3 s pass.
+    func receive() -> SignalingMessage? {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while pending.isEmpty {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return nil }
+            guard let lines = try? framer.append(buffer[0..<n]) else { return nil }
+            pending += lines
+        }
+        return try? SignalingMessage(parsing: pending.removeFirst())
+    }
+
+    /// True if the server has closed the connection (reads EOF within 3 s).
+    func isClosedByServer() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { return true }
+            if n < 0 { return errno == ECONNRESET }
+        }
+    }
+}
+
+func errorCodeOf(_ message: SignalingMessage?) -> SignalingErrorCode? {
+    if case .error(let code, _, _)? = message { return code }
+    return nil
+}
