@@ -16,6 +16,10 @@ let mainHelp = """
     usage: callend COMMAND [OPTIONS]
 
     commands:
+      serve           run the signaling service (rooms, tokens, relay; optional TLS)
+      token           mint an access token (HS256 JWT) for a room and identity
+      bench signaling thousands of clients join rooms in pairs on loopback against 'callend serve';
+                      print joins/s, join latency p50/p99 and server memory per connection
       bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and
                       Opus with opusenc/opusdec, side by side; print fps, PSNR, bitrate and ratios
 
@@ -25,7 +29,7 @@ let mainHelp = """
 
     exit codes: 0 success, 1 the command failed, 2 bad command line
 
-    The call itself (join, serve, token, send, receive, devices, demo) is not built yet.
+    Not built yet: join, send, receive, devices, demo.
     """
 
 let benchCodecsHelp = """
@@ -96,13 +100,18 @@ do {
     switch command {
     case "help":
         print(mainHelp)
+    case "serve":
+        try runServe(&args)
+    case "token":
+        try runToken(&args)
     case "bench":
         guard let what = args.popOperand() else {
             throw UsageError(description: "'bench' needs a subject: callend bench codecs")
         }
         switch what {
         case "codecs": try runBenchCodecs(&args)
-        default: throw UsageError(description: "unknown bench '\(what)'; available: codecs")
+        case "signaling": try runBenchSignaling(&args)
+        default: throw UsageError(description: "unknown bench '\(what)'; available: codecs, signaling")
         }
     default:
         throw UsageError(description: "unknown command '\(command)'; see 'callend --help'")

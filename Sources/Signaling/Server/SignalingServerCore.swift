@@ -107,7 +107,7 @@ public final class SignalingServerCore {
 
     // MARK: Rooms
 
-    static func isValidRoomName(_ name: String) -> Bool {
+    public static func isValidRoomName(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.count <= 128 && name.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c == 0x2d || c == 0x5f || c == 0x2e
         }

@@ -48,6 +48,9 @@ public struct TokenSecret: Sendable {
         try self.init(bytes)
     }
 
+    /// The secret's bytes, for writing a new one to a file. Never log them.
+    public var printable: [UInt8] { bytes }
+
     /// A new random secret, for tests and `callend token --new-secret`.
     public static func random() -> TokenSecret {
         // 32 random bytes written as 64 hex characters, so the secret is printable in a file.

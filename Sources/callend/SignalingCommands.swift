@@ -1,0 +1,171 @@
+import CallEndpoint
+import Foundation
+import Signaling
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let serveHelp = """
+    usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K]
+                         [--max-participants N] [--max-connections N] [--issuer ISS]
+
+    Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
+    any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
+    The secret is read from the file, or from the CALLEND_SECRET environment variable; it is never
+    printed or logged. Stops cleanly on SIGINT or SIGTERM.
+
+      --listen HOST:PORT      address to listen on (port 0 picks a free port; the line
+                              'listening on HOST:PORT' on standard output says which)
+      --secret-file F         file holding the HS256 secret (at least 32 bytes)
+      --tls-cert C --tls-key K  serve TLS with this PEM certificate chain and key
+      --max-participants N    participants per room (default 2: a peer-to-peer call)
+      --max-connections N     connections in total (default 20000)
+      --issuer ISS            accept only tokens whose iss claim is ISS
+    """
+
+let tokenHelp = """
+    usage: callend token --room R --identity I (--secret-file F | CALLEND_SECRET=...) [--ttl 1h] [--issuer ISS]
+           callend token --new-secret
+
+    Prints a standard JWT (HS256) on standard output: sub = identity, room = the room it grants
+    ("*" for every room), iss, iat, nbf = now, exp = now + ttl. --new-secret prints a random secret
+    (64 hex characters) to put in a secret file.
+
+      --ttl D        lifetime: seconds, or a number with s, m, h or d (default 1h; at most 30d)
+      --issuer ISS   iss claim (default callend)
+    """
+
+/// Reads the shared secret from --secret-file or CALLEND_SECRET, never echoing it.
+func loadSecret(_ args: inout Arguments) throws -> TokenSecret {
+    if let path = try args.value("--secret-file") {
+        do { return try TokenSecret(contentsOfFile: path) } catch { throw UsageError(description: error.message) }
+    }
+    if let value = ProcessInfo.processInfo.environment["CALLEND_SECRET"], !value.isEmpty {
+        do { return try TokenSecret(Array(value.utf8)) } catch { throw UsageError(description: "CALLEND_SECRET: \(error.message)") }
+    }
+    throw UsageError(description: "no secret: give --secret-file F or set CALLEND_SECRET (make one with 'callend token --new-secret')")
+}
+
+func parseHostPort(_ text: String, option: String) throws(UsageError) -> (host: String, port: Int) {
+    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+        throw UsageError(description: "\(option) takes HOST:PORT (port 0 ... 65535), not '\(text)'")
+    }
+    var host = String(text[..<colon])
+    if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+    return (host, port)
+}
+
+func parseDuration(_ text: String) throws(UsageError) -> Int64 {
+    let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+    var number = Substring(text), unit: Int64 = 1
+    if let last = text.last, let scale = units[last] {
+        number = text.dropLast()
+        unit = scale
+    }
+    guard let value = Int64(number), value > 0, value * unit <= 30 * 86400 else {
+        throw UsageError(description: "--ttl takes a positive duration up to 30d such as 90, 15m, 1h or 7d, not '\(text)'")
+    }
+    return value * unit
+}
+
+/// Raises the open-file limit to the hard limit: a service or bench holding thousands of sockets needs it.
+func raiseFileLimit() {
+    var limit = rlimit()
+    if getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0, limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(RLIMIT_NOFILE_VALUE, &limit)
+    }
+}
+
+#if canImport(Glibc)
+let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+#endif
+
+func runToken(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(tokenHelp); return }
+    if args.flag("--new-secret") {
+        try args.finish(command: "token")
+        print(String(decoding: TokenSecret.random().printable, as: UTF8.self))
+        return
+    }
+    guard let room = try args.value("--room") else { throw UsageError(description: "token needs --room R") }
+    guard let identity = try args.value("--identity") else { throw UsageError(description: "token needs --identity I") }
+    let ttl = try args.value("--ttl").map { text throws(UsageError) in try parseDuration(text) } ?? 3600
+    let issuer = try args.value("--issuer") ?? TokenIssuer.defaultIssuer
+    let secret = try loadSecret(&args)
+    try args.finish(command: "token")
+    guard room == "*" || SignalingServerCore.isValidRoomName(room) else {
+        throw UsageError(description: "room names are 1-128 characters of A-Z a-z 0-9 . _ - (or * for every room), not '\(room)'")
+    }
+    guard !identity.isEmpty, identity.utf8.count <= 256 else { throw UsageError(description: "--identity must be 1-256 bytes") }
+    let now = Int64(Date().timeIntervalSince1970)
+    print(TokenIssuer(secret: secret).mint(TokenClaims(identity: identity, room: room, issuer: issuer, issuedAt: now, expires: now + ttl)))
+}
+
+func runServe(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(serveHelp); return }
+    guard let listen = try args.value("--listen") else { throw UsageError(description: "serve needs --listen HOST:PORT") }
+    let (host, port) = try parseHostPort(listen, option: "--listen")
+    let certificate = try args.value("--tls-cert"), key = try args.value("--tls-key")
+    guard (certificate == nil) == (key == nil) else { throw UsageError(description: "--tls-cert and --tls-key go together") }
+    let participants = try args.integer("--max-participants", in: 2...1000)
+    let connections = try args.integer("--max-connections", in: 1...1_000_000)
+    let issuer = try args.value("--issuer")
+    let secret = try loadSecret(&args)
+    try args.finish(command: "serve")
+
+    raiseFileLimit()
+    var configuration = SignalingServerConfiguration(host: host, port: port, secret: secret)
+    if let certificate, let key { configuration.tls = try TLSContext(certificateFile: certificate, privateKeyFile: key) }
+    if let participants { configuration.limits.maxParticipantsPerRoom = participants }
+    if let connections { configuration.limits.maxConnections = connections }
+    configuration.requiredIssuer = issuer
+    let server = try SignalingServer(configuration: configuration) { line in
+        FileHandle.standardError.write(Data("callend serve: \(line)\n".utf8))
+    }
+    // Signal handling is in place before the port is announced, so a parent that reads the
+    // line and at once sends SIGTERM is always obeyed.
+    for sig in [SIGINT, SIGTERM] {
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler {
+            server.stop()
+            exit(ExitCode.success.rawValue)
+        }
+        source.resume()
+        signalSources.append(source)
+    }
+    print("listening on \(host):\(server.port) (\(certificate == nil ? "plain TCP" : "TLS"))")
+    fflush(nil)  // flushes every stream; the line above must reach a parent reading our stdout
+    server.start()
+    while true { sleep(3600) }
+}
+
+nonisolated(unsafe) var signalSources: [any DispatchSourceSignal] = []  // written once on the main thread before any signal can arrive
+
+let benchSignalingHelp = """
+    usage: callend bench signaling [--clients N] [--rooms-per-second R]
+
+    Starts 'callend serve' as a child process on 127.0.0.1, connects N clients (default 10000),
+    holds them all open, joins them to rooms in pairs and relays an offer and an answer in each
+    room. Prints connections held at once, joins per second, p50/p99 latency from the second join
+    to the first participant's peer-joined, offer/answer round trip, and the server's resident
+    memory per connection. Needs a descriptor limit of N + 100 (it raises the soft limit to the hard one).
+
+      --clients N             clients (default 10000), two per room
+      --rooms-per-second R    start R rooms a second (2R joins/s) to measure latency at a steady
+                              rate; default 0 starts every room at once to measure throughput
+    """
+
+func runBenchSignaling(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(benchSignalingHelp); return }
+    let clients = try args.integer("--clients", in: 2...100_000) ?? 10_000
+    let rate = try args.integer("--rooms-per-second", in: 0...1_000_000) ?? 0
+    try args.finish(command: "bench signaling")
+    raiseFileLimit()
+    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    let bench = SignalingBenchmark(clients: clients, roomsPerSecond: Double(rate), executable: executable) {
+        FileHandle.standardError.write(Data("\($0)\n".utf8))
+    }
+    print(SignalingBenchmark.format(try bench.run(), roomsPerSecond: Double(rate)))
+}

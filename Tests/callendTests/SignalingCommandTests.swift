@@ -1,0 +1,130 @@
+import Foundation
+import Testing
+
+/// Starts `callend` with arguments and environment, without waiting for it.
+func launchCallend(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {
+    let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend")
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    return (process, out, err)
+}
+
+/// SIGTERM, then up to 5 s to exit; a process that ignores it is killed and the test fails.
+func terminate(_ process: Process, sourceLocation: SourceLocation = #_sourceLocation) {
+    guard process.isRunning else { return }
+    process.terminate()
+    let deadline = Date().addingTimeInterval(5)
+    while process.isRunning && Date() < deadline { usleep(10_000) }
+    if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        Issue.record("callend did not stop on SIGTERM", sourceLocation: sourceLocation)
+    }
+    process.waitUntilExit()
+}
+
+final class SecretFile {
+    let path: String
+    let secret = "signaling-test-secret-0123456789abcdef"
+    init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("callend-secret-\(UUID().uuidString)").path
+        try (secret + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Sends one line over TCP and returns the first line the server answers.
+func exchange(port: Int, line: String) throws -> String {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard connected == 0 else { throw CocoaError(.fileReadUnknown) }
+    var timeout = timeval(tv_sec: 3, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while !received.contains(0x0a) {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        received += buffer[0..<n]
+    }
+    return String(decoding: received.prefix { $0 != 0x0a }, as: UTF8.self)
+}
+
+@Suite(.serialized) struct SignalingCommandTests {
+    @Test func serveAcceptsTokensFromCallendAndPyJWTAndStopsOnSIGTERM() throws {
+        let secret = try SecretFile()
+        let (server, out, err) = try launchCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path])
+        defer { terminate(server) }
+        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        let port = try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? ""), "serve printed: \(first)")
+
+        let minted = try runCallend(["token", "--room", "lab", "--identity", "roof", "--ttl", "5m", "--secret-file", secret.path])
+        #expect(minted.status == 0)
+        let token = minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let answer = try exchange(port: port, line: #"{"type":"join","room":"lab","token":"\#(token)"}"#)
+        #expect(answer.contains(#""type":"joined""#) && answer.contains(#""participant":"roof""#), "\(answer)")
+
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        python.arguments = ["-c", "import jwt,sys,time; n=int(time.time()); print(jwt.encode({'sub':'py','room':'lab','iat':n,'nbf':n,'exp':n+60}, sys.argv[1], algorithm='HS256'))", secret.secret]
+        let pyOut = Pipe()
+        python.standardOutput = pyOut
+        try python.run()
+        python.waitUntilExit()
+        let pyToken = String(decoding: pyOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try exchange(port: port, line: #"{"type":"join","room":"lab","token":"\#(pyToken)"}"#).contains(#""participant":"py""#))
+        #expect(try exchange(port: port, line: #"{"type":"join","room":"other","token":"\#(pyToken)"}"#).contains("token_room"))
+
+        terminate(server)
+        #expect(server.terminationStatus == 0)
+        let everything = first + String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            + String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(!everything.contains(secret.secret), "the secret must never be printed")
+    }
+
+    @Test func secretFromEnvironmentAndBadSetups() throws {
+        let secret = try SecretFile()
+        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:0"], environment: ["CALLEND_SECRET": secret.secret])
+        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(first.hasPrefix("listening on 127.0.0.1:"))
+        terminate(server)
+
+        let cases: [([String], String)] = [
+            (["serve"], "serve needs --listen"),
+            (["serve", "--listen", "127.0.0.1"], "HOST:PORT"),
+            (["serve", "--listen", "127.0.0.1:0"], "no secret"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", "/nonexistent"], "cannot read the secret file"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--tls-cert", "c.pem"], "go together"),
+            (["token", "--identity", "x", "--secret-file", secret.path], "token needs --room"),
+            (["token", "--room", "r", "--identity", "x", "--secret-file", secret.path, "--ttl", "soon"], "--ttl takes"),
+            (["bench", "signaling", "--clients", "one"], "--clients takes"),
+        ]
+        for (arguments, message) in cases {
+            let result = try runCallend(arguments)
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        let busy = try runCallend(["serve", "--listen", "203.0.113.1:1", "--secret-file", secret.path])
+        #expect(busy.status == 1 && busy.stderr.contains("listen on 203.0.113.1:1"), "\(busy.stderr)")
+    }
+
+    @Test func smallSignalingBenchCompletesEveryPair() throws {
+        let result = try runCallend(["bench", "signaling", "--clients", "200"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("100/100 pairs completed"), "\(result.stdout)")
+        #expect(result.stdout.contains("joins/s") && result.stdout.contains("per connection"))
+    }
+}
