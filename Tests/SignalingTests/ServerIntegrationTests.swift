@@ -58,6 +58,22 @@ import Testing
         #expect(await logB.wait { if case .message(let m) = $0 { return m.id == "c1" }; return false } != nil)
     }
 
+    @Test func dripFedAndBatchedInputBothParseOverTCP() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        let drip = try RawConnection(port: server.port)
+        let now = Int64(Date().timeIntervalSince1970)
+        for byte in SignalingMessage.join(room: "drip", token: mint(room: "drip", issuedAt: now), rejoin: false).serialized() {
+            drip.send([byte])
+        }
+        let reply = drip.receive()
+        guard case .joined(_, "roof", [])? = reply else { Issue.record("no joined after a byte-by-byte join: \(String(describing: reply))"); return }
+        let batch = try RawConnection(port: server.port)
+        batch.send((1...20).flatMap { SignalingMessage.ping(id: $0).serialized() })
+        let ids = (1...20).compactMap { _ -> Int? in if case .pong(let id)? = batch.receive() { return id }; return nil }
+        #expect(ids == Array(1...20))
+    }
+
     @Test func floodAndSilenceAreCutOff() async throws {
         var limits = ServerLimits()
         limits.joinTimeout = .milliseconds(500)

@@ -87,3 +87,18 @@ func b64(_ text: String) -> String { Base64URL.encode(Array(text.utf8)) }
         #expect(TokenSecret.random().bytes.count == 64)
     }
 }
+
+@Suite struct BackoffTests {
+    @Test func delaysDoubleUpToTheCapWithJitter() {
+        var configuration = SignalingClientConfiguration(host: "127.0.0.1", port: 1, room: "r", token: { "" })
+        configuration.backoffInitial = .milliseconds(250)
+        configuration.backoffMax = .seconds(10)
+        let client = SignalingClient(configuration: configuration)
+        for attempt in 1...10 {
+            let nominal = min(10.0, 0.25 * pow(2, Double(attempt - 1)))
+            let delays = (0..<50).map { _ in client.backoffDelay(attempt: attempt).secondsValue }
+            #expect(delays.allSatisfy { $0 >= nominal * 0.5 - 1e-9 && $0 <= nominal + 1e-9 }, "attempt \(attempt): \(delays.min()!)...\(delays.max()!)")
+            #expect(Set(delays).count > 10, "jittered, not in step")
+        }
+    }
+}
