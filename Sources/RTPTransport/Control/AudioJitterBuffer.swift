@@ -1,0 +1,102 @@
+/// Orders Opus RTP packets and tells the player, once per frame period, what to do for the next
+/// frame: decode it, recover it from the next packet's in-band FEC, or conceal it. Pure: time is
+/// passed in.
+///
+/// Playout starts once `targetDelay` of audio is buffered. The target adapts to measured jitter
+/// (RFC 3550 §A.8): twice the jitter plus one frame, within `minimumDelay ... maximumDelay`.
+/// When more than the target plus two frames is buffered (the sender's clock runs fast, or a
+/// burst arrived), the oldest frame is dropped to keep latency down.
+public struct AudioJitterBuffer: Sendable {
+    public enum Playout: Sendable, Equatable {
+        /// Not started yet, or nothing received at all.
+        case buffering
+        case decode([UInt8])
+        /// The packet is missing but the next one is here: decode its FEC data for this frame.
+        case decodeFEC(nextPacket: [UInt8])
+        /// The packet is missing: packet-loss concealment.
+        case conceal
+    }
+
+    public let frameDuration: Duration
+    public let samplesPerFrame: UInt32
+    public var minimumDelay: Duration
+    public var maximumDelay: Duration
+
+    private var unwrapper = SequenceUnwrapper()
+    private var packets: [Int64: [UInt8]] = [:]
+    private var next: Int64?
+    private var started = false
+    private var jitter = 0.0
+    private var lastTransit: Double?
+    private var newest: Int64 = .min
+
+    public private(set) var decoded = 0
+    public private(set) var recoveredByFEC = 0
+    public private(set) var concealed = 0
+    public private(set) var latePackets = 0
+    public private(set) var droppedForLatency = 0
+
+    public init(frameDuration: Duration = .milliseconds(20), minimumDelay: Duration = .milliseconds(20),
+                maximumDelay: Duration = .milliseconds(200)) {
+        self.frameDuration = frameDuration
+        self.samplesPerFrame = UInt32(frameDuration.components.attoseconds / 1_000_000_000_000_000 * 48 + frameDuration.components.seconds * 48_000)
+        self.minimumDelay = minimumDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    public var targetDelay: Duration {
+        min(maximumDelay, max(minimumDelay, .seconds(2 * jitter) + frameDuration))
+    }
+
+    private var targetFrames: Int64 {
+        let frames = (targetDelay / frameDuration).rounded(.up)
+        return Int64(max(1, frames))
+    }
+
+    public mutating func insert(_ packet: RTPPacket, arrival: Duration) {
+        guard !packet.payload.isEmpty else { return }
+        let sequence = unwrapper.unwrap(packet.sequenceNumber)
+        if let next, sequence < next {
+            latePackets += 1
+            return
+        }
+        let arrivalSeconds = Double(arrival.components.seconds) + Double(arrival.components.attoseconds) / 1e18
+        let transit = arrivalSeconds - Double(packet.timestamp) / 48_000
+        if let lastTransit {
+            let d = abs(transit - lastTransit)
+            if d < 10 { jitter += (d - jitter) / 16 }
+        }
+        lastTransit = transit
+        packets[sequence] = packet.payload
+        newest = max(newest, sequence)
+        if next == nil { next = sequence }
+    }
+
+    /// What to play for the next frame period.
+    public mutating func nextPlayout() -> Playout {
+        guard let expected = next else { return .buffering }
+        let buffered = newest - expected + 1
+        if !started {
+            guard buffered >= targetFrames else { return .buffering }
+            started = true
+        }
+        var current = expected
+        if buffered > targetFrames + 2 {
+            // Too much latency: skip the oldest frame.
+            packets[current] = nil
+            current += 1
+            droppedForLatency += 1
+        }
+        defer { next = current + 1 }
+        if let payload = packets.removeValue(forKey: current) {
+            decoded += 1
+            return .decode(payload)
+        }
+        if let following = packets[current + 1] {
+            recoveredByFEC += 1
+            return .decodeFEC(nextPacket: following)
+        }
+        concealed += 1
+        return .conceal
+    }
+}

@@ -1,0 +1,81 @@
+/// Receiver side of generic NACK (RFC 4585 §6.2.1): notices gaps in sequence numbers, asks for the
+/// missing packets, asks again after a round trip if they do not come, and gives up (asking for a
+/// keyframe instead) after `maxRetries` or `maxAge`. Pure: time is passed in.
+public struct NACKGenerator: Sendable {
+    struct Missing {
+        var firstSeen: Duration
+        var lastRequested: Duration?
+        var retries: Int
+    }
+
+    public var maxRetries: Int
+    public var maxAge: Duration
+    /// A gap this large means the stream jumped (a restart, a long outage): recover with a keyframe.
+    public var maxMissing: Int
+    /// Wait this long before the first request, so ordinary reordering is not mistaken for loss.
+    public var reorderingDelay: Duration
+
+    private var unwrapper = SequenceUnwrapper()
+    private var highest: Int64?
+    private var missing: [Int64: Missing] = [:]
+
+    public private(set) var keyframeNeeded = false
+    public private(set) var requested = 0
+    public private(set) var recovered = 0
+    public private(set) var gaveUp = 0
+
+    public init(maxRetries: Int = 10, maxAge: Duration = .seconds(1), maxMissing: Int = 500, reorderingDelay: Duration = .milliseconds(5)) {
+        self.maxRetries = maxRetries
+        self.maxAge = maxAge
+        self.maxMissing = maxMissing
+        self.reorderingDelay = reorderingDelay
+    }
+
+    public var missingCount: Int { missing.count }
+
+    public mutating func clearKeyframeRequest() { keyframeNeeded = false }
+
+    /// A packet arrived (original or retransmission).
+    public mutating func received(_ sequenceNumber: UInt16, now: Duration) {
+        let sequence = unwrapper.unwrap(sequenceNumber)
+        guard let highest else {
+            self.highest = sequence
+            return
+        }
+        if sequence <= highest {
+            if missing.removeValue(forKey: sequence) != nil { recovered += 1 }
+            return
+        }
+        if sequence - highest - 1 > Int64(maxMissing) {
+            missing.removeAll()
+            keyframeNeeded = true
+        } else {
+            for gap in (highest + 1)..<sequence { missing[gap] = Missing(firstSeen: now, lastRequested: nil, retries: 0) }
+        }
+        self.highest = sequence
+    }
+
+    /// The sequence numbers to NACK now, given the current round-trip time.
+    public mutating func due(now: Duration, roundTripTime: Duration) -> [UInt16] {
+        // Re-ask after a round trip plus a margin for the sender's pacing.
+        let interval = max(.milliseconds(20), roundTripTime + roundTripTime / 2)
+        var out: [UInt16] = []
+        for sequence in missing.keys.sorted() {
+            guard var entry = missing[sequence] else { continue }
+            if entry.retries >= maxRetries || now - entry.firstSeen > maxAge {
+                missing[sequence] = nil
+                gaveUp += 1
+                keyframeNeeded = true
+                continue
+            }
+            let ready = entry.lastRequested.map { now - $0 >= interval } ?? (now - entry.firstSeen >= reorderingDelay)
+            guard ready else { continue }
+            entry.lastRequested = now
+            entry.retries += 1
+            missing[sequence] = entry
+            requested += 1
+            out.append(UInt16(truncatingIfNeeded: sequence))
+        }
+        return out
+    }
+}

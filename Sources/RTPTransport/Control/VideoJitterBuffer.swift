@@ -1,0 +1,185 @@
+/// Collects video RTP packets and hands out complete VP8 frames in decode order. Pure: arrival
+/// and `now` are passed in.
+///
+/// - A frame is complete when its first packet (S = 1, PID = 0), its last (marker) and every
+///   sequence number between them have arrived, in any order.
+/// - A frame is released as soon as it is complete and continues the previous one (its first
+///   sequence number follows the previous frame's last), or it is a keyframe.
+/// - When the next frame is incomplete, the buffer waits up to `targetDelay` for reordered or
+///   retransmitted packets, then gives up on it: frames up to the next complete keyframe are
+///   dropped and `keyframeNeeded` is set so the caller sends a PLI.
+/// - `targetDelay` adapts: three times the measured frame jitter (RFC 3550 §A.8 estimator) plus
+///   the round-trip time a retransmission needs, within `minimumDelay ... maximumDelay`.
+/// - Memory is bounded: past `maxPackets` the oldest frames are dropped.
+public struct VideoJitterBuffer: Sendable {
+    public struct Frame: Sendable, Equatable {
+        public var data: [UInt8]
+        public var rtpTimestamp: UInt32
+        public var isKeyframe: Bool
+        public var firstSequence: Int64
+        public var lastSequence: Int64
+        /// When the frame's last missing packet arrived.
+        public var completedAt: Duration
+    }
+
+    public enum InsertResult: Sendable, Equatable {
+        case inserted, duplicate, late, invalid
+    }
+
+    struct Packet {
+        var fragment: VP8PayloadFragment
+        var marker: Bool
+        var timestamp: UInt32
+        var arrival: Duration
+    }
+
+    public let clockRate: Double
+    public let maxPackets: Int
+    public var minimumDelay: Duration
+    public var maximumDelay: Duration
+    /// Round-trip time, so the buffer waits long enough for a NACKed packet to come back.
+    public var roundTripTime: Duration = .zero
+
+    private var unwrapper = SequenceUnwrapper()
+    private var packets: [Int64: Packet] = [:]
+    /// Last sequence number of the last frame released (or skipped past).
+    private var lastReleased: Int64?
+    /// Since when the oldest pending frame has been waiting.
+    private var waitingSince: Duration?
+    private var jitter = 0.0
+    private var lastTransit: Double?
+
+    public private(set) var keyframeNeeded = false
+    public private(set) var framesReleased = 0
+    public private(set) var framesDropped = 0
+    public private(set) var latePackets = 0
+    public private(set) var duplicatePackets = 0
+
+    public init(clockRate: Double = 90_000, maxPackets: Int = 4000,
+                minimumDelay: Duration = .milliseconds(10), maximumDelay: Duration = .milliseconds(500)) {
+        self.clockRate = clockRate
+        self.maxPackets = maxPackets
+        self.minimumDelay = minimumDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// Interarrival jitter in seconds.
+    public var jitterSeconds: Double { jitter }
+
+    public var targetDelay: Duration {
+        let wanted = Duration.seconds(3 * jitter) + roundTripTime
+        return min(maximumDelay, max(minimumDelay, wanted))
+    }
+
+    public var packetCount: Int { packets.count }
+
+    public mutating func clearKeyframeRequest() { keyframeNeeded = false }
+
+    public mutating func insert(_ packet: RTPPacket, arrival: Duration) -> InsertResult {
+        guard let fragment = try? VP8PayloadFragment(parsing: packet.payload) else { return .invalid }
+        let sequence = unwrapper.unwrap(packet.sequenceNumber)
+        if let lastReleased, sequence <= lastReleased {
+            latePackets += 1
+            return .late
+        }
+        guard packets[sequence] == nil else {
+            duplicatePackets += 1
+            return .duplicate
+        }
+        updateJitter(rtpTimestamp: packet.timestamp, arrival: arrival)
+        packets[sequence] = Packet(fragment: fragment, marker: packet.marker, timestamp: packet.timestamp, arrival: arrival)
+        if packets.count > maxPackets { dropOldestFrame() }
+        return .inserted
+    }
+
+    /// RFC 3550 §A.8 on packet transit times, in seconds; packets of one frame share a timestamp,
+    /// so their spread counts as jitter, which is what the wait has to cover.
+    private mutating func updateJitter(rtpTimestamp: UInt32, arrival: Duration) {
+        let arrivalSeconds = Double(arrival.components.seconds) + Double(arrival.components.attoseconds) / 1e18
+        let transit = arrivalSeconds - Double(rtpTimestamp) / clockRate
+        if let lastTransit {
+            var d = abs(transit - lastTransit)
+            // A timestamp wrap (every 13 hours at 90 kHz) looks like a huge jump: ignore it.
+            if d > 10 { d = 0 }
+            jitter += (d - jitter) / 16
+        }
+        lastTransit = transit
+    }
+
+    /// Frames ready at `now`, in decode order.
+    public mutating func popFrames(now: Duration) -> [Frame] {
+        var out: [Frame] = []
+        while let frame = nextFrame(now: now) { out.append(frame) }
+        return out
+    }
+
+    private mutating func nextFrame(now: Duration) -> Frame? {
+        guard let oldest = packets.keys.min() else {
+            waitingSince = nil
+            return nil
+        }
+        if let frame = completeFrame(startingAt: oldest, now: now), frame.isKeyframe || continues(frame) {
+            release(frame)
+            return frame
+        }
+        // The next frame is not ready: wait, then skip to a complete keyframe.
+        let since = waitingSince ?? (packets[oldest]?.arrival ?? now)
+        waitingSince = since
+        guard now - since >= targetDelay else { return nil }
+        guard let keyframe = nextCompleteKeyframe(now: now) else {
+            keyframeNeeded = true
+            return nil
+        }
+        let skipped = Set(packets.keys.filter { $0 < keyframe.firstSequence }.compactMap { packets[$0]?.timestamp })
+        framesDropped += skipped.count
+        keyframeNeeded = true
+        release(keyframe)
+        return keyframe
+    }
+
+    private func continues(_ frame: Frame) -> Bool {
+        guard let lastReleased else { return false }  // the first frame must be a keyframe
+        return frame.firstSequence == lastReleased + 1
+    }
+
+    private mutating func release(_ frame: Frame) {
+        for sequence in packets.keys where sequence <= frame.lastSequence { packets[sequence] = nil }
+        lastReleased = frame.lastSequence
+        waitingSince = nil
+        framesReleased += 1
+    }
+
+    /// The frame whose first packet is `start`, if all its packets are here.
+    private func completeFrame(startingAt start: Int64, now: Duration) -> Frame? {
+        guard let first = packets[start], first.fragment.isFrameStart else { return nil }
+        var data = first.fragment.data
+        var sequence = start
+        var completedAt = first.arrival
+        var packet = first
+        while !packet.marker {
+            sequence += 1
+            guard let next = packets[sequence], next.timestamp == first.timestamp, !next.fragment.isFrameStart else { return nil }
+            data += next.fragment.data
+            completedAt = max(completedAt, next.arrival)
+            packet = next
+        }
+        return Frame(data: data, rtpTimestamp: first.timestamp, isKeyframe: first.fragment.isKeyframeStart,
+                     firstSequence: start, lastSequence: sequence, completedAt: completedAt)
+    }
+
+    private func nextCompleteKeyframe(now: Duration) -> Frame? {
+        for sequence in packets.keys.sorted() where packets[sequence]?.fragment.isKeyframeStart == true {
+            if let frame = completeFrame(startingAt: sequence, now: now) { return frame }
+        }
+        return nil
+    }
+
+    private mutating func dropOldestFrame() {
+        guard let oldest = packets.keys.min(), let timestamp = packets[oldest]?.timestamp else { return }
+        let doomed = packets.filter { $0.value.timestamp == timestamp }.map(\.key)
+        for sequence in doomed { packets[sequence] = nil }
+        lastReleased = max(lastReleased ?? Int64.min, doomed.max() ?? oldest)
+        framesDropped += 1
+        keyframeNeeded = true
+    }
+}

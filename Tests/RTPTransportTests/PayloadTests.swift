@@ -1,0 +1,249 @@
+import Testing
+@testable import RTPTransport
+
+@Suite struct VP8PayloadTests {
+    @Test func descriptorVectors() throws {
+        // X=1 S=1 PID=0 | I=1 | M=1 PictureID 0x1234: 90 80 92 34, then VP8 data.
+        let (d, size) = try VP8PayloadDescriptor.parse([0x90, 0x80, 0x92, 0x34, 0xaa])
+        #expect(size == 4 && d.startOfPartition && d.partitionIndex == 0 && d.pictureID == 0x1234 && d.pictureIDIs15Bit)
+        // X=1 N=1 PID=2 | I L T K | 7-bit PictureID 0x05 | TL0PICIDX 9 | TID 2, Y, KEYIDX 3: a2 f0 05 09 a3
+        let (e, eSize) = try VP8PayloadDescriptor.parse([0xa2, 0xf0, 0x05, 0x09, 0xa3, 0x00])
+        #expect(eSize == 5 && e.nonReference && e.partitionIndex == 2 && e.pictureID == 5 && !e.pictureIDIs15Bit)
+        #expect(e.tl0PictureIndex == 9 && e.temporalLayer == 2 && e.layerSync && e.keyIndex == 3)
+        for descriptor in [d, e, VP8PayloadDescriptor(startOfPartition: true)] {
+            var bytes: [UInt8] = []
+            descriptor.serialize(into: &bytes)
+            #expect(bytes.count == descriptor.serializedSize)
+            #expect(try VP8PayloadDescriptor.parse(bytes + [0]).0 == descriptor)
+        }
+        for prefix in [[], [0x90], [0x90, 0x80], [0x90, 0x80, 0x92], [0x90, 0x80, 0x92, 0x34]] as [[UInt8]] {
+            #expect(throws: ParseError.self) { try VP8PayloadDescriptor.parse(prefix) }
+        }
+    }
+
+    @Test func packetizerBalancesAndMarksTheFrameStart() throws {
+        var packetizer = VP8Packetizer(maxPayloadSize: 100, initialPictureID: 0x7ffe)
+        let keyframe: [UInt8] = [0x10] + (1..<250).map { UInt8($0 & 0xff) }  // bit 0 = 0: keyframe
+        let payloads = packetizer.packetize(keyframe)
+        #expect(payloads.count == 3 && payloads.allSatisfy { $0.count <= 100 })
+        #expect(Set(payloads.map(\.count)).count <= 2, "balanced sizes: \(payloads.map(\.count))")
+        let fragments = try payloads.map(VP8PayloadFragment.init(parsing:))
+        #expect(fragments.map(\.isFrameStart) == [true, false, false])
+        #expect(fragments[0].isKeyframeStart && fragments.allSatisfy { $0.descriptor.pictureID == 0x7ffe })
+        #expect(fragments.flatMap(\.data) == keyframe)
+        let next = packetizer.packetize([0x11, 0, 0])[0], wrapped = packetizer.packetize([0x11, 0, 0])[0]
+        #expect(try VP8PayloadFragment(parsing: next).descriptor.pictureID == 0x7fff)
+        #expect(try VP8PayloadFragment(parsing: wrapped).descriptor.pictureID == 0, "15-bit wrap")
+    }
+}
+
+/// Packets of VP8 frames as a sender would make them.
+func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 1000, firstSequence: UInt16 = 65530) -> [RTPPacket] {
+    var packetizer = VP8Packetizer(maxPayloadSize: 100)
+    var sequence = firstSequence
+    var out: [RTPPacket] = []
+    for f in 0..<frames {
+        let isKey = f % keyframeEvery == 0
+        let frame: [UInt8] = [isKey ? 0x10 : 0x11] + [UInt8](repeating: UInt8(f & 0xff), count: packetsPerFrame * 90 - 1)
+        let payloads = packetizer.packetize(frame)
+        for (i, payload) in payloads.enumerated() {
+            out.append(RTPPacket(payloadType: 96, sequenceNumber: sequence, timestamp: UInt32(f * 3000), ssrc: 7,
+                                 marker: i == payloads.count - 1, payload: payload))
+            sequence &+= 1
+        }
+    }
+    return out
+}
+
+@Suite struct VideoJitterBufferTests {
+    @Test func reorderedPacketsMakeCompleteFramesInOrder() {
+        var buffer = VideoJitterBuffer()
+        let packets = videoPackets(frames: 4)
+        // Swap neighbours throughout, across the sequence number wrap.
+        var shuffled = packets
+        for i in stride(from: 0, to: shuffled.count - 1, by: 2) { shuffled.swapAt(i, i + 1) }
+        var frames: [VideoJitterBuffer.Frame] = []
+        for (i, p) in shuffled.enumerated() {
+            let result = buffer.insert(p, arrival: .milliseconds(i))
+            #expect(result == .inserted)
+            frames += buffer.popFrames(now: .milliseconds(i))
+        }
+        #expect(frames.map(\.rtpTimestamp) == [0, 3000, 6000, 9000])
+        #expect(frames[0].isKeyframe && !frames[1].isKeyframe)
+        #expect(frames[2].data.count == 3 * 90 && frames[2].data.dropFirst().allSatisfy { $0 == 2 })
+        let late = buffer.insert(packets[0], arrival: .milliseconds(50))
+        #expect(late == .late)
+        #expect(buffer.packetCount == 0 && !buffer.keyframeNeeded)
+    }
+
+    @Test func waitsForARetransmissionThenSkipsToAKeyframe() {
+        var buffer = VideoJitterBuffer(minimumDelay: .milliseconds(50))
+        let packets = videoPackets(frames: 6, keyframeEvery: 4)
+        let lost = packets[4]  // a packet of frame 1
+        var now = Duration.zero
+        var released: [UInt32] = []
+        for p in packets.prefix(9) where p != lost {
+            now += .milliseconds(1)
+            _ = buffer.insert(p, arrival: now)
+            released += buffer.popFrames(now: now).map(\.rtpTimestamp)
+        }
+        #expect(released == [0], "frame 1 is incomplete; frame 2 must wait behind it")
+        // The retransmission arrives within the target delay: everything flows.
+        _ = buffer.insert(lost, arrival: now + .milliseconds(20))
+        released += buffer.popFrames(now: now + .milliseconds(20)).map(\.rtpTimestamp)
+        #expect(released == [0, 3000, 6000])
+
+        // Now frame 3 loses a packet for good; frame 4 is a keyframe.
+        var second = VideoJitterBuffer(minimumDelay: .milliseconds(50))
+        var out: [UInt32] = []
+        for (i, p) in packets.enumerated() where i != 10 {
+            _ = second.insert(p, arrival: .milliseconds(i))
+            out += second.popFrames(now: .milliseconds(i)).map(\.rtpTimestamp)
+        }
+        #expect(out == [0, 3000, 6000])
+        out += second.popFrames(now: .milliseconds(100)).map(\.rtpTimestamp)
+        #expect(out == [0, 3000, 6000, 12000, 15000], "skipped to the keyframe after waiting")
+        #expect(second.keyframeNeeded && second.framesDropped >= 1)
+    }
+
+    @Test func targetDelayFollowsJitterAndRTT() {
+        var calm = VideoJitterBuffer(minimumDelay: .milliseconds(10))
+        var rough = VideoJitterBuffer(minimumDelay: .milliseconds(10))
+        var rng = SeededGenerator(seed: 1)
+        for (i, p) in videoPackets(frames: 100, packetsPerFrame: 1).enumerated() {
+            let base = Duration.milliseconds(i * 33)
+            _ = calm.insert(p, arrival: base)
+            _ = rough.insert(p, arrival: base + .milliseconds(Int.random(in: 0...40, using: &rng)))
+        }
+        #expect(calm.targetDelay == .milliseconds(10))
+        #expect(rough.targetDelay > .milliseconds(30), "\(rough.targetDelay)")
+        calm.roundTripTime = .milliseconds(80)
+        #expect(calm.targetDelay >= .milliseconds(80))
+    }
+
+    @Test func memoryIsBounded() {
+        var buffer = VideoJitterBuffer(maxPackets: 50)
+        // Frame 0's second packet never comes: nothing can be released, yet memory stays bounded.
+        for (i, p) in videoPackets(frames: 100).enumerated() where i != 1 { _ = buffer.insert(p, arrival: .milliseconds(i)) }
+        #expect(buffer.packetCount <= 50 && buffer.keyframeNeeded)
+    }
+}
+
+@Suite struct AudioJitterBufferTests {
+    func packet(_ seq: UInt16) -> RTPPacket {
+        RTPPacket(payloadType: 111, sequenceNumber: seq, timestamp: UInt32(seq) * 960, ssrc: 1, payload: [UInt8(seq & 0xff)])
+    }
+
+    @Test func decodesFECRecoversAndConceals() {
+        // A target of 8 frames: playout starts with all 8 packets buffered.
+        var buffer = AudioJitterBuffer(minimumDelay: .milliseconds(160))
+        let first = buffer.nextPlayout()
+        #expect(first == .buffering)
+        for seq: UInt16 in [100, 101, 103, 104, 107] { buffer.insert(packet(seq), arrival: .milliseconds(Int(seq) * 20)) }
+        var plays: [AudioJitterBuffer.Playout] = []
+        for _ in 0..<8 { plays.append(buffer.nextPlayout()) }
+        #expect(plays == [.decode([100]), .decode([101]), .decodeFEC(nextPacket: [103]), .decode([103]), .decode([104]),
+                          .conceal, .decodeFEC(nextPacket: [107]), .decode([107])])
+        #expect(buffer.recoveredByFEC == 2 && buffer.concealed == 1)
+        buffer.insert(packet(102), arrival: .seconds(10))
+        #expect(buffer.latePackets == 1)
+    }
+
+    @Test func dropsOldFramesWhenLatencyBuildsUp() {
+        var buffer = AudioJitterBuffer(minimumDelay: .milliseconds(20))
+        for seq: UInt16 in 0..<10 { buffer.insert(packet(seq), arrival: .milliseconds(Int(seq) * 20)) }
+        _ = buffer.nextPlayout()
+        #expect(buffer.droppedForLatency >= 1)
+    }
+}
+
+@Suite struct NACKTests {
+    @Test func asksRetriesAndGivesUp() {
+        var nack = NACKGenerator(maxRetries: 3, reorderingDelay: .milliseconds(5))
+        for seq: UInt16 in [65534, 65535, 2, 3] { nack.received(seq, now: .zero) }
+        let rtt = Duration.milliseconds(40)
+        let d1 = nack.due(now: .milliseconds(1), roundTripTime: rtt)
+        #expect(d1.isEmpty, "reordering grace")
+        let d2 = nack.due(now: .milliseconds(6), roundTripTime: rtt)
+        #expect(d2 == [0, 1])
+        let d3 = nack.due(now: .milliseconds(30), roundTripTime: rtt)
+        #expect(d3.isEmpty, "not before a round trip")
+        nack.received(0, now: .milliseconds(50))
+        let d4 = nack.due(now: .milliseconds(70), roundTripTime: rtt)
+        #expect(d4 == [1])
+        let d5 = nack.due(now: .milliseconds(140), roundTripTime: rtt)
+        #expect(d5 == [1])
+        #expect(!nack.keyframeNeeded)
+        let d6 = nack.due(now: .milliseconds(210), roundTripTime: rtt)
+        #expect(d6.isEmpty)
+        #expect(nack.keyframeNeeded && nack.gaveUp == 1 && nack.recovered == 1)
+    }
+
+    @Test func hugeJumpAsksForAKeyframe() {
+        var nack = NACKGenerator(maxMissing: 100)
+        nack.received(10, now: .zero)
+        nack.received(5000, now: .zero)
+        #expect(nack.keyframeNeeded && nack.missingCount == 0)
+    }
+
+    @Test func historyDeduplicatesCapsAndGivesWay() {
+        var history = RetransmissionHistory(capacity: 100, maxPerRequest: 10)
+        for seq: UInt16 in 0..<200 { history.store(RTPPacket(payloadType: 96, sequenceNumber: seq, timestamp: 0, ssrc: 1), sentAt: .milliseconds(Int(seq))) }
+        let first = history.answer([150, 151], now: .milliseconds(210), roundTripTime: .milliseconds(50))
+        #expect(first.packets.map(\.sequenceNumber) == [150, 151] && !first.keyframeInstead)
+        let suppressedBefore = history.suppressedDuplicates
+        let again = history.answer([150, 151], now: .milliseconds(220), roundTripTime: .milliseconds(50))
+        #expect(again.packets.isEmpty && history.suppressedDuplicates == suppressedBefore + 2, "within a round trip: not resent")
+        let later = history.answer([150], now: .milliseconds(300), roundTripTime: .milliseconds(50))
+        #expect(later.packets.count == 1)
+        let old = history.answer([5, 6, 7], now: .milliseconds(300), roundTripTime: .milliseconds(50))
+        #expect(old.unavailable == 3 && old.keyframeInstead)
+        let flood = history.answer(Array(100..<140), now: .milliseconds(400), roundTripTime: .milliseconds(50))
+        #expect(flood.packets.count == 10 && flood.keyframeInstead)
+    }
+
+    @Test func rtxWrapsAndUnwraps() throws {
+        let original = RTPPacket(payloadType: 96, sequenceNumber: 4242, timestamp: 9000, ssrc: 7, marker: true, payload: [1, 2, 3])
+        let rtx = RTX.wrap(original, ssrc: 8, payloadType: 97, sequenceNumber: 1)
+        #expect(rtx.payload == [0x10, 0x92, 1, 2, 3] && rtx.ssrc == 8 && rtx.payloadType == 97)
+        #expect(try RTX.unwrap(rtx, mediaSSRC: 7, mediaPayloadType: 96) == original)
+        #expect(throws: ParseError.self) { try RTX.unwrap(RTPPacket(payloadType: 97, sequenceNumber: 1, timestamp: 0, ssrc: 8, payload: [1]), mediaSSRC: 7, mediaPayloadType: 96) }
+    }
+}
+
+@Suite struct StatisticsTests {
+    @Test func lossJitterAndRoundTrip() {
+        var stats = ReceiverStatistics(ssrc: 9, clockRate: 90_000)
+        // 100 packets, every 10th lost, 33 ms apart with ±2 ms arrival wobble.
+        for i in 0..<100 where i % 10 != 5 {
+            let wobble = i % 2 == 0 ? 2 : -2
+            stats.received(sequenceNumber: UInt16(truncatingIfNeeded: 65500 + i), rtpTimestamp: UInt32(i * 2970),
+                           arrival: .milliseconds(i * 33 + wobble))
+        }
+        stats.senderReportReceived(ntpTimestamp: 0x0001_2345_6789_0000, arrival: .seconds(3))
+        let report = stats.makeReport(now: .milliseconds(3500))
+        #expect(report.cumulativeLost == 10 && report.fractionLost == UInt8((10 << 8) / 100))
+        #expect(report.extendedHighestSequence == UInt32(65500 + 99))
+        #expect(report.jitter > 200 && report.jitter < 500, "≈ 4 ms of wobble at 90 kHz: \(report.jitter)")
+        #expect(report.lastSenderReport == 0x2345_6789 && report.delaySinceLastSenderReport == 32768)
+        // Next interval: nothing lost.
+        stats.received(sequenceNumber: UInt16(truncatingIfNeeded: 65600), rtpTimestamp: 0, arrival: .seconds(4))
+        let quiet = stats.makeReport(now: .seconds(4))
+        #expect(quiet.fractionLost == 0)
+
+        // RTT: the report left the receiver 0.5 s after the SR; it arrives back 0.6 s after the SR went out.
+        let sent = NTPTime.timestamp(unixSeconds: 1_000_000)
+        let back = NTPTime.timestamp(unixSeconds: 1_000_000.6)
+        let rr = ReceptionReport(ssrc: 1, lastSenderReport: NTPTime.compact(sent), delaySinceLastSenderReport: 32768)
+        let rtt = NTPTime.roundTripTime(reportArrivalNTP: back, report: rr)!
+        #expect(rtt > .milliseconds(99) && rtt < .milliseconds(101), "\(rtt)")
+    }
+
+    @Test func keyframeRequestsAreThrottled() {
+        var throttle = KeyframeRequestThrottle(minimumInterval: .milliseconds(300))
+        let answers = [throttle.shouldRequest(now: .zero), throttle.shouldRequest(now: .milliseconds(100)),
+                       throttle.shouldRequest(now: .milliseconds(301)),
+                       throttle.shouldRequest(now: .milliseconds(700), roundTripTime: .milliseconds(250))]
+        #expect(answers == [true, false, true, false])
+    }
+}
