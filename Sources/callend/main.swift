@@ -16,6 +16,8 @@ let mainHelp = """
     usage: callend COMMAND [OPTIONS]
 
     commands:
+      send            stream VP8 + Opus over RTP to HOST:PORT (and PORT+2), write the SDP; optional SRTP
+      receive         receive the streams an SDP file describes; write Y4M/IVF and WAV
       serve           run the signaling service (rooms, tokens, relay; optional TLS)
       token           mint an access token (HS256 JWT) for a room and identity
       bench signaling thousands of clients join rooms in pairs on loopback against 'callend serve';
@@ -29,7 +31,7 @@ let mainHelp = """
 
     exit codes: 0 success, 1 the command failed, 2 bad command line
 
-    Not built yet: join, send, receive, devices, demo.
+    Not built yet: join, devices, demo.
     """
 
 let benchCodecsHelp = """
@@ -100,6 +102,10 @@ do {
     switch command {
     case "help":
         print(mainHelp)
+    case "send":
+        try runSend(&args)
+    case "receive":
+        try runReceive(&args)
     case "serve":
         try runServe(&args)
     case "token":

@@ -1,0 +1,333 @@
+import Codecs
+import Foundation
+import RTPTransport
+import Synchronization
+
+/// What `callend receive` listens for (from an SDP file) and where the media goes.
+public struct MediaReceiverConfiguration: Sendable {
+    public var description: SessionDescriptionFile
+    public var listenHost = "0.0.0.0"
+    public var videoOutput: String?
+    public var audioOutput: String?
+    public var duration: Duration?
+    /// Stop after this long without any packet once media has flowed (the sender went away).
+    public var idleTimeout: Duration = .seconds(3)
+
+    public init(description: SessionDescriptionFile) {
+        self.description = description
+    }
+}
+
+public struct ReceiverSummary: Sendable, CustomStringConvertible {
+    public var videoPackets = 0
+    public var videoPacketsLost: Int64 = 0
+    public var retransmissionsReceived = 0
+    public var framesDecoded = 0
+    public var framesDropped = 0
+    public var decodeErrors = 0
+    public var keyframes = 0
+    public var nacksSent = 0
+    public var pliSent = 0
+    public var audioPackets = 0
+    public var audioDecoded = 0
+    public var audioRecoveredByFEC = 0
+    public var audioConcealed = 0
+    public var videoJitterMs = 0.0
+    public var elapsed: Duration = .zero
+    public var firstFrameNumbers: [Int] = []
+
+    public var description: String {
+        String(format: "received %.1f s: video %d packets (%lld lost, %d retransmissions), %d frames decoded (%d keyframes, %d dropped, %d decode errors), jitter %.1f ms; NACKs sent %d, PLIs %d; audio %d packets, %d decoded, %d from FEC, %d concealed",
+               elapsed.secondsDouble, videoPackets, videoPacketsLost, retransmissionsReceived, framesDecoded, keyframes, framesDropped,
+               decodeErrors, videoJitterMs, nacksSent, pliSent, audioPackets, audioDecoded, audioRecoveredByFEC, audioConcealed)
+    }
+}
+
+/// Receives the streams an SDP describes, each on its own port with RTCP multiplexed: reorders
+/// and reassembles video (asking for lost packets with NACK and for keyframes with PLI), plays
+/// audio through a jitter buffer with FEC and concealment, writes Y4M/IVF and WAV files, and sends
+/// receiver reports. Socket receiving, decoding and audio playout run on dedicated threads.
+public final class MediaReceiver: @unchecked Sendable {  // all mutable state is inside `state`
+    public let configuration: MediaReceiverConfiguration
+    let videoStream: StreamDescription?
+    let audioStream: StreamDescription?
+    let videoSocket: UDPSocket?
+    let audioSocket: UDPSocket?
+    let inboundVideo: SRTPSession?, inboundAudio: SRTPSession?
+    let outboundVideo: SRTPSession?, outboundAudio: SRTPSession?
+    let ssrc = UInt32.random(in: 1...UInt32.max)
+    let clock = StreamClock()
+    private let stopping = Atomic<Bool>(false)
+
+    struct State {
+        var videoBuffer = VideoJitterBuffer()
+        var audioBuffer = AudioJitterBuffer(minimumDelay: .milliseconds(40))
+        var nack = NACKGenerator()
+        var throttle = KeyframeRequestThrottle()
+        var videoStats: ReceiverStatistics?
+        var audioStats: ReceiverStatistics?
+        var videoSender: UDPAddress?
+        var audioSender: UDPAddress?
+        var videoDecoder: VP8Decoder?
+        var audioDecoder: OpusDecoder?
+        var y4m: Y4MWriter?
+        var ivf: IVFWriter?
+        var wav: WAVWriter?
+        var summary = ReceiverSummary()
+        var lastPacket: Duration?
+        var needKeyframe = false
+        var goodbyes = Set<UInt32>()
+        var errors: [String] = []
+    }
+    private let state: Mutex<State>
+
+    public init(configuration: MediaReceiverConfiguration) throws {
+        self.configuration = configuration
+        let streams = configuration.description.streams
+        videoStream = streams.first { $0.kind == .video }
+        audioStream = streams.first { $0.kind == .audio }
+        if let v = videoStream, v.encodingName.uppercased() != "VP8" {
+            throw ParseError("SDP", "video is \(v.encodingName); callend receives VP8")
+        }
+        if let a = audioStream, a.encodingName.lowercased() != "opus" {
+            throw ParseError("SDP", "audio is \(a.encodingName); callend receives Opus")
+        }
+        videoSocket = try videoStream.map { try UDPSocket(bindHost: configuration.listenHost, port: $0.port) }
+        audioSocket = try audioStream.map { try UDPSocket(bindHost: configuration.listenHost, port: $0.port) }
+        func sessions(_ stream: StreamDescription?) throws -> (SRTPSession?, SRTPSession?) {
+            guard let crypto = stream?.crypto else { return (nil, nil) }
+            return (try SRTPSession(profile: crypto.profile, keyMaterial: crypto.keyMaterial, direction: .inbound),
+                    try SRTPSession(profile: crypto.profile, keyMaterial: crypto.keyMaterial, direction: .outbound))
+        }
+        (inboundVideo, outboundVideo) = try sessions(videoStream)
+        (inboundAudio, outboundAudio) = try sessions(audioStream)
+        var initial = State()
+        initial.videoDecoder = try VP8Decoder()
+        initial.audioDecoder = try OpusDecoder(channels: 2)
+        if let path = configuration.audioOutput { initial.wav = try WAVWriter(path: path, channels: 2) }
+        state = Mutex(initial)
+    }
+
+    public func stop() { stopping.store(true, ordering: .relaxed) }
+
+    public func run() throws -> ReceiverSummary {
+        videoSocket?.startReceiving(name: "video-receive") { [self] bytes, from in receiveVideo(bytes, from: from) }
+        audioSocket?.startReceiving(name: "audio-receive") { [self] bytes, from in receiveAudio(bytes, from: from) }
+        let playout = Thread { [self] in playAudio() }
+        playout.name = "audio-playout"
+        if audioStream != nil { playout.start() }
+        var nextReport = Duration.seconds(1)
+        while !stopping.load(ordering: .relaxed) {
+            clock.sleep(until: clock.now + .milliseconds(10))
+            let now = clock.now
+            if let limit = configuration.duration, now >= limit { break }
+            let (idle, allGone) = state.withLock { s in
+                (s.lastPacket.map { now - $0 > configuration.idleTimeout } ?? false,
+                 !s.goodbyes.isEmpty && s.goodbyes.count >= (videoStream == nil ? 0 : 1) + (audioStream == nil ? 0 : 1))
+            }
+            if idle || allGone { break }
+            sendFeedback(now: now)
+            if now >= nextReport {
+                sendReports(now: now)
+                nextReport = now + .seconds(1)
+            }
+        }
+        stop()
+        videoSocket?.close()
+        audioSocket?.close()
+        while audioStream != nil && !playoutDone.load(ordering: .relaxed) { usleep(1000) }
+        return try state.withLock { s throws -> ReceiverSummary in
+            try s.y4m?.close()
+            try s.ivf?.close()
+            try s.wav?.close()
+            var summary = s.summary
+            summary.elapsed = clock.now
+            summary.videoPacketsLost = s.videoStats?.cumulativeLost ?? 0
+            summary.framesDropped = s.videoBuffer.framesDropped
+            summary.videoJitterMs = s.videoBuffer.jitterSeconds * 1000
+            summary.audioRecoveredByFEC = s.audioBuffer.recoveredByFEC
+            summary.audioConcealed = s.audioBuffer.concealed
+            return summary
+        }
+    }
+
+    private let playoutDone = Atomic<Bool>(false)
+
+    // MARK: Video
+
+    private func receiveVideo(_ datagram: [UInt8], from: UDPAddress) {
+        guard let stream = videoStream else { return }
+        let arrival = clock.now
+        if isRTCP(datagram) {
+            handleRTCP(datagram, inbound: inboundVideo, arrival: arrival)
+            return
+        }
+        var bytes = datagram
+        if let inboundVideo {
+            guard let clear = try? inboundVideo.unprotectRTP(datagram) else { return }
+            bytes = clear
+        }
+        guard var packet = try? RTPPacket(parsing: bytes) else { return }
+        state.withLock { s in
+            s.videoSender = from
+            s.lastPacket = arrival
+            if let rtx = stream.rtxPayloadType, packet.payloadType == rtx {
+                guard let mediaSSRC = s.videoStats?.ssrc,
+                      let original = try? RTX.unwrap(packet, mediaSSRC: mediaSSRC, mediaPayloadType: stream.payloadType) else { return }
+                packet = original
+                s.summary.retransmissionsReceived += 1
+            } else {
+                guard packet.payloadType == stream.payloadType else { return }
+                if s.videoStats == nil { s.videoStats = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 90_000) }
+                s.videoStats?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival)
+                s.summary.videoPackets += 1
+            }
+            s.nack.received(packet.sequenceNumber, now: arrival)
+            _ = s.videoBuffer.insert(packet, arrival: arrival)
+            for frame in s.videoBuffer.popFrames(now: arrival) { decode(frame, state: &s) }
+        }
+    }
+
+    private func decode(_ frame: VideoJitterBuffer.Frame, state s: inout State) {
+        if let path = configuration.videoOutput, path.hasSuffix(".ivf") {
+            if s.ivf == nil, frame.isKeyframe, let header = try? VP8FrameHeader(parsing: frame.data) {
+                s.ivf = try? IVFWriter(path: path, width: header.width ?? 0, height: header.height ?? 0)
+            }
+            try? s.ivf?.write(frame.data, pts: UInt64(frame.rtpTimestamp))
+        }
+        do {
+            guard let picture = try s.videoDecoder?.decode(frame.data) else { return }
+            s.summary.framesDecoded += 1
+            if frame.isKeyframe { s.summary.keyframes += 1 }
+            if s.summary.firstFrameNumbers.count < 5, let n = TestPatternReader.frameNumber(in: picture) { s.summary.firstFrameNumbers.append(n) }
+            if let path = configuration.videoOutput, !path.hasSuffix(".ivf") {
+                if s.y4m == nil { s.y4m = try Y4MWriter(path: path, width: picture.width, height: picture.height, frameRate: 30) }
+                if s.y4m?.width == picture.width && s.y4m?.height == picture.height { try s.y4m?.write(picture) }
+            }
+        } catch {
+            s.summary.decodeErrors += 1
+            s.needKeyframe = true
+        }
+    }
+
+    private func sendFeedback(now: Duration) {
+        guard let stream = videoStream, let socket = videoSocket else { return }
+        let (packets, destination): ([RTCPPacket], UDPAddress?) = state.withLock { s in
+            guard let sender = s.videoSender, let media = s.videoStats?.ssrc else { return ([], nil) }
+            var out: [RTCPPacket] = []
+            if stream.feedback.contains("nack") {
+                let lost = s.nack.due(now: now, roundTripTime: .milliseconds(50))
+                if !lost.isEmpty {
+                    out.append(.nack(GenericNACK(senderSSRC: ssrc, mediaSSRC: media, lost: lost)))
+                    s.summary.nacksSent += 1
+                }
+            }
+            let wantsKeyframe = s.needKeyframe || s.videoBuffer.keyframeNeeded || s.nack.keyframeNeeded
+            if wantsKeyframe, s.throttle.shouldRequest(now: now) {
+                out.append(.pictureLossIndication(PictureLossIndication(senderSSRC: ssrc, mediaSSRC: media)))
+                s.summary.pliSent += 1
+                s.needKeyframe = false
+                s.videoBuffer.clearKeyframeRequest()
+                s.nack.clearKeyframeRequest()
+            }
+            return (out, sender)
+        }
+        guard !packets.isEmpty, let destination else { return }
+        // RFC 4585 feedback goes in a compound packet that starts with a report.
+        let report: RTCPPacket = .receiverReport(ReceiverReport(ssrc: ssrc))
+        send([report] + packets, socket: socket, outbound: outboundVideo, to: destination)
+    }
+
+    private func sendReports(now: Duration) {
+        let (video, audio) = state.withLock { s in
+            (s.videoStats.map { ($0, s.videoSender) }.flatMap { stats, sender in sender.map { (stats, $0) } },
+             s.audioStats.map { ($0, s.audioSender) }.flatMap { stats, sender in sender.map { (stats, $0) } })
+        }
+        if let (_, sender) = video, let socket = videoSocket {
+            let block = state.withLock { $0.videoStats!.makeReport(now: now) }
+            send([.receiverReport(ReceiverReport(ssrc: ssrc, reports: [block])), .sourceDescription(SourceDescription(ssrc: ssrc, cname: "callend-receiver"))],
+                 socket: socket, outbound: outboundVideo, to: sender)
+        }
+        if let (_, sender) = audio, let socket = audioSocket {
+            let block = state.withLock { $0.audioStats!.makeReport(now: now) }
+            send([.receiverReport(ReceiverReport(ssrc: ssrc, reports: [block])), .sourceDescription(SourceDescription(ssrc: ssrc, cname: "callend-receiver"))],
+                 socket: socket, outbound: outboundAudio, to: sender)
+        }
+    }
+
+    private func send(_ packets: [RTCPPacket], socket: UDPSocket, outbound: SRTPSession?, to destination: UDPAddress) {
+        var bytes = RTCPPacket.serializeCompound(packets)
+        if let outbound { bytes = (try? outbound.protectRTCP(bytes)) ?? [] }
+        if !bytes.isEmpty { try? socket.send(bytes, to: destination) }
+    }
+
+    private func handleRTCP(_ datagram: [UInt8], inbound: SRTPSession?, arrival: Duration) {
+        var bytes = datagram
+        if let inbound {
+            guard let clear = try? inbound.unprotectRTCP(datagram) else { return }
+            bytes = clear
+        }
+        guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
+        state.withLock { s in
+            for packet in packets {
+                switch packet {
+                case .senderReport(let sr):
+                    if sr.ssrc == s.videoStats?.ssrc { s.videoStats?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival) }
+                    if sr.ssrc == s.audioStats?.ssrc { s.audioStats?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival) }
+                case .goodbye(let bye):
+                    for source in bye.sources where source == s.videoStats?.ssrc || source == s.audioStats?.ssrc { s.goodbyes.insert(source) }
+                default: break
+                }
+            }
+        }
+    }
+
+    // MARK: Audio
+
+    private func receiveAudio(_ datagram: [UInt8], from: UDPAddress) {
+        guard let stream = audioStream else { return }
+        let arrival = clock.now
+        if isRTCP(datagram) {
+            handleRTCP(datagram, inbound: inboundAudio, arrival: arrival)
+            return
+        }
+        var bytes = datagram
+        if let inboundAudio {
+            guard let clear = try? inboundAudio.unprotectRTP(datagram) else { return }
+            bytes = clear
+        }
+        guard let packet = try? RTPPacket(parsing: bytes), packet.payloadType == stream.payloadType else { return }
+        state.withLock { s in
+            s.audioSender = from
+            s.lastPacket = arrival
+            if s.audioStats == nil { s.audioStats = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 48_000) }
+            s.audioStats?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival)
+            s.audioBuffer.insert(packet, arrival: arrival)
+            s.summary.audioPackets += 1
+        }
+    }
+
+    /// Pulls one 20 ms frame every 20 ms, as a sound card would.
+    private func playAudio() {
+        defer { playoutDone.store(true, ordering: .relaxed) }
+        var tick = 0
+        while !stopping.load(ordering: .relaxed) {
+            clock.sleep(until: .milliseconds(tick * 20))
+            tick += 1
+            state.withLock { s in
+                guard let decoder = s.audioDecoder else { return }
+                let playout = s.audioBuffer.nextPlayout()
+                let samples: [Int16]?
+                switch playout {
+                case .buffering: samples = nil
+                case .decode(let payload): samples = try? decoder.decode(payload)
+                case .decodeFEC(let next): samples = try? decoder.decodeFEC(from: next, samplesPerChannel: 960)
+                case .conceal: samples = try? decoder.decodeLoss(samplesPerChannel: 960)
+                }
+                guard let samples else { return }
+                if case .decode = playout { s.summary.audioDecoded += 1 }
+                try? s.wav?.write(samples)
+            }
+        }
+    }
+}

@@ -1,0 +1,383 @@
+import Codecs
+import Devices
+import Foundation
+import RTPTransport
+import Synchronization
+
+/// What `callend send` sends and where.
+public struct MediaSenderConfiguration: Sendable {
+    public enum VideoSource: Sendable, Equatable {
+        case none
+        case pattern(width: Int, height: Int, frameRate: Int)
+        case y4m(path: String)
+    }
+
+    public enum AudioSource: Sendable, Equatable {
+        case none
+        case tone
+        case wav(path: String)
+    }
+
+    public var destinationHost: String
+    public var videoPort: Int
+    public var audioPort: Int
+    public var video: VideoSource = .pattern(width: 640, height: 480, frameRate: 30)
+    public var audio: AudioSource = .tone
+    public var videoBitrate = 1_000_000
+    public var audioBitrate = 32_000
+    public var srtp: (profile: SRTPProfile, keyMaterial: [UInt8])?
+    public var duration: Duration?
+
+    public static let videoPayloadType: UInt8 = 96
+    public static let rtxPayloadType: UInt8 = 97
+    public static let audioPayloadType: UInt8 = 111
+
+    public init(destinationHost: String, videoPort: Int) {
+        self.destinationHost = destinationHost
+        self.videoPort = videoPort
+        self.audioPort = videoPort + 2
+    }
+}
+
+public struct SenderStatistics: Sendable, CustomStringConvertible {
+    public var videoFrames = 0
+    public var keyframes = 0
+    public var videoPackets = 0
+    public var videoBytes = 0
+    public var audioPackets = 0
+    public var audioBytes = 0
+    public var nacksReceived = 0
+    public var retransmitted = 0
+    public var keyframeRequests = 0
+    public var roundTripTime: Duration?
+    public var receiverLossFraction: Double?
+    public var elapsed: Duration = .zero
+
+    public var description: String {
+        let seconds = max(elapsed.secondsDouble, 0.001)
+        return String(format: "sent %.1f s: video %d frames (%d keyframes), %d packets, %.0f kbit/s; audio %d packets, %.0f kbit/s; NACKs %d, retransmitted %d, keyframe requests %d%@%@",
+                      seconds, videoFrames, keyframes, videoPackets, Double(videoBytes * 8) / seconds / 1000,
+                      audioPackets, Double(audioBytes * 8) / seconds / 1000, nacksReceived, retransmitted, keyframeRequests,
+                      roundTripTime.map { String(format: "; RTT %.1f ms", $0.secondsDouble * 1000) } ?? "",
+                      receiverLossFraction.map { String(format: "; receiver loss %.1f %%", $0 * 100) } ?? "")
+    }
+}
+
+/// Sends VP8 and Opus over RTP to one address, video to one port and audio to another, RTCP
+/// multiplexed on each (RFC 5761). Answers NACKs with RFC 4588 retransmissions and PLI/FIR with a
+/// keyframe; sends SR and SDES every second. Capture, encoding and sending run on dedicated threads.
+public final class MediaSender: @unchecked Sendable {  // mutable sending state is behind `state`; sockets and sessions are thread-safe
+    public let configuration: MediaSenderConfiguration
+    let videoSocket: UDPSocket
+    let audioSocket: UDPSocket
+    let videoDestination: UDPAddress
+    let audioDestination: UDPAddress
+    let outbound: SRTPSession?
+    let inbound: SRTPSession?
+    let videoSSRC = UInt32.random(in: 1...UInt32.max)
+    let rtxSSRC = UInt32.random(in: 1...UInt32.max)
+    let audioSSRC = UInt32.random(in: 1...UInt32.max)
+    let cname = "callend-\(UInt32.random(in: 1...UInt32.max))"
+    let clock = StreamClock()
+    private let keyframeWanted = Atomic<Bool>(false)
+    private let stopping = Atomic<Bool>(false)
+
+    struct State {
+        var history = RetransmissionHistory()
+        var rtxSequence = UInt16.random(in: 0...UInt16.max)
+        var stats = SenderStatistics()
+        var videoPackets: UInt32 = 0, videoOctets: UInt32 = 0, lastVideoTimestamp: UInt32 = 0, lastVideoTime: Duration = .zero
+        var audioPackets: UInt32 = 0, audioOctets: UInt32 = 0, lastAudioTimestamp: UInt32 = 0, lastAudioTime: Duration = .zero
+        var roundTripTime: Duration = .milliseconds(50)
+    }
+    private let state = Mutex(State())
+
+    public init(configuration: MediaSenderConfiguration) throws {
+        self.configuration = configuration
+        videoSocket = try UDPSocket()
+        audioSocket = try UDPSocket()
+        videoDestination = try UDPAddress(host: configuration.destinationHost, port: configuration.videoPort)
+        audioDestination = try UDPAddress(host: configuration.destinationHost, port: configuration.audioPort)
+        if let srtp = configuration.srtp {
+            outbound = try SRTPSession(profile: srtp.profile, keyMaterial: srtp.keyMaterial, direction: .outbound)
+            // The receiver's RTCP comes back under the same key (SDES-SRTP with one a=crypto line).
+            inbound = try SRTPSession(profile: srtp.profile, keyMaterial: srtp.keyMaterial, direction: .inbound)
+        } else {
+            outbound = nil
+            inbound = nil
+        }
+    }
+
+    /// The SDP a receiver (GStreamer, ffmpeg, VLC, `callend receive`) needs.
+    public var sessionDescription: SessionDescriptionFile {
+        var streams: [StreamDescription] = []
+        let crypto = configuration.srtp
+        if configuration.video != .none {
+            streams.append(StreamDescription(kind: .video, port: configuration.videoPort, payloadType: MediaSenderConfiguration.videoPayloadType,
+                                             encodingName: "VP8", clockRate: 90_000, feedback: ["nack", "nack pli", "ccm fir"],
+                                             ssrc: videoSSRC, cname: cname, crypto: crypto, rtxPayloadType: MediaSenderConfiguration.rtxPayloadType))
+        }
+        if configuration.audio != .none {
+            streams.append(StreamDescription(kind: .audio, port: configuration.audioPort, payloadType: MediaSenderConfiguration.audioPayloadType,
+                                             encodingName: "opus", clockRate: 48_000, channels: 2, fmtp: "minptime=10;useinbandfec=1",
+                                             ssrc: audioSSRC, cname: cname, crypto: crypto))
+        }
+        return SessionDescriptionFile(connectionAddress: videoDestination.host, streams: streams)
+    }
+
+    public func stop() { stopping.store(true, ordering: .relaxed) }
+
+    /// Sends until the duration passes, the sources end, or `stop()`; returns the statistics.
+    public func run() throws -> SenderStatistics {
+        videoSocket.startReceiving(name: "rtcp-video") { [self] bytes, _ in handleRTCP(bytes) }
+        audioSocket.startReceiving(name: "rtcp-audio") { [self] bytes, _ in handleRTCP(bytes) }
+        defer {
+            videoSocket.close()
+            audioSocket.close()
+        }
+        let errors = Mutex<[any Error]>([])
+        let group = DispatchGroup()
+        func spawn(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
+            group.enter()
+            let thread = Thread {
+                do { try body() } catch { errors.withLock { $0.append(error) } }
+                group.leave()
+            }
+            thread.name = name
+            thread.start()
+        }
+        if configuration.video != .none { spawn("video-send") { [self] in try sendVideo() } }
+        if configuration.audio != .none { spawn("audio-send") { [self] in try sendAudio() } }
+        spawn("rtcp-send") { [self] in
+            var next = Duration.seconds(1)
+            while !stopping.load(ordering: .relaxed) {
+                clock.sleep(until: min(next, clock.now + .milliseconds(50)))
+                if clock.now >= next {
+                    sendReports()
+                    next += .seconds(1)
+                }
+            }
+        }
+        // The media threads end by themselves; the report thread ends when they have.
+        while true {
+            if group.wait(timeout: .now() + 0.05) == .success { break }
+            if mediaFinished.load(ordering: .relaxed) >= mediaThreads { stop() }
+        }
+        sendGoodbye()
+        if let error = errors.withLock({ $0.first }) { throw error }
+        return state.withLock { s in
+            var stats = s.stats
+            stats.elapsed = clock.now
+            return stats
+        }
+    }
+
+    private var mediaThreads: Int { (configuration.video != .none ? 1 : 0) + (configuration.audio != .none ? 1 : 0) }
+    private let mediaFinished = Atomic<Int>(0)
+
+    private func shouldContinue(_ elapsed: Duration) -> Bool {
+        !stopping.load(ordering: .relaxed) && configuration.duration.map { elapsed < $0 } ?? true
+    }
+
+    private func send(_ packet: RTPPacket, on socket: UDPSocket, to destination: UDPAddress) throws {
+        var bytes = packet.serialized()
+        if let outbound { bytes = try outbound.protectRTP(bytes) }
+        try socket.send(bytes, to: destination)
+    }
+
+    private func sendVideo() throws {
+        defer { mediaFinished.add(1, ordering: .relaxed) }
+        var pattern: TestPatternSource?
+        var reader: Y4MReader?
+        let width: Int, height: Int, fps: Int
+        switch configuration.video {
+        case .pattern(let w, let h, let f):
+            pattern = TestPatternSource(width: w, height: h, frameRate: f)
+            (width, height, fps) = (w, h, f)
+        case .y4m(let path):
+            let r = try Y4MReader(path: path)
+            reader = r
+            (width, height, fps) = (r.width, r.height, max(1, Int(r.frameRate.rounded())))
+        case .none:
+            return
+        }
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: width, height: height, frameRate: fps,
+                                                                            targetBitrate: configuration.videoBitrate))
+        var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
+        var sequence = UInt16.random(in: 0...UInt16.max)
+        let timestampBase = UInt32.random(in: 0...UInt32.max)
+        var index = 0
+        while shouldContinue(clock.now) {
+            let due = Duration.microseconds(Int64(index) * 1_000_000 / Int64(fps))
+            clock.sleep(until: due)
+            guard var frame = pattern != nil ? pattern!.nextFrame() : try reader?.readFrame() else { break }
+            frame.timestamp = clock.now
+            if keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
+            let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(index) * 90_000 / Int64(fps))
+            for encoded in try encoder.encode(frame) {
+                let payloads = packetizer.packetize(encoded.data)
+                for (i, payload) in payloads.enumerated() {
+                    let packet = RTPPacket(payloadType: MediaSenderConfiguration.videoPayloadType, sequenceNumber: sequence, timestamp: timestamp,
+                                           ssrc: videoSSRC, marker: i == payloads.count - 1, payload: payload)
+                    sequence &+= 1
+                    let now = clock.now
+                    state.withLock { s in
+                        s.history.store(packet, sentAt: now)
+                        s.videoPackets &+= 1
+                        s.videoOctets &+= UInt32(payload.count)
+                        s.lastVideoTimestamp = timestamp
+                        s.lastVideoTime = now
+                        s.stats.videoPackets += 1
+                        s.stats.videoBytes += packet.serializedSize
+                    }
+                    try send(packet, on: videoSocket, to: videoDestination)
+                }
+                state.withLock { s in
+                    s.stats.videoFrames += 1
+                    if encoded.isKeyframe { s.stats.keyframes += 1 }
+                }
+            }
+            index += 1
+        }
+    }
+
+    private func sendAudio() throws {
+        defer { mediaFinished.add(1, ordering: .relaxed) }
+        let frameSamples = 960
+        var tone: ToneSource?
+        var wav: WAVReader?
+        var channels = 1
+        switch configuration.audio {
+        case .tone: tone = ToneSource()
+        case .wav(let path):
+            let reader = try WAVReader(path: path)
+            guard reader.sampleRate == AudioFrame.sampleRate else {
+                throw CodecError(.invalidArgument, "send \(path)", "sample rate \(reader.sampleRate) Hz; callend sends 48000 Hz (convert with ffmpeg -ar 48000)")
+            }
+            channels = reader.channels
+            wav = reader
+        case .none: return
+        }
+        let encoder = try OpusEncoder(channels: channels, application: .voip, bitrate: configuration.audioBitrate)
+        try encoder.setInbandFEC(enabled: true, expectedLossPercent: 10)
+        var sequence = UInt16.random(in: 0...UInt16.max)
+        var timestamp = UInt32.random(in: 0...UInt32.max)
+        var index = 0
+        while shouldContinue(clock.now) {
+            clock.sleep(until: .milliseconds(index * 20))
+            var samples: [Int16]
+            if tone != nil {
+                samples = tone!.next(samplesPerChannel: frameSamples)
+            } else {
+                guard let chunk = wav?.read(samplesPerChannel: frameSamples) else { break }
+                samples = chunk + [Int16](repeating: 0, count: frameSamples * channels - chunk.count)
+            }
+            let payload = try encoder.encode(samples)
+            let packet = RTPPacket(payloadType: MediaSenderConfiguration.audioPayloadType, sequenceNumber: sequence, timestamp: timestamp,
+                                   ssrc: audioSSRC, marker: index == 0, payload: payload)
+            let now = clock.now
+            state.withLock { s in
+                s.audioPackets &+= 1
+                s.audioOctets &+= UInt32(payload.count)
+                s.lastAudioTimestamp = timestamp
+                s.lastAudioTime = now
+                s.stats.audioPackets += 1
+                s.stats.audioBytes += packet.serializedSize
+            }
+            try send(packet, on: audioSocket, to: audioDestination)
+            sequence &+= 1
+            timestamp &+= UInt32(frameSamples)
+            index += 1
+        }
+    }
+
+    /// SR + SDES per stream (RFC 3550 §6.4.1, §6.5), RTP time extrapolated to now.
+    private func sendReports() {
+        let now = clock.now
+        let ntp = clock.ntpNow
+        let (video, audio) = state.withLock { s in
+            (SenderReport(ssrc: videoSSRC, ntpTimestamp: ntp,
+                          rtpTimestamp: s.lastVideoTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - s.lastVideoTime).secondsDouble * 90_000)),
+                          packetCount: s.videoPackets, octetCount: s.videoOctets),
+             SenderReport(ssrc: audioSSRC, ntpTimestamp: ntp,
+                          rtpTimestamp: s.lastAudioTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - s.lastAudioTime).secondsDouble * 48_000)),
+                          packetCount: s.audioPackets, octetCount: s.audioOctets))
+        }
+        if configuration.video != .none {
+            sendRTCP([.senderReport(video), .sourceDescription(SourceDescription(ssrc: videoSSRC, cname: cname))], socket: videoSocket, to: videoDestination)
+        }
+        if configuration.audio != .none {
+            sendRTCP([.senderReport(audio), .sourceDescription(SourceDescription(ssrc: audioSSRC, cname: cname))], socket: audioSocket, to: audioDestination)
+        }
+    }
+
+    private func sendGoodbye() {
+        if configuration.video != .none {
+            sendRTCP([.goodbye(Goodbye(sources: [videoSSRC], reason: "done"))], socket: videoSocket, to: videoDestination)
+        }
+        if configuration.audio != .none {
+            sendRTCP([.goodbye(Goodbye(sources: [audioSSRC], reason: "done"))], socket: audioSocket, to: audioDestination)
+        }
+    }
+
+    private func sendRTCP(_ packets: [RTCPPacket], socket: UDPSocket, to destination: UDPAddress) {
+        var bytes = RTCPPacket.serializeCompound(packets)
+        if let outbound { bytes = (try? outbound.protectRTCP(bytes)) ?? [] }
+        guard !bytes.isEmpty else { return }
+        try? socket.send(bytes, to: destination)
+    }
+
+    private func handleRTCP(_ datagram: [UInt8]) {
+        guard isRTCP(datagram) else { return }
+        var bytes = datagram
+        if let inbound {
+            guard let clear = try? inbound.unprotectRTCP(datagram) else { return }
+            bytes = clear
+        }
+        guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
+        let arrivalNTP = clock.ntpNow
+        for packet in packets {
+            switch packet {
+            case .nack(let nack) where nack.mediaSSRC == videoSSRC:
+                let now = clock.now
+                let answer = state.withLock { s -> RetransmissionHistory.Answer in
+                    s.stats.nacksReceived += 1
+                    return s.history.answer(nack.lostSequenceNumbers, now: now, roundTripTime: s.roundTripTime)
+                }
+                for original in answer.packets {
+                    let rtx = state.withLock { s -> RTPPacket in
+                        s.rtxSequence &+= 1
+                        s.stats.retransmitted += 1
+                        return RTX.wrap(original, ssrc: rtxSSRC, payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence)
+                    }
+                    try? send(rtx, on: videoSocket, to: videoDestination)
+                }
+                if answer.keyframeInstead { keyframeWanted.store(true, ordering: .relaxed) }
+            case .pictureLossIndication(let pli) where pli.mediaSSRC == videoSSRC:
+                keyframeWanted.store(true, ordering: .relaxed)
+                state.withLock { $0.stats.keyframeRequests += 1 }
+            case .fullIntraRequest(let fir) where fir.entries.contains { $0.ssrc == videoSSRC }:
+                keyframeWanted.store(true, ordering: .relaxed)
+                state.withLock { $0.stats.keyframeRequests += 1 }
+            case .receiverReport(let rr):
+                absorb(rr.reports, arrivalNTP: arrivalNTP)
+            case .senderReport(let sr):
+                absorb(sr.reports, arrivalNTP: arrivalNTP)
+            default:
+                break
+            }
+        }
+    }
+
+    private func absorb(_ reports: [ReceptionReport], arrivalNTP: UInt64) {
+        for report in reports where report.ssrc == videoSSRC || report.ssrc == audioSSRC {
+            state.withLock { s in
+                if let rtt = NTPTime.roundTripTime(reportArrivalNTP: arrivalNTP, report: report) {
+                    s.roundTripTime = rtt
+                    s.stats.roundTripTime = rtt
+                }
+                if report.ssrc == videoSSRC { s.stats.receiverLossFraction = Double(report.fractionLost) / 256 }
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Monotonic time since a stream started, and wall-clock NTP timestamps for RTCP.
+struct StreamClock: Sendable {
+    let origin = ContinuousClock.now
+
+    var now: Duration { ContinuousClock.now - origin }
+
+    var ntpNow: UInt64 { NTPTimeNow() }
+
+    /// Sleeps until `deadline` (since origin); returns at once if it has passed.
+    func sleep(until deadline: Duration) {
+        let remaining = deadline - now
+        guard remaining > .zero else { return }
+        let micros = remaining.components.seconds * 1_000_000 + remaining.components.attoseconds / 1_000_000_000_000
+        usleep(UInt32(clamping: micros))
+    }
+}
+
+import RTPTransport
+
+func NTPTimeNow() -> UInt64 {
+    NTPTime.timestamp(unixSeconds: Date().timeIntervalSince1970)
+}
+
+extension Duration {
+    var secondsDouble: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+import Devices
+import Codecs
+
+/// Reads the frame counter the synthetic test pattern writes into its pictures.
+enum TestPatternReader {
+    static func frameNumber(in frame: VideoFrame) -> Int? { TestPatternSource.frameNumber(in: frame) }
+}

@@ -1,0 +1,98 @@
+import Codecs
+
+/// A moving test picture: colour bars that scroll, a bright box that crosses the frame, and the
+/// frame number written as 16 black/white blocks along the top edge so a receiver can read it
+/// back from the decoded picture (`frameNumber(in:)`), even after lossy coding.
+public struct TestPatternSource: Sendable {
+    public let width: Int
+    public let height: Int
+    public let frameRate: Int
+    public private(set) var frameNumber = 0
+
+    static let markBits = 16
+    static let markSize = 16
+
+    public init(width: Int, height: Int, frameRate: Int) {
+        self.width = width
+        self.height = height
+        self.frameRate = frameRate
+    }
+
+    public mutating func nextFrame() -> VideoFrame {
+        let n = frameNumber
+        frameNumber += 1
+        var frame = VideoFrame(width: width, height: height, timestamp: .microseconds(Int64(n) * 1_000_000 / Int64(frameRate)))
+        let shift = n * 4
+        frame.withMutablePlanes { y, u, v in
+            for row in 0..<height {
+                for col in 0..<width {
+                    y[row * width + col] = UInt8(truncatingIfNeeded: 16 + ((col + shift) % width) * 200 / width + (row % 64 < 2 ? 30 : 0))
+                }
+            }
+            let cw = VideoFrame.chromaWidth(width), ch = VideoFrame.chromaHeight(height)
+            for row in 0..<ch {
+                for col in 0..<cw {
+                    let bar = ((col * 2 + shift) / max(1, width / 8)) % 8
+                    u[row * cw + col] = UInt8(64 + bar * 20)
+                    v[row * cw + col] = UInt8(200 - bar * 18 - row % 16)
+                }
+            }
+            // The moving box.
+            let boxSize = max(8, height / 6)
+            let boxX = (n * 7) % max(1, width - boxSize), boxY = height / 2 - boxSize / 2
+            for row in boxY..<min(height, boxY + boxSize) {
+                for col in boxX..<min(width, boxX + boxSize) { y[row * width + col] = 235 }
+            }
+            // The frame number, one block per bit, most significant first.
+            for bit in 0..<Self.markBits where (bit + 1) * Self.markSize <= width {
+                let value: UInt8 = (n >> (Self.markBits - 1 - bit)) & 1 == 1 ? 235 : 16
+                for row in 0..<min(height, Self.markSize) {
+                    for col in (bit * Self.markSize)..<((bit + 1) * Self.markSize) { y[row * width + col] = value }
+                }
+            }
+        }
+        return frame
+    }
+
+    /// Reads back the frame number written into a (decoded) picture, modulo 65536.
+    public static func frameNumber(in frame: VideoFrame) -> Int? {
+        guard frame.width >= markBits * markSize, frame.height >= markSize else { return nil }
+        var value = 0
+        for bit in 0..<markBits {
+            // Sample the centre of the block, away from coding artefacts at its edges.
+            let sample = frame.y[(markSize / 2) * frame.strideY + bit * markSize + markSize / 2]
+            value = value << 1 | (sample > 125 ? 1 : 0)
+        }
+        return value
+    }
+}
+
+/// A sine tone at 48 kHz, mono or stereo, in frames of a fixed duration.
+public struct ToneSource: Sendable {
+    public let frequency: Double
+    public let amplitude: Double
+    public let channels: Int
+    private var sampleIndex = 0
+
+    public init(frequency: Double = 440, amplitude: Double = 0.3, channels: Int = 1) {
+        self.frequency = frequency
+        self.amplitude = amplitude
+        self.channels = channels
+    }
+
+    public mutating func next(samplesPerChannel: Int) -> [Int16] {
+        var out: [Int16] = []
+        out.reserveCapacity(samplesPerChannel * channels)
+        for i in 0..<samplesPerChannel {
+            let t = Double(sampleIndex + i) / Double(AudioFrame.sampleRate)
+            let sample = Int16(amplitude * 32767 * sin(2 * Double.pi * frequency * t))
+            for _ in 0..<channels { out.append(sample) }
+        }
+        sampleIndex += samplesPerChannel
+        return out
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

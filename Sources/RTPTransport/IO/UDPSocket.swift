@@ -1,0 +1,151 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A failed socket call: what was attempted and what the system said.
+public struct SocketError: Error, CustomStringConvertible, Sendable {
+    public let operation: String
+    public let errno: Int32
+    init(_ operation: String, errno code: Int32 = Glibc.errno) {
+        self.operation = operation
+        self.errno = code
+    }
+    public var description: String { "\(operation): \(String(cString: strerror(errno))) (errno \(errno))" }
+}
+
+/// An IPv4 UDP address.
+public struct UDPAddress: Sendable, Hashable, CustomStringConvertible {
+    public let host: String
+    public let port: Int
+    let address: sockaddr_in
+
+    public init(host: String, port: Int) throws(SocketError) {
+        guard (0...65535).contains(port) else { throw SocketError("UDP address \(host):\(port): port out of range", errno: EINVAL) }
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            throw SocketError("resolve \(host) (\(String(cString: gai_strerror(status))); IPv4 addresses only)", errno: EINVAL)
+        }
+        defer { freeaddrinfo(list) }
+        address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+        self.port = port
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        var inAddr = address.sin_addr
+        inet_ntop(AF_INET, &inAddr, &text, socklen_t(text.count))
+        self.host = String(decoding: text.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    init(_ raw: sockaddr_in) {
+        address = raw
+        port = Int(UInt16(bigEndian: raw.sin_port))
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        var inAddr = raw.sin_addr
+        inet_ntop(AF_INET, &inAddr, &text, socklen_t(text.count))
+        host = String(decoding: text.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    public var description: String { "\(host):\(port)" }
+
+    public static func == (a: UDPAddress, b: UDPAddress) -> Bool { a.host == b.host && a.port == b.port }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(host)
+        hasher.combine(port)
+    }
+}
+
+/// A UDP socket whose receiving runs on its own thread (never on the task pool). Sending may
+/// happen from any thread. The descriptor is closed by `close()` or deinit.
+public final class UDPSocket: @unchecked Sendable {  // fd is immutable after init; the receive thread is started once and stopped through an atomic
+    public let fd: Int32
+    public let localPort: Int
+    private let stopping = Atomic<Bool>(false)
+    private let closed = Atomic<Bool>(false)
+    private let finished = Mutex<Bool>(true)
+
+    public init(bindHost: String = "0.0.0.0", port: Int = 0, bufferBytes: Int32 = 1 << 21) throws(SocketError) {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketError("create UDP socket") }
+        var size = bufferBytes
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        let local: UDPAddress
+        do { local = try UDPAddress(host: bindHost, port: port) } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        var address = local.address
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            let error = SocketError("bind UDP \(bindHost):\(port)")
+            Glibc.close(fd)
+            throw error
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        self.fd = fd
+        self.localPort = Int(UInt16(bigEndian: actual.sin_port))
+    }
+
+    deinit { close() }
+
+    public func send(_ bytes: [UInt8], to destination: UDPAddress) throws(SocketError) {
+        var address = destination.address
+        let sent = bytes.withUnsafeBytes { raw in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+        guard sent == bytes.count else {
+            let code = errno
+            // A full send buffer drops the datagram, as a router would: not an error worth stopping for.
+            if code == EAGAIN || code == ENOBUFS { return }
+            throw SocketError("send \(bytes.count) bytes to \(destination)", errno: code)
+        }
+    }
+
+    /// Starts a thread that calls `handler` for every datagram until `stop()`.
+    public func startReceiving(name: String, handler: @escaping @Sendable ([UInt8], UDPAddress) -> Void) {
+        finished.withLock { $0 = false }
+        let thread = Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while !stopping.load(ordering: .relaxed) {
+                // Wake every 100 ms to notice stop().
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                var from = sockaddr_in()
+                var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                let count = buffer.withUnsafeMutableBytes { raw in
+                    withUnsafeMutablePointer(to: &from) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, raw.baseAddress, raw.count, 0, $0, &length) }
+                    }
+                }
+                if count > 0 { handler(Array(buffer[0..<count]), UDPAddress(from)) }
+            }
+            finished.withLock { $0 = true }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Stops the receive thread and waits for it.
+    public func stop() {
+        stopping.store(true, ordering: .relaxed)
+        while !finished.withLock({ $0 }) { usleep(1000) }
+    }
+
+    public func close() {
+        stop()
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        Glibc.close(fd)
+    }
+}
