@@ -34,7 +34,7 @@ let package = Package(
         .testTarget(name: "SignalingTests", dependencies: ["Signaling"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices"]),
         .testTarget(name: "CallEndpointTests", dependencies: ["CallEndpoint"]),
-        .testTarget(name: "callendTests", dependencies: ["callend"]),
+        .testTarget(name: "callendTests", dependencies: ["callend", "Codecs", "RTPTransport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -11,6 +11,8 @@ packages=(
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
   # PyJWT for /usr/bin/python3 (token interop tests), openssl to make test certificates
   python3 python3-jwt openssl
+  # GStreamer peers for the RTP interop tests
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
 )
 
 missing=()

@@ -46,6 +46,9 @@ import Testing
         #expect(try attempt("RIFF1234WAVE\n")?.kind == .invalidData)
         #expect(try attempt("YUV4MPEG2 W0 H10\n")?.kind == .invalidData)
         #expect(try attempt("YUV4MPEG2 W16 H16 F30:0\n")?.kind == .invalidData)
+        #expect(try attempt("YUV4MPEG2 W16 H16 F-1:1\n")?.kind == .invalidData)
+        // GStreamer's "unknown rate" header is accepted.
+        #expect(try attempt("YUV4MPEG2 C420 W2 H2 Ip F0:1 A1:1\nFRAME\n", extra: [1, 2, 3, 4, 5, 6]) == nil)
         let c444 = try attempt("YUV4MPEG2 W16 H16 C444\n")
         #expect(c444?.detail.contains("C420jpeg") == true, "the error lists what is supported: \(String(describing: c444))")
         #expect(try attempt("YUV4MPEG2 W16 H16\nFRAME\n", extra: [1, 2, 3])?.detail.contains("ends inside") == true)

@@ -40,10 +40,11 @@ public final class Y4MReader {
             case "H": height = Int(value) ?? 0
             case "F":
                 let parts = value.split(separator: ":")
-                guard parts.count == 2, let n = Int(parts[0]), let d = Int(parts[1]), n > 0, d > 0 else {
-                    throw CodecError(.invalidData, operation, "frame rate '\(value)' is not N:D with positive N and D")
+                guard parts.count == 2, let n = Int(parts[0]), let d = Int(parts[1]), n >= 0, d > 0 else {
+                    throw CodecError(.invalidData, operation, "frame rate '\(value)' is not N:D with N ≥ 0 and D > 0")
                 }
-                rate = (n, d)
+                // GStreamer's y4menc writes F0:1 when the rate is unknown (live RTP): assume 30.
+                rate = n == 0 ? (30, 1) : (n, d)
             case "C": colorSpace = String(value)
             default: break  // I, A, X and unknown parameters do not change how frames are read.
             }

@@ -1,0 +1,196 @@
+import Codecs
+import Foundation
+import RTPTransport
+import Testing
+
+/// An even port P with P and P+2 free for UDP on loopback (video and audio).
+func freePortPair() throws -> Int {
+    for _ in 0..<50 {
+        let probe = try UDPSocket(bindHost: "127.0.0.1", port: 0)
+        let port = probe.localPort & ~1
+        probe.close()
+        guard port > 1024, port < 65000 else { continue }
+        if let a = try? UDPSocket(bindHost: "127.0.0.1", port: port), let b = try? UDPSocket(bindHost: "127.0.0.1", port: port + 2) {
+            a.close()
+            b.close()
+            return port
+        }
+    }
+    throw CocoaError(.fileWriteUnknown)
+}
+
+final class WorkDirectory {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("callend-interop-\(UUID().uuidString)").path
+    init() throws { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+    func file(_ name: String) -> String { path + "/" + name }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Starts an outside tool; the caller stops or waits for it.
+func launch(_ tool: String, _ arguments: [String]) throws -> Process {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/" + tool)
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    return process
+}
+
+/// Waits up to `seconds` for a process to end; interrupts (SIGINT) and then kills it if it does not.
+func finish(_ process: Process, within seconds: Double) {
+    let deadline = Date().addingTimeInterval(seconds)
+    while process.isRunning && Date() < deadline { usleep(20_000) }
+    if process.isRunning {
+        process.interrupt()
+        let grace = Date().addingTimeInterval(3)
+        while process.isRunning && Date() < grace { usleep(20_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+    process.waitUntilExit()
+}
+
+func countY4MFrames(_ path: String) -> Int {
+    guard let reader = try? Y4MReader(path: path) else { return 0 }
+    var count = 0
+    while (try? reader.readFrame()) != nil, reader.framesRead > count { count = reader.framesRead }
+    return count
+}
+
+func wavSeconds(_ path: String) -> Double {
+    guard let reader = try? WAVReader(path: path) else { return 0 }
+    var samples = 0
+    while let chunk = reader.read(samplesPerChannel: 4800) { samples += chunk.count / reader.channels }
+    return Double(samples) / Double(reader.sampleRate)
+}
+
+/// "video N frames" from `callend send`'s statistics line.
+func framesSent(_ output: String) -> Int? {
+    guard let range = output.range(of: #"video (\d+) frames"#, options: .regularExpression) else { return nil }
+    return Int(output[range].split(separator: " ")[1])
+}
+
+func framesDecoded(_ output: String) -> Int? {
+    guard let range = output.range(of: #"(\d+) frames decoded"#, options: .regularExpression) else { return nil }
+    return Int(output[range].split(separator: " ")[0])
+}
+
+@Suite(.serialized) struct InteropTests {
+    @Test func gstreamerDecodesWhatCallendSends() throws {
+        let dir = try WorkDirectory()
+        let port = try freePortPair()
+        let video = dir.file("gst.y4m"), audio = dir.file("gst.wav")
+        let gst = try launch("gst-launch-1.0", ["-e", "-q",
+            "udpsrc", "port=\(port)", "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=VP8,payload=96",
+            "!", "rtpjitterbuffer", "latency=200", "!", "rtpvp8depay", "!", "vp8dec", "!", "y4menc", "!", "filesink", "location=\(video)",
+            "udpsrc", "port=\(port + 2)", "caps=application/x-rtp,media=audio,clock-rate=48000,encoding-name=OPUS,payload=111",
+            "!", "rtpjitterbuffer", "latency=200", "!", "rtpopusdepay", "!", "opusdec", "!", "audioconvert", "!", "wavenc", "!", "filesink", "location=\(audio)"])
+        usleep(1_500_000)
+        let sent = try runCallend(["send", "--to", "127.0.0.1:\(port)", "--duration", "4"])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        usleep(500_000)
+        finish(gst, within: 0)
+        let total = try #require(framesSent(sent.stdout))
+        let decoded = countY4MFrames(video)
+        #expect(Double(decoded) >= 0.98 * Double(total), "GStreamer decoded \(decoded) of \(total) frames")
+        #expect(wavSeconds(audio) > 3.5, "GStreamer decoded \(wavSeconds(audio)) s of Opus")
+    }
+
+    @Test(arguments: [false, true])
+    func ffmpegDecodesFromOurSDP(srtp: Bool) throws {
+        let dir = try WorkDirectory()
+        let port = try freePortPair()
+        let sdp = dir.file("stream.sdp"), video = dir.file("ff.y4m"), audio = dir.file("ff.wav")
+        let key = srtp ? Data((0..<30).map { UInt8($0 * 7 & 0xff) }).base64EncodedString() : nil
+        // Write the SDP first (a one-second send nobody listens to), then start ffmpeg, then send.
+        var sdpArgs = ["send", "--to", "127.0.0.1:\(port)", "--sdp-out", sdp, "--duration", "1"]
+        if let key { sdpArgs += ["--srtp-key", key] }
+        _ = try runCallend(sdpArgs)
+        let text = try String(contentsOfFile: sdp, encoding: .utf8)
+        #expect(text.contains("RTP/\(srtp ? "SAVP" : "AVP") 96") && text.contains("a=rtpmap:111 opus/48000/2"))
+        #expect(text.contains("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:") == srtp)
+        let ffmpeg = try launch("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdp,
+                                           "-map", "0:v", "-t", "3", "-y", video, "-map", "0:a", "-t", "3", "-y", audio])
+        usleep(1_500_000)
+        var args = ["send", "--to", "127.0.0.1:\(port)", "--duration", "4"]
+        if let key { args += ["--srtp-key", key] }
+        let sent = try runCallend(args)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        finish(ffmpeg, within: 5)
+        // ffmpeg keeps 3 s of what it received: 90 frames at 30 fps.
+        let decoded = countY4MFrames(video)
+        #expect(decoded >= 88, "ffmpeg decoded \(decoded) of 90 frames (srtp: \(srtp))")
+        #expect(wavSeconds(audio) > 2.9, "ffmpeg decoded \(wavSeconds(audio)) s of Opus (srtp: \(srtp))")
+    }
+
+    @Test func callendDecodesWhatGStreamerSends() throws {
+        let dir = try WorkDirectory()
+        let port = try freePortPair()
+        let sdp = dir.file("gst.sdp"), video = dir.file("in.y4m"), audio = dir.file("in.wav")
+        try """
+            v=0\r
+            o=- 1 1 IN IP4 127.0.0.1\r
+            s=gstreamer\r
+            c=IN IP4 127.0.0.1\r
+            t=0 0\r
+            m=video \(port) RTP/AVP 96\r
+            a=rtpmap:96 VP8/90000\r
+            m=audio \(port + 2) RTP/AVP 111\r
+            a=rtpmap:111 OPUS/48000/2\r
+
+            """.write(toFile: sdp, atomically: true, encoding: .utf8)
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend")
+        receiver.arguments = ["receive", "--sdp", sdp, "--video-out", video, "--audio-out", audio, "--duration", "15"]
+        let out = Pipe()
+        receiver.standardOutput = out
+        receiver.standardError = FileHandle.nullDevice
+        try receiver.run()
+        usleep(500_000)
+        let gst = try launch("gst-launch-1.0", ["-q",
+            "videotestsrc", "num-buffers=150", "is-live=true", "pattern=ball", "!", "video/x-raw,width=320,height=240,framerate=30/1",
+            "!", "vp8enc", "deadline=1", "target-bitrate=600000", "!", "rtpvp8pay", "pt=96", "!", "udpsink", "host=127.0.0.1", "port=\(port)",
+            "audiotestsrc", "num-buffers=250", "is-live=true", "samplesperbuffer=960", "!", "audio/x-raw,rate=48000,channels=2",
+            "!", "opusenc", "!", "rtpopuspay", "pt=111", "!", "udpsink", "host=127.0.0.1", "port=\(port + 2)"])
+        finish(gst, within: 15)
+        finish(receiver, within: 10)
+        let summary = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let decoded = framesDecoded(summary) ?? 0
+        #expect(decoded >= 147, "callend decoded \(decoded) of GStreamer's 150 frames: \(summary)")
+        #expect(countY4MFrames(video) == decoded)
+        #expect(wavSeconds(audio) > 4, "audio: \(summary)")
+    }
+
+    @Test func callendDecodesWhatFFmpegSends() throws {
+        let dir = try WorkDirectory()
+        let port = try freePortPair()
+        let sdp = dir.file("ffmpeg.sdp"), video = dir.file("in.ivf")
+        func ffmpegSend(frames: Int) throws -> Process {
+            try launch("ffmpeg", ["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-f", "lavfi", "-i", "sine=frequency=500:sample_rate=48000",
+                                  "-map", "0:v", "-frames:v", "\(frames)", "-c:v", "libvpx", "-deadline", "realtime", "-b:v", "600k", "-payload_type", "96",
+                                  "-f", "rtp", "rtp://127.0.0.1:\(port)",
+                                  "-map", "1:a", "-t", "\(Double(frames) / 30)", "-c:a", "libopus", "-payload_type", "111", "-f", "rtp", "rtp://127.0.0.1:\(port + 2)",
+                                  "-sdp_file", sdp])
+        }
+        // ffmpeg writes its SDP when it starts: a short first run makes it.
+        finish(try ffmpegSend(frames: 3), within: 5)
+        let text = try String(contentsOfFile: sdp, encoding: .utf8)
+        #expect(text.contains("VP8/90000"))
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend")
+        receiver.arguments = ["receive", "--sdp", sdp, "--video-out", video, "--duration", "15"]
+        let out = Pipe()
+        receiver.standardOutput = out
+        receiver.standardError = FileHandle.nullDevice
+        try receiver.run()
+        usleep(500_000)
+        finish(try ffmpegSend(frames: 150), within: 12)
+        finish(receiver, within: 10)
+        let summary = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let decoded = framesDecoded(summary) ?? 0
+        #expect(decoded >= 147, "callend decoded \(decoded) of ffmpeg's 150 frames: \(summary)")
+        let ivf = try IVFReader(path: video)
+        #expect(ivf.header.width == 320 && ivf.header.height == 240)
+    }
+}
