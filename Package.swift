@@ -33,7 +33,7 @@ let package = Package(
         .testTarget(name: "RTPTransportTests", dependencies: ["RTPTransport"]),
         .testTarget(name: "SignalingTests", dependencies: ["Signaling"]),
         .testTarget(name: "DevicesTests", dependencies: ["Devices"]),
-        .testTarget(name: "CallEndpointTests", dependencies: ["CallEndpoint"]),
+        .testTarget(name: "CallEndpointTests", dependencies: ["CallEndpoint", "Codecs", "RTPTransport"]),
         .testTarget(name: "callendTests", dependencies: ["callend", "Codecs", "RTPTransport"]),
     ],
     swiftLanguageModes: [.v6]

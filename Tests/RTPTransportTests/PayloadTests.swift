@@ -117,7 +117,7 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         }
         #expect(calm.targetDelay == .milliseconds(10))
         #expect(rough.targetDelay > .milliseconds(30), "\(rough.targetDelay)")
-        calm.roundTripTime = .milliseconds(80)
+        calm.retransmissionWait = .milliseconds(80)
         #expect(calm.targetDelay >= .milliseconds(80))
     }
 
@@ -245,5 +245,19 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
                        throttle.shouldRequest(now: .milliseconds(301)),
                        throttle.shouldRequest(now: .milliseconds(700), roundTripTime: .milliseconds(250))]
         #expect(answers == [true, false, true, false])
+    }
+}
+
+@Suite struct VideoJitterBufferStartTests {
+    @Test func aStreamThatStartsWithoutItsKeyframeAsksForOneAtOnce() {
+        var buffer = VideoJitterBuffer(minimumDelay: .milliseconds(100))
+        let packets = videoPackets(frames: 6, keyframeEvery: 3)
+        // The first keyframe's first packet is lost: nothing can be decoded until the next keyframe.
+        for (i, p) in packets.enumerated() where i != 0 && i < 6 { _ = buffer.insert(p, arrival: .milliseconds(i)) }
+        #expect(buffer.popFrames(now: .milliseconds(6)).isEmpty)
+        #expect(buffer.popFrames(now: .milliseconds(16)).isEmpty)
+        #expect(buffer.keyframeNeeded, "asked without waiting out the 100 ms target delay")
+        for (i, p) in packets.enumerated() where i >= 6 { _ = buffer.insert(p, arrival: .milliseconds(i)) }
+        #expect(buffer.popFrames(now: .milliseconds(20)).map(\.rtpTimestamp) == [9000, 12000, 15000])
     }
 }

@@ -60,7 +60,12 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     private let stopping = Atomic<Bool>(false)
 
     struct State {
-        var videoBuffer = VideoJitterBuffer()
+        var videoBuffer = VideoJitterBuffer(minimumDelay: .milliseconds(20))
+        /// When each outstanding NACKed sequence number was last asked for, to time the round trip.
+        var nackSentAt: [UInt16: Duration] = [:]
+        /// Smoothed NACK → retransmission time (RFC 6298 style, 1/8 gain); a receiver-only endpoint
+        /// has no other RTT measure.
+        var roundTripTime: Duration = .milliseconds(50)
         var audioBuffer = AudioJitterBuffer(minimumDelay: .milliseconds(40))
         var nack = NACKGenerator()
         var throttle = KeyframeRequestThrottle()
@@ -102,6 +107,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         (inboundVideo, outboundVideo) = try sessions(videoStream)
         (inboundAudio, outboundAudio) = try sessions(audioStream)
         var initial = State()
+        initial.videoBuffer.retransmissionWait = Self.retransmissionWait(roundTripTime: initial.roundTripTime)
         initial.videoDecoder = try VP8Decoder()
         initial.audioDecoder = try OpusDecoder(channels: 2)
         if let path = configuration.audioOutput { initial.wav = try WAVWriter(path: path, channels: 2) }
@@ -109,6 +115,12 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     }
 
     public func stop() { stopping.store(true, ordering: .relaxed) }
+
+    /// Time for three NACK attempts (the NACK generator re-asks every max(20 ms, 1.5 RTT)) plus
+    /// the feedback tick and reordering grace: how long a hole may take to fill.
+    static func retransmissionWait(roundTripTime: Duration) -> Duration {
+        .milliseconds(15) + max(.milliseconds(20), roundTripTime * 3 / 2) * 3
+    }
 
     public func run() throws -> ReceiverSummary {
         videoSocket?.startReceiving(name: "video-receive") { [self] bytes, from in receiveVideo(bytes, from: from) }
@@ -176,6 +188,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                       let original = try? RTX.unwrap(packet, mediaSSRC: mediaSSRC, mediaPayloadType: stream.payloadType) else { return }
                 packet = original
                 s.summary.retransmissionsReceived += 1
+                if let asked = s.nackSentAt.removeValue(forKey: original.sequenceNumber) {
+                    s.roundTripTime = s.roundTripTime * 7 / 8 + (arrival - asked) / 8
+                    s.videoBuffer.retransmissionWait = Self.retransmissionWait(roundTripTime: s.roundTripTime)
+                }
             } else {
                 guard packet.payloadType == stream.payloadType else { return }
                 if s.videoStats == nil { s.videoStats = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 90_000) }
@@ -216,8 +232,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             guard let sender = s.videoSender, let media = s.videoStats?.ssrc else { return ([], nil) }
             var out: [RTCPPacket] = []
             if stream.feedback.contains("nack") {
-                let lost = s.nack.due(now: now, roundTripTime: .milliseconds(50))
+                let lost = s.nack.due(now: now, roundTripTime: s.roundTripTime)
                 if !lost.isEmpty {
+                    if s.nackSentAt.count > 2000 { s.nackSentAt.removeAll() }
+                    for sequence in lost { s.nackSentAt[sequence] = now }
                     out.append(.nack(GenericNACK(senderSSRC: ssrc, mediaSSRC: media, lost: lost)))
                     s.summary.nacksSent += 1
                 }

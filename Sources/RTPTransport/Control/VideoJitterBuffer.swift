@@ -33,12 +33,15 @@ public struct VideoJitterBuffer: Sendable {
         var arrival: Duration
     }
 
+    static let startupReorderingGrace: Duration = .milliseconds(10)
+
     public let clockRate: Double
     public let maxPackets: Int
     public var minimumDelay: Duration
     public var maximumDelay: Duration
-    /// Round-trip time, so the buffer waits long enough for a NACKed packet to come back.
-    public var roundTripTime: Duration = .zero
+    /// How long repairing a hole by retransmission may take (a few NACK attempts, each a round
+    /// trip), so the buffer does not give up on a frame that a resend is about to complete.
+    public var retransmissionWait: Duration = .zero
 
     private var unwrapper = SequenceUnwrapper()
     private var packets: [Int64: Packet] = [:]
@@ -67,7 +70,7 @@ public struct VideoJitterBuffer: Sendable {
     public var jitterSeconds: Double { jitter }
 
     public var targetDelay: Duration {
-        let wanted = Duration.seconds(3 * jitter) + roundTripTime
+        let wanted = Duration.seconds(3 * jitter) + retransmissionWait
         return min(maximumDelay, max(minimumDelay, wanted))
     }
 
@@ -121,6 +124,19 @@ public struct VideoJitterBuffer: Sendable {
         if let frame = completeFrame(startingAt: oldest, now: now), frame.isKeyframe || continues(frame) {
             release(frame)
             return frame
+        }
+        // Nothing decoded yet and the stream did not start at a keyframe (its first packets were
+        // lost, or we joined late): no NACK can name packets before the first one seen, so ask
+        // for a keyframe at once, and take the first complete one that comes.
+        if lastReleased == nil {
+            if let keyframe = nextCompleteKeyframe(now: now) {
+                framesDropped += Set(packets.keys.filter { $0 < keyframe.firstSequence }.compactMap { packets[$0]?.timestamp }).count
+                release(keyframe)
+                return keyframe
+            }
+            // A reordered first packet is not a loss: allow a moment before asking.
+            if let first = packets[oldest], now - first.arrival >= Self.startupReorderingGrace { keyframeNeeded = true }
+            return nil
         }
         // The next frame is not ready: wait, then skip to a complete keyframe.
         let since = waitingSince ?? (packets[oldest]?.arrival ?? now)
