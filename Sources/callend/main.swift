@@ -22,6 +22,8 @@ let mainHelp = """
       token           mint an access token (HS256 JWT) for a room and identity
       bench signaling thousands of clients join rooms in pairs on loopback against 'callend serve';
                       print joins/s, join latency p50/p99 and server memory per connection
+      bench rtp       packets/s and CPU per packet through packetize -> SRTP -> UDP -> unprotect ->
+                      depacketize, against the same path without SRTP
       bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and
                       Opus with opusenc/opusdec, side by side; print fps, PSNR, bitrate and ratios
 
@@ -49,6 +51,15 @@ let benchCodecsHelp = """
       --sizes LIST        clip sizes (default 640x480,1280x720)
       --audio-seconds S   length of the Opus clip (default 60)
       --work-dir DIR      keep clips and outputs in DIR (default: a temporary folder, removed)
+    """
+
+let benchRTPHelp = """
+    usage: callend bench rtp [--packets N]
+
+    Sends N VP8 RTP packets (default 200000) of a real encoded test pattern through packetize ->
+    SRTP protect -> UDP on loopback -> SRTP unprotect -> RTP parse -> VP8 depacketize, once as plain
+    RTP and once per SRTP profile, and prints packets per second, CPU time per packet and the
+    ratios to plain RTP.
     """
 
 func fail(_ error: any Error, code: ExitCode) -> Never {
@@ -117,7 +128,12 @@ do {
         switch what {
         case "codecs": try runBenchCodecs(&args)
         case "signaling": try runBenchSignaling(&args)
-        default: throw UsageError(description: "unknown bench '\(what)'; available: codecs, signaling")
+        case "rtp":
+            if args.flag("--help") || args.flag("-h") { print(benchRTPHelp); break }
+            let packets = try args.integer("--packets", in: 1000...10_000_000) ?? 200_000
+            try args.finish(command: "bench rtp")
+            print(RTPBenchmark.format(try RTPBenchmark(packets: packets).run()))
+        default: throw UsageError(description: "unknown bench '\(what)'; available: codecs, signaling, rtp")
         }
     default:
         throw UsageError(description: "unknown command '\(command)'; see 'callend --help'")

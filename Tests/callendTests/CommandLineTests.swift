@@ -59,3 +59,33 @@ func runCallend(_ arguments: [String]) throws -> (status: Int32, stdout: String,
         #expect(result.stdout.isEmpty)
     }
 }
+
+@Suite struct StreamingCommandLineTests {
+    @Test func badSendAndReceiveCommandLines() throws {
+        let cases: [([String], String)] = [
+            (["send"], "send needs --to"),
+            (["send", "--to", "127.0.0.1"], "HOST:PORT"),
+            (["send", "--to", "127.0.0.1:65535"], "PORT+2"),
+            (["send", "--to", "127.0.0.1:5000", "--video-source", "camera"], "--video-source takes"),
+            (["send", "--to", "127.0.0.1:5000", "--video-source", "none", "--audio-source", "none"], "nothing to send"),
+            (["send", "--to", "127.0.0.1:5000", "--srtp-key", "short"], "base64 of 30 bytes"),
+            (["send", "--to", "127.0.0.1:5000", "--srtp-profile", "NULL"], "--srtp-profile takes"),
+            (["send", "--to", "127.0.0.1:5000", "--video-size", "10x10"], "is not a size"),
+            (["receive"], "receive needs --sdp"),
+            (["receive", "--sdp", "/nonexistent.sdp"], "cannot read the SDP file"),
+            (["receive", "--sdp", "x.sdp", "--video-out", "out.mp4"], "--video-out must end in"),
+            (["bench", "rtp", "--packets", "5"], "--packets takes"),
+        ]
+        for (arguments, message) in cases {
+            let result = try runCallend(arguments)
+            #expect(result.status == 2, "\(arguments) exited \(result.status)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+    }
+
+    @Test func aMissingY4MFileFailsWithItsName() throws {
+        let result = try runCallend(["send", "--to", "127.0.0.1:5000", "--video-source", "/nonexistent.y4m", "--audio-source", "none"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("/nonexistent.y4m"), "\(result.stderr)")
+    }
+}
