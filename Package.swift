@@ -28,13 +28,15 @@ let package = Package(
         .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2"]),
         .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices"]),
         .executableTarget(name: "callend", dependencies: ["CallEndpoint"]),
+        // Helpers shared by the test targets only.
+        .target(name: "TestSupport", path: "Sources/TestSupport"),
 
-        .testTarget(name: "CodecsTests", dependencies: ["Codecs"]),
-        .testTarget(name: "RTPTransportTests", dependencies: ["RTPTransport"]),
-        .testTarget(name: "SignalingTests", dependencies: ["Signaling"]),
-        .testTarget(name: "DevicesTests", dependencies: ["Devices"]),
-        .testTarget(name: "CallEndpointTests", dependencies: ["CallEndpoint", "Codecs", "RTPTransport"]),
-        .testTarget(name: "callendTests", dependencies: ["callend", "Codecs", "RTPTransport"]),
+        .testTarget(name: "CodecsTests", dependencies: ["TestSupport", "Codecs"]),
+        .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "RTPTransport"]),
+        .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling"]),
+        .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "Devices"]),
+        .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "Codecs", "RTPTransport"]),
+        .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Codecs", "RTPTransport"]),
     ],
     swiftLanguageModes: [.v6]
 )

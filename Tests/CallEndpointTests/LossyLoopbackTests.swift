@@ -2,6 +2,7 @@ import Foundation
 import RTPTransport
 import Synchronization
 import Testing
+import TestSupport
 @testable import CallEndpoint
 
 /// A UDP relay between a sender and a receiver that drops media packets by script: RTCP passes
@@ -56,7 +57,7 @@ func freeReceiverPorts() throws -> Int {
     /// 5 % random loss plus a burst of 3 every 60 packets, on video and audio, over real UDP.
     @Test func nackRecoversVideoAndAudioContinuesThroughLoss() throws {
         let receiverPort = try freeReceiverPorts()
-        let seed = Mutex(SeededRandom(seed: 2024))
+        let seed = Mutex(SeededGenerator(seed: 2024))
         let drop: @Sendable (Int, RTPPacket) -> Bool = { index, _ in
             let random = seed.withLock { $0.next() } % 100 < 5
             return random || index % 60 < 3
@@ -143,18 +144,6 @@ func freeReceiverPorts() throws -> Int {
         #expect(received.keyframes >= 2)
         // After the keyframe, decoding resumes: most frames still arrive.
         #expect(Double(received.framesDecoded) > 0.8 * Double(sent.videoFrames), "\(received.framesDecoded) of \(sent.videoFrames)")
-    }
-}
-
-struct SeededRandom: Sendable {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@_exported import TestSupport
 
 /// A temporary folder removed when the test is done with it.
 final class TemporaryDirectory {
@@ -47,19 +48,6 @@ struct ToolFailed: Error, CustomStringConvertible {
     let command: String
     let output: String
     var description: String { "\(command) failed:\n\(output)" }
-}
-
-/// A small deterministic generator (SplitMix64) so "random" inputs are the same on every run.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
 }
 
 /// Makes a Y4M clip of ffmpeg's moving test pattern.

@@ -119,8 +119,9 @@ import Testing
 
         var configuration = SignalingClientConfiguration(host: "127.0.0.1", port: server.port, room: "lab", token: { "e30.e30.sig" })
         configuration.backoffInitial = .milliseconds(10)
+        let logF = EventLog()
+        configuration.eventHandler = logF.handler
         let forged = SignalingClient(configuration: configuration)
-        let logF = EventLog(forged)
         forged.start()
         #expect(await logF.wait { if case .closed(let r) = $0 { return r.hasPrefix("token_algorithm") }; return false } != nil)
     }

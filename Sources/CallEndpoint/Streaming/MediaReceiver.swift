@@ -165,21 +165,23 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     private let playoutDone = Atomic<Bool>(false)
 
+    /// RFC 5761 demultiplexing on a shared port: RTCP is handled here, RTP is decrypted (when
+    /// SRTP is on) and parsed for the caller; anything that fails authentication or parsing is dropped.
+    private func demultiplex(_ datagram: [UInt8], inbound: SRTPSession?, arrival: Duration) -> RTPPacket? {
+        if isRTCP(datagram) {
+            handleRTCP(datagram, inbound: inbound, arrival: arrival)
+            return nil
+        }
+        guard let bytes = inbound.map({ try? $0.unprotectRTP(datagram) }) ?? datagram else { return nil }
+        return try? RTPPacket(parsing: bytes)
+    }
+
     // MARK: Video
 
     private func receiveVideo(_ datagram: [UInt8], from: UDPAddress) {
         guard let stream = videoStream else { return }
         let arrival = clock.now
-        if isRTCP(datagram) {
-            handleRTCP(datagram, inbound: inboundVideo, arrival: arrival)
-            return
-        }
-        var bytes = datagram
-        if let inboundVideo {
-            guard let clear = try? inboundVideo.unprotectRTP(datagram) else { return }
-            bytes = clear
-        }
-        guard var packet = try? RTPPacket(parsing: bytes) else { return }
+        guard var packet = demultiplex(datagram, inbound: inboundVideo, arrival: arrival) else { return }
         state.withLock { s in
             s.videoSender = from
             s.lastPacket = arrival
@@ -305,16 +307,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     private func receiveAudio(_ datagram: [UInt8], from: UDPAddress) {
         guard let stream = audioStream else { return }
         let arrival = clock.now
-        if isRTCP(datagram) {
-            handleRTCP(datagram, inbound: inboundAudio, arrival: arrival)
-            return
-        }
-        var bytes = datagram
-        if let inboundAudio {
-            guard let clear = try? inboundAudio.unprotectRTP(datagram) else { return }
-            bytes = clear
-        }
-        guard let packet = try? RTPPacket(parsing: bytes), packet.payloadType == stream.payloadType else { return }
+        guard let packet = demultiplex(datagram, inbound: inboundAudio, arrival: arrival), packet.payloadType == stream.payloadType else { return }
         state.withLock { s in
             s.audioSender = from
             s.lastPacket = arrival

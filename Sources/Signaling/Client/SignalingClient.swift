@@ -21,6 +21,10 @@ public struct SignalingClientConfiguration: Sendable {
     /// random factor in 0.5 ... 1 so that many clients do not reconnect in step.
     public var backoffInitial: Duration = .milliseconds(250)
     public var backoffMax: Duration = .seconds(10)
+    /// Also called with every event, on the client's own thread, before it reaches `events`:
+    /// for consumers that live on threads rather than tasks (media pipelines), and so that events
+    /// are seen even while the task pool is busy with blocking work.
+    public var eventHandler: (@Sendable (SignalingEvent) -> Void)?
 
     public init(host: String, port: Int, room: String, token: @escaping @Sendable () -> String, tls: TLSContext? = nil) {
         self.host = host
@@ -54,7 +58,19 @@ public enum SignalingEvent: Sendable, Equatable {
 public final class SignalingClient: Sendable {
     public let configuration: SignalingClientConfiguration
     public let events: AsyncStream<SignalingEvent>
-    private let continuation: AsyncStream<SignalingEvent>.Continuation
+    private let streamContinuation: AsyncStream<SignalingEvent>.Continuation
+
+    /// Delivers an event to the handler and the stream.
+    private struct Emitter: Sendable {
+        let handler: (@Sendable (SignalingEvent) -> Void)?
+        let stream: AsyncStream<SignalingEvent>.Continuation
+        func yield(_ event: SignalingEvent) {
+            handler?(event)
+            stream.yield(event)
+        }
+        func finish() { stream.finish() }
+    }
+    private var continuation: Emitter { Emitter(handler: configuration.eventHandler, stream: streamContinuation) }
 
     struct State {
         /// Sent or to send, in order, until the server acknowledges or refuses them.
@@ -71,7 +87,7 @@ public final class SignalingClient: Sendable {
 
     public init(configuration: SignalingClientConfiguration) {
         self.configuration = configuration
-        (events, continuation) = AsyncStream.makeStream(of: SignalingEvent.self, bufferingPolicy: .unbounded)
+        (events, streamContinuation) = AsyncStream.makeStream(of: SignalingEvent.self, bufferingPolicy: .unbounded)
     }
 
     public func start() {
