@@ -194,3 +194,45 @@ func framesDecoded(_ output: String) -> Int? {
         #expect(ivf.header.width == 320 && ivf.header.height == 240)
     }
 }
+
+@Suite(.serialized) struct CaptureTests {
+    /// Packets captured from ffmpeg's RTP muxer (VP8 RTP on P, its RTCP sender reports on P+1,
+    /// as ffmpeg sends them without rtcp-mux) parse, and serialize back to the same bytes.
+    @Test func ffmpegPacketsParseAndRoundTrip() throws {
+        let port = try freePortPair()
+        let rtp = try UDPSocket(bindHost: "127.0.0.1", port: port)
+        let rtcp = try UDPSocket(bindHost: "127.0.0.1", port: port + 1)
+        let captured = CaptureBox()
+        rtp.startReceiving(name: "capture-rtp") { bytes, _ in captured.add(bytes, rtcp: false) }
+        rtcp.startReceiving(name: "capture-rtcp") { bytes, _ in captured.add(bytes, rtcp: true) }
+        let ffmpeg = try launch("ffmpeg", ["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-frames:v", "90",
+                                           "-c:v", "libvpx", "-deadline", "realtime", "-b:v", "400k", "-f", "rtp", "rtp://127.0.0.1:\(port)"])
+        finish(ffmpeg, within: 10)
+        usleep(200_000)
+        rtp.close()
+        rtcp.close()
+        let (media, reports) = captured.contents
+        #expect(media.count > 90 && !reports.isEmpty, "captured \(media.count) RTP and \(reports.count) RTCP packets")
+        var frames = 0
+        for bytes in media {
+            let packet = try RTPPacket(parsing: bytes)
+            #expect(packet.serialized() == bytes)
+            let fragment = try VP8PayloadFragment(parsing: packet.payload)
+            if fragment.isFrameStart { frames += 1 }
+        }
+        #expect(frames == 90)
+        for bytes in reports {
+            let packets = try RTCPPacket.parseCompound(bytes)
+            #expect(RTCPPacket.serializeCompound(packets) == bytes)
+            #expect(packets.contains { if case .senderReport = $0 { return true }; return false })
+        }
+    }
+}
+
+final class CaptureBox: Sendable {
+    private let store = Mutex<([[UInt8]], [[UInt8]])>(([], []))
+    func add(_ bytes: [UInt8], rtcp: Bool) { store.withLock { rtcp ? $0.1.append(bytes) : $0.0.append(bytes) } }
+    var contents: ([[UInt8]], [[UInt8]]) { store.withLock { $0 } }
+}
+
+import Synchronization
