@@ -149,6 +149,16 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(buffer.latePackets == 1)
     }
 
+    @Test func concealsABriefUnderrunThenWaitsForTheStreamToReturn() {
+        var buffer = AudioJitterBuffer(minimumDelay: .milliseconds(20))
+        buffer.insert(packet(10), arrival: .zero)
+        var plays = (0..<8).map { _ in buffer.nextPlayout() }
+        #expect(plays == [.decode([10])] + [AudioJitterBuffer.Playout](repeating: .conceal, count: 5) + [.buffering, .buffering])
+        buffer.insert(packet(40), arrival: .seconds(1))
+        plays = (0..<2).map { _ in buffer.nextPlayout() }
+        #expect(plays.first == .decode([40]))
+    }
+
     @Test func dropsOldFramesWhenLatencyBuildsUp() {
         var buffer = AudioJitterBuffer(minimumDelay: .milliseconds(20))
         for seq: UInt16 in 0..<10 { buffer.insert(packet(seq), arrival: .milliseconds(Int(seq) * 20)) }

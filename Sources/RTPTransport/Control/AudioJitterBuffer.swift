@@ -29,6 +29,12 @@ public struct AudioJitterBuffer: Sendable {
     private var jitter = 0.0
     private var lastTransit: Double?
     private var newest: Int64 = .min
+    private var lastPlayed: Int64?
+
+    /// Frames concealed in a row with nothing newer received: past `maxUnderrunConcealment` the
+    /// stream has paused or ended, and the buffer goes back to buffering instead of inventing audio.
+    private var underrun = 0
+    static let maxUnderrunConcealment = 5
 
     public private(set) var decoded = 0
     public private(set) var recoveredByFEC = 0
@@ -60,6 +66,10 @@ public struct AudioJitterBuffer: Sendable {
             latePackets += 1
             return
         }
+        if next == nil, let last = lastPlayed, sequence <= last {
+            latePackets += 1
+            return
+        }
         let arrivalSeconds = Double(arrival.components.seconds) + Double(arrival.components.attoseconds) / 1e18
         let transit = arrivalSeconds - Double(packet.timestamp) / 48_000
         if let lastTransit {
@@ -81,13 +91,30 @@ public struct AudioJitterBuffer: Sendable {
             started = true
         }
         var current = expected
+        if expected > newest {
+            underrun += 1
+            guard underrun <= Self.maxUnderrunConcealment else {
+                // Start over at the next packet that arrives; the pause is not jitter.
+                started = false
+                next = nil
+                lastTransit = nil
+                return .buffering
+            }
+            next = expected + 1
+            concealed += 1
+            return .conceal
+        }
+        underrun = 0
         if buffered > targetFrames + 2 {
             // Too much latency: skip the oldest frame.
             packets[current] = nil
             current += 1
             droppedForLatency += 1
         }
-        defer { next = current + 1 }
+        defer {
+            next = current + 1
+            lastPlayed = current
+        }
         if let payload = packets.removeValue(forKey: current) {
             decoded += 1
             return .decode(payload)
