@@ -27,7 +27,7 @@ let package = Package(
         .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux"]),
         .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2"]),
         .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Devices", "RTPTransport"]),
         // Helpers shared by the test targets only.
         .target(name: "TestSupport", path: "Sources/TestSupport"),
 

@@ -16,6 +16,7 @@ let mainHelp = """
     usage: callend COMMAND [OPTIONS]
 
     commands:
+      devices         list cameras (formats, sizes, rates) and ALSA sound devices; --json for scripts
       send            stream VP8 + Opus over RTP to HOST:PORT (and PORT+2), write the SDP; optional SRTP
       receive         receive the streams an SDP file describes; write Y4M/IVF and WAV
       serve           run the signaling service (rooms, tokens, relay; optional TLS)
@@ -33,7 +34,7 @@ let mainHelp = """
 
     exit codes: 0 success, 1 the command failed, 2 bad command line
 
-    Not built yet: join, devices, demo.
+    Not built yet: join, demo.
     """
 
 let benchCodecsHelp = """
@@ -113,6 +114,8 @@ do {
     switch command {
     case "help":
         print(mainHelp)
+    case "devices":
+        try runDevices(&args)
     case "send":
         try runSend(&args)
     case "receive":

@@ -1,0 +1,60 @@
+import CallEndpoint
+import Devices
+import Foundation
+
+let devicesHelp = """
+    usage: callend devices [--json]
+
+    Lists V4L2 cameras (/dev/video*: driver, card, bus, the stable /dev/v4l/by-id name, every pixel
+    format with its sizes and frame rates) and ALSA PCM devices (stable hw:CARD=<id>,DEV=<n> and
+    plughw: names, rates and channel counts for capture and playback). Devices that cannot be read
+    (busy, permission) are listed with the reason. --json prints one JSON document instead.
+    """
+
+struct DevicesReport: Encodable {
+    var cameras: [CaptureDevice]
+    var audio: [AudioDeviceInfo]
+    var problems: [String]
+}
+
+func runDevices(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(devicesHelp); return }
+    let json = args.flag("--json")
+    try args.finish(command: "devices")
+    let (cameras, cameraProblems) = CameraDevices.list()
+    let report = DevicesReport(cameras: cameras, audio: ALSADeviceList.devices(), problems: cameraProblems.map(\.description))
+    if json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        return
+    }
+    print("cameras:")
+    if report.cameras.isEmpty { print("  none found under /dev/video*") }
+    for camera in report.cameras {
+        print("  \(camera.path)\(camera.stableName.map { " (\($0))" } ?? ""): \(camera.card) [\(camera.driver), \(camera.busInfo)]")
+        for format in camera.formats {
+            let sizes = format.sizes.map { size -> String in
+                if let w = size.maxWidth, let h = size.maxHeight {
+                    return "\(size.width)x\(size.height)-\(w)x\(h)" + (size.minFrameRate.map { " @\($0)-\(size.maxFrameRate?.description ?? "?")" } ?? "")
+                }
+                return "\(size.width)x\(size.height)@" + size.frameRates.sorted(by: >).map(\.description).joined(separator: ",")
+            }
+            print("    \(format.fourCC) (\(format.description)\(format.emulated ? ", converted by libv4l2" : "")): \(sizes.joined(separator: " "))")
+        }
+    }
+    print("audio:")
+    if report.audio.isEmpty { print("  no ALSA sound cards") }
+    for device in report.audio {
+        func caps(_ c: AudioStreamCapabilities?) -> String {
+            c.map { "\($0.minRate)-\($0.maxRate) Hz, \($0.minChannels)-\($0.maxChannels) ch" } ?? "no"
+        }
+        print("  \(device.hardwareName) / \(device.plugName): \(device.cardName) — \(device.name)")
+        print("    capture: \(caps(device.capture)); playback: \(caps(device.playback))")
+        for problem in device.problems { print("    \(problem)") }
+    }
+    if !report.problems.isEmpty {
+        print("problems:")
+        for problem in report.problems { print("  \(problem)") }
+    }
+}
