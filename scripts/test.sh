@@ -16,3 +16,5 @@ fi
 
 swift test
 scripts/leak-check.sh
+# Real V4L2 and ALSA drivers (vivid, snd-aloop) in a qemu VM; skips, saying so, where qemu cannot run.
+scripts/devicelab/test.sh

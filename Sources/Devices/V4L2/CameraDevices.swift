@@ -53,8 +53,12 @@ public enum CameraDevices {
         withUnsafeBytes(of: field) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
     }
 
+    /// The FourCC as text; V4L2 marks big-endian variants with bit 31 (V4L2_PIX_FMT_FLAG_BE), shown as "-BE".
     static func fourCC(_ value: UInt32) -> String {
-        String(decoding: (0..<4).map { UInt8((value >> (8 * $0)) & 0xff) }, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        let bigEndian = value & (1 << 31) != 0
+        let code = value & ~(1 << 31)
+        let text = String(decoding: (0..<4).map { UInt8((code >> (8 * $0)) & 0xff) }, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        return bigEndian ? text + "-BE" : text
     }
 
     private static func formats(_ fd: Int32) -> [CameraFormat] {

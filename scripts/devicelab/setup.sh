@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Prepares the device lab: a Debian kernel with the vivid (virtual camera) and snd-aloop
+# (loopback sound card) modules, booted by qemu from a busybox initramfs. Idempotent: a lab
+# already built for the current kernel package is reused. Work folder: $DEVICELAB_DIR
+# (default /var/tmp/callend-devicelab). Needs root (apt).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+lab=${DEVICELAB_DIR:-/var/tmp/callend-devicelab}
+mkdir -p "$lab/download"
+log() { echo "devicelab: $*" >&2; }
+
+need=()
+for p in qemu-system-x86 busybox-static kmod cpio; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+package=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+[ -n "$package" ] || { log "cannot find Debian's kernel package (apt-get update first?)"; exit 1; }
+version=${package#linux-image-}
+if [ -f "$lab/ready-$version" ]; then
+  echo "$lab"
+  exit 0
+fi
+
+log "downloading $package"
+(cd "$lab/download" && apt-get download -q "$package" >/dev/null 2>&1) || { log "apt-get download $package failed"; exit 1; }
+rm -rf "$lab/kernel"
+dpkg-deb -x "$lab"/download/"${package}"_*.deb "$lab/kernel"
+depmod -b "$lab/kernel" "$version"
+# qemu boots the uncompressed ELF through its PVH entry, skipping the slow in-guest decompression under TCG.
+python3 "$here/unpack-vmlinux.py" "$lab/kernel/boot/vmlinuz-$version" "$lab/vmlinux"
+
+log "building the initramfs"
+root="$lab/initramfs"
+rm -rf "$root"
+mkdir -p "$root"/{bin,dev,proc,sys,tmp,host,newroot,lib/modules/$version}
+cp /bin/busybox "$root/bin/busybox"
+for tool in sh mount umount mkdir cat echo insmod sleep chroot cut printf dd poweroff ls cp chmod; do ln -s busybox "$root/bin/$tool"; done
+: > "$root/modules"
+for module in vivid snd-aloop virtio_pci 9pnet_virtio 9p overlay; do
+  modprobe -d "$lab/kernel" -S "$version" --show-depends "$module" | awk '$1 == "insmod" { print $2 }'
+done | awk '!seen[$0]++' | while read -r path; do
+  relative=${path#"$lab/kernel"}
+  mkdir -p "$root$(dirname "$relative")"
+  cp "$path" "$root$relative"
+  echo "$relative" >> "$root/modules"
+done
+cp "$here/init" "$root/init"
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$lab/initramfs.cpio.gz"
+rm -f "$lab"/ready-*
+touch "$lab/ready-$version"
+log "ready: kernel $version, $(wc -l < "$root/modules") modules"
+echo "$lab"

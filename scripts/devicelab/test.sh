@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The device lab run of the test command: boots the VM (vivid + snd-aloop) and runs, against the
+# real drivers, `callend devices --json` and the DeviceLab test suite of the already built test
+# binary; checks the results on the host. Skips, saying so, where qemu cannot run here.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+here=scripts/devicelab
+start=$(date +%s)
+if ! lab=$("$here/setup.sh"); then
+  echo "devicelab: SKIPPED: the lab could not be set up (see above)"
+  exit 0
+fi
+# Not under /tmp: the VM mounts its own tmpfs there.
+results=$(mktemp -d "$lab/results.XXXXXX")
+trap 'rm -rf "$results"' EXIT
+if ! "$here/vmrun.sh" -t 60 -- true; then
+  echo "devicelab: SKIPPED: qemu could not boot the lab VM on this machine"
+  exit 0
+fi
+bin=$(swift build --show-bin-path)
+status=0
+"$here/vmrun.sh" -t 300 -r "$results" -- sh -c "$bin/callend devices --json > $results/devices.json && CALLEND_DEVICELAB=1 $bin/callendPackageTests.xctest --testing-library swift-testing --filter DeviceLabTests" || status=$?
+if [ $status -ne 0 ]; then
+  echo "devicelab: FAILED: the tests in the VM exited with $status"
+  exit 1
+fi
+python3 - "$results/devices.json" <<'PY' || exit 1
+import json, sys
+report = json.load(open(sys.argv[1]))
+camera = next(c for c in report["cameras"] if c["driver"] == "vivid")
+yuyv = next(f for f in camera["formats"] if f["fourCC"] == "YUYV")
+sizes = {(s["width"], s["height"]): s["frameRates"] for s in yuyv["sizes"]}
+assert (640, 480) in sizes and {"frames": 25, "per": 1} in sizes[(640, 480)], sizes
+assert len(camera["formats"]) > 50, len(camera["formats"])
+assert any(d["hardwareName"] == "hw:CARD=Loopback,DEV=0" for d in report["audio"]), report["audio"]
+print(f"devicelab: callend devices saw vivid with {len(camera['formats'])} formats and the Loopback card")
+PY
+echo "devicelab: passed in $(( $(date +%s) - start )) s"
