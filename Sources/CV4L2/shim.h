@@ -3,6 +3,7 @@
 #include <libv4l2.h>
 #include <linux/videodev2.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* v4l2_open is variadic (like open(2)); this fixes its mode argument. */
 static inline int cv4l2_open(const char *path, int flags) { return v4l2_open(path, flags); }
@@ -27,6 +28,92 @@ static inline struct v4l2_frmsize_discrete cv4l2_frmsize_discrete(const struct v
 static inline struct v4l2_frmsize_stepwise cv4l2_frmsize_stepwise(const struct v4l2_frmsizeenum *s) { return s->stepwise; }
 static inline struct v4l2_fract cv4l2_frmival_discrete(const struct v4l2_frmivalenum *i) { return i->discrete; }
 static inline struct v4l2_frmival_stepwise cv4l2_frmival_stepwise(const struct v4l2_frmivalenum *i) { return i->stepwise; }
+
+/* Streaming I/O (memory-mapped buffers). The structures keep their answers in unions, so the
+   wrappers fill and read them here. All return 0 or -1 with errno set, like ioctl. */
+static inline int cv4l2_set_format(int fd, unsigned int width, unsigned int height, unsigned int fourcc,
+                                   unsigned int *out_width, unsigned int *out_height, unsigned int *out_fourcc,
+                                   unsigned int *bytes_per_line, unsigned int *size_image) {
+    struct v4l2_format f;
+    memset(&f, 0, sizeof f);
+    f.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    f.fmt.pix.width = width;
+    f.fmt.pix.height = height;
+    f.fmt.pix.pixelformat = fourcc;
+    f.fmt.pix.field = V4L2_FIELD_NONE;
+    if (v4l2_ioctl(fd, VIDIOC_S_FMT, &f) < 0) return -1;
+    *out_width = f.fmt.pix.width;
+    *out_height = f.fmt.pix.height;
+    *out_fourcc = f.fmt.pix.pixelformat;
+    *bytes_per_line = f.fmt.pix.bytesperline;
+    *size_image = f.fmt.pix.sizeimage;
+    return 0;
+}
+/* Sets the frame interval num/den seconds; reports what the driver chose. */
+static inline int cv4l2_set_frame_interval(int fd, unsigned int num, unsigned int den, unsigned int *out_num, unsigned int *out_den) {
+    struct v4l2_streamparm p;
+    memset(&p, 0, sizeof p);
+    p.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    p.parm.capture.timeperframe.numerator = num;
+    p.parm.capture.timeperframe.denominator = den;
+    if (v4l2_ioctl(fd, VIDIOC_S_PARM, &p) < 0) return -1;
+    *out_num = p.parm.capture.timeperframe.numerator;
+    *out_den = p.parm.capture.timeperframe.denominator;
+    return 0;
+}
+static inline int cv4l2_request_buffers(int fd, unsigned int count, unsigned int *granted) {
+    struct v4l2_requestbuffers r;
+    memset(&r, 0, sizeof r);
+    r.count = count;
+    r.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    r.memory = V4L2_MEMORY_MMAP;
+    if (v4l2_ioctl(fd, VIDIOC_REQBUFS, &r) < 0) return -1;
+    *granted = r.count;
+    return 0;
+}
+static inline int cv4l2_query_buffer(int fd, unsigned int index, unsigned int *offset, unsigned int *length) {
+    struct v4l2_buffer b;
+    memset(&b, 0, sizeof b);
+    b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    b.memory = V4L2_MEMORY_MMAP;
+    b.index = index;
+    if (v4l2_ioctl(fd, VIDIOC_QUERYBUF, &b) < 0) return -1;
+    *offset = b.m.offset;
+    *length = b.length;
+    return 0;
+}
+static inline int cv4l2_queue_buffer(int fd, unsigned int index) {
+    struct v4l2_buffer b;
+    memset(&b, 0, sizeof b);
+    b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    b.memory = V4L2_MEMORY_MMAP;
+    b.index = index;
+    return v4l2_ioctl(fd, VIDIOC_QBUF, &b);
+}
+static inline int cv4l2_dequeue_buffer(int fd, unsigned int *index, unsigned int *bytes_used, long *seconds, long *microseconds,
+                                       unsigned int *sequence, unsigned int *flags) {
+    struct v4l2_buffer b;
+    memset(&b, 0, sizeof b);
+    b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    b.memory = V4L2_MEMORY_MMAP;
+    if (v4l2_ioctl(fd, VIDIOC_DQBUF, &b) < 0) return -1;
+    *index = b.index;
+    *bytes_used = b.bytesused;
+    *seconds = b.timestamp.tv_sec;
+    *microseconds = b.timestamp.tv_usec;
+    *sequence = b.sequence;
+    *flags = b.flags;
+    return 0;
+}
+static inline int cv4l2_stream(int fd, int on) {
+    int type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    return v4l2_ioctl(fd, on ? VIDIOC_STREAMON : VIDIOC_STREAMOFF, &type);
+}
+static inline void *cv4l2_mmap(int fd, unsigned int length, unsigned int offset) {
+    return v4l2_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset);
+}
+static inline unsigned int cv4l2_timestamp_monotonic_flag(void) { return V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC; }
+static inline unsigned int cv4l2_timestamp_mask(void) { return V4L2_BUF_FLAG_TIMESTAMP_MASK; }
 
 static inline unsigned int cv4l2_buf_type_video_capture(void) { return V4L2_BUF_TYPE_VIDEO_CAPTURE; }
 static inline unsigned int cv4l2_cap_video_capture(void) { return V4L2_CAP_VIDEO_CAPTURE; }

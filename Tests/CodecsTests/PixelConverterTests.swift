@@ -41,6 +41,15 @@ import Testing
         #expect(frame.v == (0..<(cw * ch)).map { UInt8(255 - $0) })
     }
 
+    @Test func rgbByteOrdersConvertToTheSameColours() throws {
+        // Pure red, BT.601 limited range: Y 82, U 90, V 240 (±1 for rounding).
+        let red = try PixelConverter.toI420((0..<(64 * 4)).flatMap { _ in [255, 0, 0] as [UInt8] },
+                                            format: .rgb24, width: 64, height: 4)
+        let alsoRed = try PixelConverter.toI420((0..<(64 * 4)).flatMap { _ in [0, 0, 255] as [UInt8] }, format: .bgr24, width: 64, height: 4)
+        #expect(red == alsoRed)
+        #expect(abs(Int(red.y[0]) - 82) <= 1 && abs(Int(red.u[0]) - 90) <= 1 && abs(Int(red.v[0]) - 240) <= 1, "\(red.y[0]) \(red.u[0]) \(red.v[0])")
+    }
+
     @Test func shortInputIsAnError() throws {
         #expect(throws: CodecError.self) { try PixelConverter.toI420([UInt8](repeating: 0, count: 10), format: .yuyv, width: 64, height: 48) }
         #expect(throws: CodecError.self) { try PixelConverter.toI420([UInt8](repeating: 0, count: 10), format: .nv12, width: 64, height: 48) }

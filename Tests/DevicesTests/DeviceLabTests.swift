@@ -84,3 +84,84 @@ final class LockedBox<T: Sendable>: @unchecked Sendable {  // a value guarded by
     func get() -> T { lock.lock(); defer { lock.unlock() }; return value }
     func set(_ new: T) { lock.lock(); value = new; lock.unlock() }
 }
+
+/// Collects camera events from the capture thread.
+final class CameraLog: Sendable {
+    private let events = LockedBox<[CameraEvent]>([])
+    var handler: @Sendable (CameraEvent) -> Void { { [events] event in events.set(events.get() + [event]) } }
+    var all: [CameraEvent] { events.get() }
+    var frames: [VideoFrame] { all.compactMap { if case .frame(let f, _) = $0 { return f }; return nil } }
+
+    func wait(seconds: Double, until predicate: ([CameraEvent]) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if predicate(all) { return true }
+            usleep(20_000)
+        }
+        return predicate(all)
+    }
+}
+
+import Codecs
+
+@Suite(.serialized, .enabled(if: inDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
+struct CameraCaptureLabTests {
+    func measuredRate(_ frames: [VideoFrame]) -> Double {
+        let stamps = frames.map(\.timestamp)
+        let span = (stamps.last! - stamps.first!)
+        return Double(stamps.count - 1) / (Double(span.components.seconds) + Double(span.components.attoseconds) / 1e18)
+    }
+
+    @Test(arguments: [CameraMode(fourCC: "YUYV", width: 640, height: 480, frameRate: FrameRate(frames: 25)),
+                      CameraMode(fourCC: "NV12", width: 1280, height: 720, frameRate: FrameRate(frames: 10)),
+                      CameraMode(fourCC: "RGB3", width: 640, height: 360, frameRate: FrameRate(frames: 15))])
+    func capturesAtTheRequestedModeAndRate(mode: CameraMode) throws {
+        let camera = try V4L2Camera(path: "/dev/video0", mode: mode)
+        let log = CameraLog()
+        camera.start(handler: log.handler)
+        let enough = log.wait(seconds: 10) { events in events.filter { if case .frame = $0 { return true }; return false }.count >= 16 }
+        camera.stop()
+        #expect(enough, "events: \(log.all.count)")
+        let frames = log.frames
+        #expect(camera.currentMode.frameRate == mode.frameRate)
+        #expect(frames.allSatisfy { $0.width == mode.width && $0.height == mode.height })
+        #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.timestamp < $1.timestamp }, "timestamps rise")
+        let rate = measuredRate(Array(frames.dropFirst()))
+        #expect(abs(rate - mode.frameRate.value) / mode.frameRate.value < 0.1, "\(mode): measured \(rate) fps")
+        // vivid draws a colour bar test pattern: the picture is not flat.
+        #expect(Set(frames.last!.y.prefix(mode.width)).count > 4)
+    }
+
+    @Test func switchesModeWhileCapturing() throws {
+        let camera = try V4L2Camera(path: "/dev/video0", mode: CameraMode(fourCC: "YUYV", width: 640, height: 480, frameRate: FrameRate(frames: 25)))
+        let log = CameraLog()
+        camera.start(handler: log.handler)
+        #expect(log.wait(seconds: 10) { _ in log.frames.count >= 5 })
+        let target = CameraMode(fourCC: "NV12", width: 1280, height: 720, frameRate: FrameRate(frames: 10))
+        camera.switchMode(target)
+        #expect(log.wait(seconds: 10) { _ in log.frames.contains { $0.width == 1280 } && log.frames.filter { $0.width == 1280 }.count >= 5 })
+        camera.stop()
+        let changes = log.all.compactMap { if case .modeChanged(let m) = $0 { return m }; return nil }
+        #expect(changes.last == target && changes.count == 2)
+        let large = log.frames.filter { $0.width == 1280 }
+        #expect(abs(measuredRate(large) - 10) < 1.5, "after the switch: \(measuredRate(large)) fps")
+    }
+
+    @Test func unplugIsReportedAndCaptureResumes() throws {
+        let camera = try V4L2Camera(path: "/dev/video0", mode: CameraMode(fourCC: "YUYV", width: 320, height: 180, frameRate: FrameRate(frames: 30)))
+        camera.reopenInterval = .milliseconds(200)
+        let log = CameraLog()
+        camera.start(handler: log.handler)
+        #expect(log.wait(seconds: 10) { _ in log.frames.count >= 5 })
+        // vivid's "disconnect" control behaves like pulling a USB cable.
+        let ctl = Process()
+        ctl.executableURL = URL(fileURLWithPath: "/usr/bin/v4l2-ctl")
+        ctl.arguments = ["-d", "/dev/video0", "--set-ctrl", "disconnect=1"]
+        try ctl.run()
+        ctl.waitUntilExit()
+        #expect(log.wait(seconds: 10) { events in events.contains { if case .deviceLost = $0 { return true }; return false } })
+        let framesAtLoss = log.frames.count
+        #expect(log.wait(seconds: 20) { _ in log.frames.count >= framesAtLoss + 5 }, "capture resumed after reopening: \(log.all.suffix(3))")
+        camera.stop()
+    }
+}

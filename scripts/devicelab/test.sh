@@ -19,7 +19,7 @@ if ! "$here/vmrun.sh" -t 60 -- true; then
 fi
 bin=$(swift build --show-bin-path)
 status=0
-"$here/vmrun.sh" -t 300 -r "$results" -- sh -c "$bin/callend devices --json > $results/devices.json && CALLEND_DEVICELAB=1 $bin/callendPackageTests.xctest --testing-library swift-testing --filter DeviceLabTests" || status=$?
+"$here/vmrun.sh" -t 300 -r "$results" -- sh -c "$bin/callend devices --json > $results/devices.json && CALLEND_DEVICELAB=1 $bin/callendPackageTests.xctest --testing-library swift-testing --filter 'DeviceLabTests|CameraCaptureLabTests'" || status=$?
 if [ $status -ne 0 ]; then
   echo "devicelab: FAILED: the tests in the VM exited with $status"
   exit 1

@@ -42,6 +42,15 @@ public enum PixelConverter {
                 I420Copy(base, Int32(rowBytes), base + lumaBytes, Int32(chromaStride), base + lumaBytes + chromaBytes,
                          Int32(chromaStride), y, sy, u, su, v, sv, w, h)
             }
+        case .rgb24, .bgr24:
+            let rowBytes = stride > 0 ? stride : width * 3
+            try requireBytes(source.count, rowBytes * (height - 1) + width * 3, operation)
+            // libyuv names byte orders by the little-endian word: its "RAW" is R,G,B in memory
+            // (V4L2 RGB3) and its "RGB24" is B,G,R (V4L2 BGR3).
+            result = frame.withMutablePlanes { y, u, v in
+                format == .rgb24 ? RAWToI420(base, Int32(rowBytes), y, sy, u, su, v, sv, w, h)
+                    : RGB24ToI420(base, Int32(rowBytes), y, sy, u, su, v, sv, w, h)
+            }
         case .mjpeg:
             var jpegWidth: Int32 = 0, jpegHeight: Int32 = 0
             guard MJPGSize(base, source.count, &jpegWidth, &jpegHeight) == 0 else {

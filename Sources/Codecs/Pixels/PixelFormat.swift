@@ -8,6 +8,10 @@ public enum PixelFormat: String, Sendable, CaseIterable {
     case mjpeg = "MJPG"
     /// Planar 4:2:0 (V4L2_PIX_FMT_YUV420, 'YU12').
     case i420 = "YU12"
+    /// Packed 24-bit R, G, B bytes (V4L2_PIX_FMT_RGB24, 'RGB3').
+    case rgb24 = "RGB3"
+    /// Packed 24-bit B, G, R bytes (V4L2_PIX_FMT_BGR24, 'BGR3').
+    case bgr24 = "BGR3"
 
     /// The FourCC as V4L2 stores it: the first character in the lowest byte.
     public var fourCC: UInt32 {
@@ -24,6 +28,7 @@ public enum PixelFormat: String, Sendable, CaseIterable {
         switch self {
         case .yuyv: ((width + 1) / 2) * 4 * height
         case .nv12, .i420: VideoFrame.packedSize(width: width, height: height)
+        case .rgb24, .bgr24: width * 3 * height
         case .mjpeg: nil
         }
     }
