@@ -22,7 +22,8 @@ func runDevices(_ args: inout Arguments) throws {
     let json = args.flag("--json")
     try args.finish(command: "devices")
     let (cameras, cameraProblems) = CameraDevices.list()
-    let report = DevicesReport(cameras: cameras, audio: ALSADeviceList.devices(), problems: cameraProblems.map(\.description))
+    let (audio, audioProblems) = ALSADeviceList.list()
+    let report = DevicesReport(cameras: cameras, audio: audio, problems: (cameraProblems + audioProblems).map(\.description))
     if json {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

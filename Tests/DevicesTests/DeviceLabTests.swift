@@ -8,8 +8,13 @@ import TestSupport
 /// skip is reported as such.
 let inDeviceLab = ProcessInfo.processInfo.environment["CALLEND_DEVICELAB"] == "1"
 
+/// One camera and one sound card: the lab's suites must not run at the same time, so they are
+/// nested in one serialized suite.
 @Suite(.serialized, .enabled(if: inDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
-struct DeviceLabTests {
+struct DeviceLab {}
+
+extension DeviceLab {
+@Suite struct DeviceLabTests {
     @Test func vividIsListedWithItsModes() throws {
         let camera = try #require(try CameraDevices.describe(path: "/dev/video0"))
         #expect(camera.driver == "vivid")
@@ -77,6 +82,8 @@ struct DeviceLabTests {
     }
 }
 
+}
+
 final class LockedBox<T: Sendable>: @unchecked Sendable {  // a value guarded by an NSLock, for test threads
     private var value: T
     private let lock = NSLock()
@@ -104,8 +111,8 @@ final class CameraLog: Sendable {
 
 import Codecs
 
-@Suite(.serialized, .enabled(if: inDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
-struct CameraCaptureLabTests {
+extension DeviceLab {
+@Suite struct CameraCaptureLabTests {
     func measuredRate(_ frames: [VideoFrame]) -> Double {
         let stamps = frames.map(\.timestamp)
         let span = (stamps.last! - stamps.first!)
@@ -164,4 +171,44 @@ struct CameraCaptureLabTests {
         #expect(log.wait(seconds: 20) { _ in log.frames.count >= framesAtLoss + 5 }, "capture resumed after reopening: \(log.all.suffix(3))")
         camera.stop()
     }
+}
+}
+
+extension DeviceLab {
+@Suite struct DeviceProblemLabTests {
+    @Test func aBusyCameraSaysSo() throws {
+        let first = try V4L2Camera(path: "/dev/video0", mode: CameraMode(fourCC: "YUYV", width: 640, height: 480, frameRate: FrameRate(frames: 25)))
+        defer { first.stop() }
+        do {
+            _ = try V4L2Camera(path: "/dev/video0", mode: CameraMode(fourCC: "NV12", width: 1280, height: 720, frameRate: FrameRate(frames: 10)))
+            Issue.record("a second capture of a streaming camera started")
+        } catch {
+            #expect(error.description.contains("busy"), "\(error)")
+        }
+    }
+
+    /// Unbinding the loopback card's driver while a capture runs is device loss, not a hang or an
+    /// xrun. The unbind runs on another thread: the kernel disconnects the card at once (waking
+    /// readers with ENODEV) but finishes removing it only when every handle is closed.
+    @Test func aVanishingSoundCardIsDeviceLoss() throws {
+        var capture: ALSAPCM? = try ALSAPCM(name: "hw:CARD=Loopback,DEV=1", direction: .capture)
+        _ = try capture?.read(frames: 480)
+        let removed = DispatchSemaphore(value: 0)
+        Thread {
+            try? "snd_aloop.0".write(toFile: "/sys/bus/platform/drivers/snd_aloop/unbind", atomically: false, encoding: .utf8)
+            removed.signal()
+        }.start()
+        var lost: DeviceError?
+        do {
+            for _ in 0..<200 { _ = try capture?.read(frames: 480) }
+        } catch {
+            lost = error
+        }
+        capture = nil
+        #expect(removed.wait(timeout: .now() + 10) == .success, "the card was not released after close")
+        try? "snd_aloop.0".write(toFile: "/sys/bus/platform/drivers/snd_aloop/bind", atomically: false, encoding: .utf8)
+        let error = try #require(lost, "reads went on after the card was removed")
+        #expect(ALSAPCM.isDeviceLost(error), "\(error)")
+    }
+}
 }

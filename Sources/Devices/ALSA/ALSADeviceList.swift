@@ -1,4 +1,5 @@
 internal import CALSA
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,12 +32,20 @@ public struct AudioDeviceInfo: Sendable, Equatable, Codable {
 
 public enum ALSADeviceList {
     /// Every PCM device of every sound card alsa-lib sees.
-    public static func devices() -> [AudioDeviceInfo] {
+    public static func devices() -> [AudioDeviceInfo] { list().devices }
+
+    /// The devices, and the cards that exist but could not be opened (permissions, say).
+    public static func list() -> (devices: [AudioDeviceInfo], problems: [DeviceError]) {
         var out: [AudioDeviceInfo] = []
+        var problems: [DeviceError] = []
         var card: Int32 = -1
         while snd_card_next(&card) == 0, card >= 0 {
             var ctl: OpaquePointer?
-            guard snd_ctl_open(&ctl, "hw:\(card)", 0) == 0, let ctl else { continue }
+            let opened = snd_ctl_open(&ctl, "hw:\(card)", 0)
+            guard opened == 0, let ctl else {
+                problems.append(ALSAPCM.error("open sound card \(card) (hw:\(card))", opened))
+                continue
+            }
             defer { snd_ctl_close(ctl) }
             var info: OpaquePointer?
             guard snd_ctl_card_info_malloc(&info) == 0, let info else { continue }
@@ -63,7 +72,26 @@ public enum ALSADeviceList {
                 out.append(entry)
             }
         }
-        return out
+        // A card the kernel has but this user cannot open is invisible to snd_card_next: say so.
+        let seen = Set(out.map(\.cardIndex))
+        for (index, name) in kernelCards() where !seen.contains(index) {
+            if access("/dev/snd/controlC\(index)", R_OK | W_OK) != 0 {
+                problems.append(DeviceError(operation: "open sound card \(index) (\(name))",
+                                            detail: "/dev/snd/controlC\(index): \(String(cString: strerror(errno))); add the user to the 'audio' group"))
+            }
+        }
+        return (out, problems)
+    }
+
+    /// Cards as /proc/asound/cards lists them (readable by every user): " 0 [Loopback ]: Loopback - Loopback".
+    static func kernelCards() -> [(Int, String)] {
+        guard let text = try? String(contentsOfFile: "/proc/asound/cards", encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let trimmed = line.drop { $0 == " " }
+            guard let space = trimmed.firstIndex(of: " "), let index = Int(trimmed[..<space]),
+                  let open = trimmed.firstIndex(of: "["), let close = trimmed.firstIndex(of: "]") else { return nil }
+            return (index, trimmed[trimmed.index(after: open)..<close].trimmingCharacters(in: .whitespaces))
+        }
     }
 
     private static func pcmName(_ ctl: OpaquePointer, _ device: Int32) -> String? {

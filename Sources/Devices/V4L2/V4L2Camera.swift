@@ -93,7 +93,9 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
         }
         var width: UInt32 = 0, height: UInt32 = 0, fourCC: UInt32 = 0, bytesPerLine: UInt32 = 0, size: UInt32 = 0
         guard cv4l2_set_format(s.fd, UInt32(mode.width), UInt32(mode.height), format.fourCC, &width, &height, &fourCC, &bytesPerLine, &size) == 0 else {
-            throw DeviceError(operation: "set \(mode) on \(path) (VIDIOC_S_FMT)", errno: errno)
+            let code = errno
+            throw DeviceError(operation: "set \(mode) on \(path) (VIDIOC_S_FMT)", errno: code,
+                              hint: code == EBUSY ? "the camera is streaming to another program" : nil)
         }
         guard fourCC == format.fourCC, Int(width) == mode.width, Int(height) == mode.height else {
             throw DeviceError(operation: "set \(mode) on \(path)",
