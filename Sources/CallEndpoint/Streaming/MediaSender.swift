@@ -210,7 +210,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         while shouldContinue(clock.now) {
             let due = Duration.microseconds(Int64(index) * 1_000_000 / Int64(fps))
             clock.sleep(until: due)
-            guard var frame = pattern != nil ? pattern!.nextFrame() : try reader?.readFrame() else { break }
+            guard var frame = pattern != nil ? pattern!.nextFrame(captureTime: MonotonicClock.now) : try reader?.readFrame() else { break }
             frame.timestamp = clock.now
             if keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
             let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(index) * 90_000 / Int64(fps))

@@ -18,6 +18,22 @@ public struct TestPatternSource: Sendable {
         self.frameRate = frameRate
     }
 
+    /// The next picture, stamped with `captureTime` (monotonic clock) for latency measurement.
+    public mutating func nextFrame(captureTime: Duration) -> VideoFrame {
+        var frame = nextFrame()
+        frame.timestamp = captureTime
+        let millis = UInt32(truncatingIfNeeded: captureTime.components.seconds * 1000 + captureTime.components.attoseconds / 1_000_000_000_000_000)
+        Self.writeBits(Int(millis >> 16), row: 1, into: &frame)
+        Self.writeBits(Int(millis & 0xffff), row: 2, into: &frame)
+        return frame
+    }
+
+    /// The capture time stamped into a (decoded) picture, in milliseconds modulo 2^32.
+    public static func captureTime(in frame: VideoFrame) -> Duration? {
+        guard frame.height >= 3 * markSize, let high = readBits(row: 1, from: frame), let low = readBits(row: 2, from: frame) else { return nil }
+        return .milliseconds(Int64(high) << 16 | Int64(low))
+    }
+
     public mutating func nextFrame() -> VideoFrame {
         let n = frameNumber
         frameNumber += 1
@@ -43,28 +59,36 @@ public struct TestPatternSource: Sendable {
             for row in boxY..<min(height, boxY + boxSize) {
                 for col in boxX..<min(width, boxX + boxSize) { y[row * width + col] = 235 }
             }
-            // The frame number, one block per bit, most significant first.
-            for bit in 0..<Self.markBits where (bit + 1) * Self.markSize <= width {
-                let value: UInt8 = (n >> (Self.markBits - 1 - bit)) & 1 == 1 ? 235 : 16
-                for row in 0..<min(height, Self.markSize) {
-                    for col in (bit * Self.markSize)..<((bit + 1) * Self.markSize) { y[row * width + col] = value }
-                }
-            }
         }
+        // The frame number, one block per bit, most significant first.
+        Self.writeBits(n & 0xffff, row: 0, into: &frame)
         return frame
     }
 
-    /// Reads back the frame number written into a (decoded) picture, modulo 65536.
-    public static func frameNumber(in frame: VideoFrame) -> Int? {
-        guard frame.width >= markBits * markSize, frame.height >= markSize else { return nil }
+    /// Writes 16 bits as black/white blocks in block row `row` (most significant bit first).
+    static func writeBits(_ value: Int, row: Int, into frame: inout VideoFrame) {
+        guard frame.width >= markBits * markSize, frame.height >= (row + 1) * markSize else { return }
+        for bit in 0..<markBits {
+            let level: UInt8 = (value >> (markBits - 1 - bit)) & 1 == 1 ? 235 : 16
+            for y in (row * markSize)..<((row + 1) * markSize) {
+                for x in (bit * markSize)..<((bit + 1) * markSize) { frame.y[y * frame.strideY + x] = level }
+            }
+        }
+    }
+
+    static func readBits(row: Int, from frame: VideoFrame) -> Int? {
+        guard frame.width >= markBits * markSize, frame.height >= (row + 1) * markSize else { return nil }
         var value = 0
         for bit in 0..<markBits {
             // Sample the centre of the block, away from coding artefacts at its edges.
-            let sample = frame.y[(markSize / 2) * frame.strideY + bit * markSize + markSize / 2]
+            let sample = frame.y[(row * markSize + markSize / 2) * frame.strideY + bit * markSize + markSize / 2]
             value = value << 1 | (sample > 125 ? 1 : 0)
         }
         return value
     }
+
+    /// Reads back the frame number written into a (decoded) picture, modulo 65536.
+    public static func frameNumber(in frame: VideoFrame) -> Int? { readBits(row: 0, from: frame) }
 }
 
 /// A sine tone at 48 kHz, mono or stereo, in frames of a fixed duration.

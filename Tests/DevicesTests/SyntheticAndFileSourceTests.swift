@@ -1,0 +1,81 @@
+import Codecs
+import Foundation
+import Testing
+@testable import Devices
+
+@Suite struct SyntheticSourceTests {
+    /// Frame numbers and capture times written into the pattern survive VP8 at a modest bitrate.
+    @Test func stampsSurviveVP8() throws {
+        var source = TestPatternSource(width: 320, height: 240, frameRate: 30)
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, targetBitrate: 300_000))
+        let decoder = try VP8Decoder()
+        let base = Duration.seconds(86_400 * 3) + .milliseconds(123)
+        for index in 0..<60 {
+            let captured = base + .milliseconds(33 * index)
+            for encoded in try encoder.encode(source.nextFrame(captureTime: captured)) {
+                let picture = try #require(try decoder.decode(encoded.data))
+                #expect(TestPatternSource.frameNumber(in: picture) == index)
+                #expect(TestPatternSource.captureTime(in: picture) == .milliseconds((259_200_123 + 33 * Int64(index)) & 0xffff_ffff))
+            }
+        }
+    }
+
+    /// Timing marks at whole seconds of the capture clock are found again after Opus.
+    @Test func audioTimingMarksSurviveOpus() throws {
+        var source = MarkedToneSource()
+        let encoder = try OpusEncoder(channels: 1, application: .voip, bitrate: 24_000)
+        let decoder = try OpusDecoder(channels: 1)
+        let start = Duration.seconds(1000) + .milliseconds(700)
+        var decoded: [Int16] = []
+        for index in 0..<150 {
+            let samples = source.next(samplesPerChannel: 960, captureTime: start + .milliseconds(20 * index))
+            decoded += try decoder.decode(try encoder.encode(samples))
+        }
+        let aligned = Array(decoded.dropFirst(encoder.lookahead))
+        let marks = TimingMarks.detectMarks(aligned)
+        // Marks at 1001, 1002, 1003 s: 300, 1300 and 2300 ms into the 3 s of audio.
+        #expect(marks.count == 3, "\(marks)")
+        for (mark, expected) in zip(marks, [300, 1300, 2300]) {
+            let error = mark - .milliseconds(expected)
+            #expect(error > .milliseconds(-5) && error < .milliseconds(5), "\(mark) vs \(expected) ms")
+        }
+        var plain = ToneSource()
+        #expect(TimingMarks.detectMarks(plain.next(samplesPerChannel: 48_000)).isEmpty, "a plain tone has no marks")
+    }
+}
+
+@Suite struct FileSourceTests {
+    @Test func y4mFileIsPacedAndLoops() throws {
+        let dir = try ScratchFolder()
+        let path = dir.path + "/clip.y4m"
+        let writer = try Y4MWriter(path: path, width: 32, height: 32, frameRate: 30)
+        for i in 0..<5 { try writer.write(VideoFrame(width: 32, height: 32, luma: UInt8(i * 40))) }
+        try writer.close()
+        let paced = try Y4MFileSource(path: path, paced: true, loop: true)
+        let start = ContinuousClock.now
+        var lumas: [UInt8] = []
+        for _ in 0..<10 { lumas.append(try #require(try paced.nextFrame()).y[0]) }
+        #expect(ContinuousClock.now - start >= .milliseconds(9 * 33 - 5), "ten frames at 30 fps take at least 0.3 s")
+        #expect(lumas == [0, 40, 80, 120, 160, 0, 40, 80, 120, 160])
+        let unpaced = try Y4MFileSource(path: path, paced: false)
+        var count = 0
+        while try unpaced.nextFrame() != nil { count += 1 }
+        #expect(count == 5)
+    }
+
+    @Test func wavFileIsPacedAndPadded() throws {
+        let dir = try ScratchFolder()
+        let path = dir.path + "/tone.wav"
+        let writer = try WAVWriter(path: path, channels: 1)
+        var tone = ToneSource()
+        try writer.write(tone.next(samplesPerChannel: 48_000 / 10 + 100))
+        try writer.close()
+        let source = try WAVFileSource(path: path)
+        let start = ContinuousClock.now
+        var chunks: [[Int16]] = []
+        while let chunk = source.next(samplesPerChannel: 960) { chunks.append(chunk) }
+        #expect(chunks.count == 6 && chunks.allSatisfy { $0.count == 960 })
+        #expect(chunks.last!.suffix(860).allSatisfy { $0 == 0 }, "the last frame is padded with silence")
+        #expect(ContinuousClock.now - start >= .milliseconds(5 * 20 - 5))
+    }
+}
