@@ -2,11 +2,13 @@
 # Prepares the device lab: a Debian kernel with the vivid (virtual camera) and snd-aloop
 # (loopback sound card) modules, booted by qemu from a busybox initramfs. Idempotent: a lab
 # already built for the current kernel package is reused. Work folder: $DEVICELAB_DIR
-# (default /var/tmp/callend-devicelab). Needs root (apt).
+# (default /var/tmp/callend-devicelab); the kernel package is kept in apt's own cache.
+# Needs root (apt).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 lab=${DEVICELAB_DIR:-/var/tmp/callend-devicelab}
-mkdir -p "$lab/download"
+mkdir -p "$lab"
+cache=/var/cache/apt/archives
 log() { echo "devicelab: $*" >&2; }
 
 need=()
@@ -28,10 +30,12 @@ if [ -f "$lab/ready-$version" ]; then
   exit 0
 fi
 
-log "downloading $package"
-(cd "$lab/download" && apt-get download -q "$package" >/dev/null 2>&1) || { log "apt-get download $package failed"; exit 1; }
+if ! ls "$cache/${package}"_*.deb >/dev/null 2>&1; then
+  log "downloading $package"
+  (cd "$cache" && apt-get download -q "$package" >/dev/null 2>&1) || { log "apt-get download $package failed"; exit 1; }
+fi
 rm -rf "$lab/kernel"
-dpkg-deb -x "$lab"/download/"${package}"_*.deb "$lab/kernel"
+dpkg-deb -x "$(ls "$cache/${package}"_*.deb | head -1)" "$lab/kernel"
 depmod -b "$lab/kernel" "$version"
 # qemu boots the uncompressed ELF through its PVH entry, skipping the slow in-guest decompression under TCG.
 python3 "$here/unpack-vmlinux.py" "$lab/kernel/boot/vmlinuz-$version" "$lab/vmlinux"

@@ -6,13 +6,18 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 here=scripts/devicelab
 start=$(date +%s)
+# A lab of its own for this run, removed at the end (setup takes seconds; the kernel package
+# stays in apt's cache). DEVICELAB_DIR keeps a lab across runs when set.
+if [ -z "${DEVICELAB_DIR:-}" ]; then
+  export DEVICELAB_DIR=$(mktemp -d /var/tmp/callend-devicelab.XXXXXX)
+  trap 'rm -rf "$DEVICELAB_DIR"' EXIT
+fi
 if ! lab=$("$here/setup.sh"); then
   echo "devicelab: SKIPPED: the lab could not be set up (see above)"
   exit 0
 fi
 # Not under /tmp: the VM mounts its own tmpfs there.
 results=$(mktemp -d "$lab/results.XXXXXX")
-trap 'rm -rf "$results"' EXIT
 if ! "$here/vmrun.sh" -t 60 -- true; then
   echo "devicelab: SKIPPED: qemu could not boot the lab VM on this machine"
   exit 0
