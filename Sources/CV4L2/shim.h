@@ -3,6 +3,7 @@
 #include <libv4l2.h>
 #include <linux/videodev2.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 
 /* v4l2_open is variadic (like open(2)); this fixes its mode argument. */
@@ -112,6 +113,24 @@ static inline int cv4l2_stream(int fd, int on) {
 static inline void *cv4l2_mmap(int fd, unsigned int length, unsigned int offset) {
     return v4l2_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset);
 }
+/* Finds a control by its name (VIDIOC_QUERYCTRL with V4L2_CTRL_FLAG_NEXT_CTRL); returns its id or 0. */
+static inline unsigned int cv4l2_find_control(int fd, const char *name) {
+    struct v4l2_queryctrl q;
+    memset(&q, 0, sizeof q);
+    q.id = V4L2_CTRL_FLAG_NEXT_CTRL;
+    while (v4l2_ioctl(fd, VIDIOC_QUERYCTRL, &q) == 0) {
+        if (strcasecmp((const char *)q.name, name) == 0) return q.id;
+        q.id |= V4L2_CTRL_FLAG_NEXT_CTRL;
+    }
+    return 0;
+}
+static inline int cv4l2_set_control(int fd, unsigned int id, int value) {
+    struct v4l2_control c;
+    c.id = id;
+    c.value = value;
+    return v4l2_ioctl(fd, VIDIOC_S_CTRL, &c);
+}
+
 static inline unsigned int cv4l2_timestamp_monotonic_flag(void) { return V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC; }
 static inline unsigned int cv4l2_timestamp_mask(void) { return V4L2_BUF_FLAG_TIMESTAMP_MASK; }
 

@@ -10,11 +10,15 @@ let inDeviceLab = ProcessInfo.processInfo.environment["CALLEND_DEVICELAB"] == "1
 
 /// One camera and one sound card: the lab's suites must not run at the same time, so they are
 /// nested in one serialized suite.
-@Suite(.serialized, .enabled(if: inDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
+@Suite(.serialized, .timeLimit(.minutes(1)), .enabled(if: inDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
 struct DeviceLab {}
 
 extension DeviceLab {
 @Suite struct DeviceLabTests {
+    @Test func controlsAreFoundByName() {
+        #expect(throws: DeviceError.self) { try CameraDevices.setControl(path: "/dev/video0", named: "No Such Control", to: 1) }
+    }
+
     @Test func vividIsListedWithItsModes() throws {
         let camera = try #require(try CameraDevices.describe(path: "/dev/video0"))
         #expect(camera.driver == "vivid")
@@ -160,12 +164,8 @@ extension DeviceLab {
         let log = CameraLog()
         camera.start(handler: log.handler)
         #expect(log.wait(seconds: 10) { _ in log.frames.count >= 5 })
-        // vivid's "disconnect" control behaves like pulling a USB cable.
-        let ctl = Process()
-        ctl.executableURL = URL(fileURLWithPath: "/usr/bin/v4l2-ctl")
-        ctl.arguments = ["-d", "/dev/video0", "--set-ctrl", "disconnect=1"]
-        try ctl.run()
-        ctl.waitUntilExit()
+        // vivid's "Disconnect" button control behaves like pulling a USB cable.
+        try CameraDevices.setControl(path: "/dev/video0", named: "Disconnect", to: 1)
         #expect(log.wait(seconds: 10) { events in events.contains { if case .deviceLost = $0 { return true }; return false } })
         let framesAtLoss = log.frames.count
         #expect(log.wait(seconds: 20) { _ in log.frames.count >= framesAtLoss + 5 }, "capture resumed after reopening: \(log.all.suffix(3))")

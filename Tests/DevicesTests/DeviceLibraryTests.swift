@@ -81,3 +81,9 @@ let webcam = CaptureDevice(path: "/dev/video0", stableName: "/dev/v4l/by-id/usb-
         #expect(FrameRate(frames: 30000, per: 1001).description == "30")
     }
 }
+
+@Suite struct CameraControlTests {
+    @Test func settingAControlOnANonCameraIsAnError() {
+        #expect(throws: DeviceError.self) { try CameraDevices.setControl(path: "/dev/null", named: "Brightness", to: 1) }
+    }
+}

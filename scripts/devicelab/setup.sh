@@ -12,8 +12,7 @@ cache=/var/cache/apt/archives
 log() { echo "devicelab: $*" >&2; }
 
 need=()
-# v4l-utils: v4l2-ctl, which the tests use to pull vivid's virtual plug (its disconnect control).
-for p in qemu-system-x86 busybox-static kmod cpio v4l-utils; do
+for p in qemu-system-x86 busybox-static kmod cpio; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -131,6 +131,20 @@ public enum CameraDevices {
         return out
     }
 
+    /// Sets a camera control found by its name (as `v4l2-ctl --list-ctrls` shows it, any case):
+    /// brightness, exposure, or vivid's "Disconnect" button, which the device lab uses to pull a
+    /// virtual plug.
+    public static func setControl(path: String, named name: String, to value: Int32) throws(DeviceError) {
+        let fd = cv4l2_open(path, O_RDWR | O_NONBLOCK)
+        guard fd >= 0 else { throw DeviceError(operation: "open \(path) to set control '\(name)'", errno: errno) }
+        defer { v4l2_close(fd) }
+        let id = cv4l2_find_control(fd, name)
+        guard id != 0 else { throw DeviceError(operation: "set control '\(name)' on \(path)", detail: "the device has no control of that name") }
+        guard cv4l2_set_control(fd, id, value) == 0 else {
+            throw DeviceError(operation: "set control '\(name)' on \(path) (VIDIOC_S_CTRL)", errno: errno)
+        }
+    }
+
     /// The /dev/v4l/by-id link that points at `path`, if any.
     static func stableName(for path: String) -> String? {
         let directory = "/dev/v4l/by-id"
