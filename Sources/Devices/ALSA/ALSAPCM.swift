@@ -95,16 +95,8 @@ public final class ALSAPCM {
     public func read(frames: Int) throws(DeviceError) -> [Int16] {
         precondition(direction == .capture, "read needs a capture PCM")
         var samples = [Int16](repeating: 0, count: frames * channels)
-        var done = 0
-        while done < frames {
-            let got = samples.withUnsafeMutableBufferPointer { buffer in
-                snd_pcm_readi(pcm, buffer.baseAddress! + done * channels, snd_pcm_uframes_t(frames - done))
-            }
-            if got >= 0 {
-                done += got
-                continue
-            }
-            try recover(Int32(got), "read from '\(name)'")
+        try transfer(frames: frames, "read from '\(name)'") { done, remaining in
+            samples.withUnsafeMutableBufferPointer { snd_pcm_readi(pcm, $0.baseAddress! + done * channels, snd_pcm_uframes_t(remaining)) }
         }
         return samples
     }
@@ -112,17 +104,22 @@ public final class ALSAPCM {
     /// Writes all samples (blocking), recovering from underruns.
     public func write(_ samples: [Int16]) throws(DeviceError) {
         precondition(direction == .playback, "write needs a playback PCM")
-        let frames = samples.count / channels
+        try transfer(frames: samples.count / channels, "write to '\(name)'") { done, remaining in
+            samples.withUnsafeBufferPointer { snd_pcm_writei(pcm, $0.baseAddress! + done * channels, snd_pcm_uframes_t(remaining)) }
+        }
+    }
+
+    /// Moves `frames` frames with `call(done, remaining)` (snd_pcm_readi/writei), which returns the
+    /// frames moved or a negative error; xruns are recovered and the transfer goes on.
+    private func transfer(frames: Int, _ operation: String, _ call: (Int, Int) -> Int) throws(DeviceError) {
         var done = 0
         while done < frames {
-            let put = samples.withUnsafeBufferPointer { buffer in
-                snd_pcm_writei(pcm, buffer.baseAddress! + done * channels, snd_pcm_uframes_t(frames - done))
+            let moved = call(done, frames - done)
+            if moved >= 0 {
+                done += moved
+            } else {
+                try recover(Int32(moved), operation)
             }
-            if put >= 0 {
-                done += put
-                continue
-            }
-            try recover(Int32(put), "write to '\(name)'")
         }
     }
 
