@@ -1,0 +1,77 @@
+/// How the encoders are driven during a call.
+public enum VideoEncodingMode: Sendable, Equatable {
+    /// callend manages video bitrate, audio bitrate and camera mode from the network estimate.
+    case auto
+    /// The caller's `EncodingParameters` caps apply and nothing adapts the camera mode.
+    case manual
+}
+
+/// Caps the caller sets in manual mode (bits per second).
+public struct EncodingParameters: Sendable, Equatable {
+    public var maxVideoBitrate: Int?
+    public var maxAudioBitrate: Int?
+
+    public init(maxVideoBitrate: Int? = nil, maxAudioBitrate: Int? = nil) {
+        self.maxVideoBitrate = maxVideoBitrate
+        self.maxAudioBitrate = maxAudioBitrate
+    }
+}
+
+public enum VideoCodec: String, Sendable, Codable, CaseIterable { case vp8 = "VP8" }
+public enum AudioCodec: String, Sendable, Codable, CaseIterable { case opus = "opus" }
+
+/// A configuration mistake the caller can fix, with what to do instead.
+public struct ConfigurationError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// How to join a room, in the shape hosted video SDKs use:
+///
+///     let options = try ConnectOptions(token: token) {
+///         $0.roomName = "my-room"
+///         $0.videoEncodingMode = .auto
+///     }
+///
+/// `.auto` manages bitrates and the camera mode itself, so it cannot be combined with manual
+/// `EncodingParameters` or preferred codecs: setting both is an error, not a silent choice.
+public struct ConnectOptions: Sendable {
+    public var token: String
+    public var roomName: String = ""
+    public var videoEncodingMode: VideoEncodingMode?
+    public var encodingParameters: EncodingParameters?
+    public var preferredVideoCodecs: [VideoCodec] = []
+    public var preferredAudioCodecs: [AudioCodec] = []
+    /// SRTP is on unless turned off (for captures in a lab, say).
+    public var srtpEnabled = true
+
+    public init(token: String, _ configure: (inout ConnectOptions) -> Void = { _ in }) throws(ConfigurationError) {
+        self.token = token
+        configure(&self)
+        try validate()
+    }
+
+    /// The mode in force: `.auto` unless manual parameters or preferred codecs were given.
+    public var effectiveEncodingMode: VideoEncodingMode {
+        videoEncodingMode ?? (encodingParameters != nil || !preferredVideoCodecs.isEmpty || !preferredAudioCodecs.isEmpty ? .manual : .auto)
+    }
+
+    public func validate() throws(ConfigurationError) {
+        guard !token.isEmpty else { throw ConfigurationError("no access token: mint one with 'callend token' or set CALLEND_TOKEN") }
+        guard !roomName.isEmpty else { throw ConfigurationError("no room name: set roomName") }
+        if videoEncodingMode == .auto {
+            if encodingParameters != nil {
+                throw ConfigurationError("videoEncodingMode .auto manages bitrates itself and cannot take EncodingParameters; use .manual to set maxVideoBitrate")
+            }
+            if !preferredVideoCodecs.isEmpty || !preferredAudioCodecs.isEmpty {
+                throw ConfigurationError("videoEncodingMode .auto chooses codecs itself and cannot take preferred codecs; use .manual to prefer codecs")
+            }
+        }
+        if let video = encodingParameters?.maxVideoBitrate, !(50_000...50_000_000).contains(video) {
+            throw ConfigurationError("maxVideoBitrate \(video) bit/s is outside 50000 ... 50000000")
+        }
+        if let audio = encodingParameters?.maxAudioBitrate, !(6_000...510_000).contains(audio) {
+            throw ConfigurationError("maxAudioBitrate \(audio) bit/s is outside 6000 ... 510000 (Opus)")
+        }
+    }
+}
