@@ -7,6 +7,8 @@ import Synchronization
 public struct MediaReceiverConfiguration: Sendable {
     public var description: SessionDescriptionFile
     public var listenHost = "0.0.0.0"
+    /// The key this side protects its RTCP with, when it is not the stream's (a call: our own key).
+    public var srtpSendKey: [UInt8]?
     public var videoOutput: String?
     public var audioOutput: String?
     public var duration: Duration?
@@ -56,6 +58,8 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     let inboundVideo: SRTPSession?, inboundAudio: SRTPSession?
     let outboundVideo: SRTPSession?, outboundAudio: SRTPSession?
     let ssrc = UInt32.random(in: 1...UInt32.max)
+    /// False when a call owns the sockets and routes datagrams here itself.
+    let ownsSockets: Bool
     let clock = StreamClock()
     private let stopping = Atomic<Bool>(false)
 
@@ -86,7 +90,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     }
     private let state: Mutex<State>
 
-    public init(configuration: MediaReceiverConfiguration) throws {
+    public init(configuration: MediaReceiverConfiguration, sockets: (video: UDPSocket, audio: UDPSocket)? = nil) throws {
         self.configuration = configuration
         let streams = configuration.description.streams
         videoStream = streams.first { $0.kind == .video }
@@ -97,12 +101,18 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         if let a = audioStream, a.encodingName.lowercased() != "opus" {
             throw ParseError("SDP", "audio is \(a.encodingName); callend receives Opus")
         }
-        videoSocket = try videoStream.map { try UDPSocket(bindHost: configuration.listenHost, port: $0.port) }
-        audioSocket = try audioStream.map { try UDPSocket(bindHost: configuration.listenHost, port: $0.port) }
+        ownsSockets = sockets == nil
+        if let sockets {
+            videoSocket = sockets.video
+            audioSocket = sockets.audio
+        } else {
+            videoSocket = try videoStream.map { try UDPSocket(bindHost: configuration.listenHost, port: $0.port) }
+            audioSocket = try audioStream.map { try UDPSocket(bindHost: configuration.listenHost, port: $0.port) }
+        }
         func sessions(_ stream: StreamDescription?) throws -> (SRTPSession?, SRTPSession?) {
             guard let crypto = stream?.crypto else { return (nil, nil) }
             return (try SRTPSession(profile: crypto.profile, keyMaterial: crypto.keyMaterial, direction: .inbound),
-                    try SRTPSession(profile: crypto.profile, keyMaterial: crypto.keyMaterial, direction: .outbound))
+                    try SRTPSession(profile: crypto.profile, keyMaterial: configuration.srtpSendKey ?? crypto.keyMaterial, direction: .outbound))
         }
         (inboundVideo, outboundVideo) = try sessions(videoStream)
         (inboundAudio, outboundAudio) = try sessions(audioStream)
@@ -123,8 +133,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     }
 
     public func run() throws -> ReceiverSummary {
-        videoSocket?.startReceiving(name: "video-receive") { [self] bytes, from in receiveVideo(bytes, from: from) }
-        audioSocket?.startReceiving(name: "audio-receive") { [self] bytes, from in receiveAudio(bytes, from: from) }
+        if ownsSockets {
+            videoSocket?.startReceiving(name: "video-receive") { [self] bytes, from in receiveVideo(bytes, from: from) }
+            audioSocket?.startReceiving(name: "audio-receive") { [self] bytes, from in receiveAudio(bytes, from: from) }
+        }
         let playout = Thread { [self] in playAudio() }
         playout.name = "audio-playout"
         if audioStream != nil { playout.start() }
@@ -145,8 +157,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             }
         }
         stop()
-        videoSocket?.close()
-        audioSocket?.close()
+        if ownsSockets {
+            videoSocket?.close()
+            audioSocket?.close()
+        }
         while audioStream != nil && !playoutDone.load(ordering: .relaxed) { usleep(1000) }
         return try state.withLock { s throws -> ReceiverSummary in
             try s.y4m?.close()
@@ -178,7 +192,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     // MARK: Video
 
-    private func receiveVideo(_ datagram: [UInt8], from: UDPAddress) {
+    func receiveVideo(_ datagram: [UInt8], from: UDPAddress) {
         guard let stream = videoStream else { return }
         let arrival = clock.now
         guard var packet = demultiplex(datagram, inbound: inboundVideo, arrival: arrival) else { return }
@@ -304,7 +318,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     // MARK: Audio
 
-    private func receiveAudio(_ datagram: [UInt8], from: UDPAddress) {
+    func receiveAudio(_ datagram: [UInt8], from: UDPAddress) {
         guard let stream = audioStream else { return }
         let arrival = clock.now
         guard let packet = demultiplex(datagram, inbound: inboundAudio, arrival: arrival), packet.payloadType == stream.payloadType else { return }

@@ -26,6 +26,10 @@ public struct MediaSenderConfiguration: Sendable {
     public var videoBitrate = 1_000_000
     public var audioBitrate = 32_000
     public var srtp: (profile: SRTPProfile, keyMaterial: [UInt8])?
+    /// The key the peer protects its RTCP with, when it is not ours (a call: each side has its own).
+    public var srtpReceiveKey: [UInt8]?
+    /// SSRCs to send with (a call announces them in its session description); random when nil.
+    public var ssrcs: (video: UInt32, rtx: UInt32, audio: UInt32)?
     public var duration: Duration?
 
     public static let videoPayloadType: UInt8 = 96
@@ -74,9 +78,11 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     let audioDestination: UDPAddress
     let outbound: SRTPSession?
     let inbound: SRTPSession?
-    let videoSSRC = UInt32.random(in: 1...UInt32.max)
-    let rtxSSRC = UInt32.random(in: 1...UInt32.max)
-    let audioSSRC = UInt32.random(in: 1...UInt32.max)
+    let videoSSRC: UInt32
+    let rtxSSRC: UInt32
+    let audioSSRC: UInt32
+    /// False when a call owns the sockets and routes the peer's RTCP here itself.
+    let ownsSockets: Bool
     let cname = "callend-\(UInt32.random(in: 1...UInt32.max))"
     let clock = StreamClock()
     private let keyframeWanted = Atomic<Bool>(false)
@@ -92,16 +98,21 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     }
     private let state = Mutex(State())
 
-    public init(configuration: MediaSenderConfiguration) throws {
+    public init(configuration: MediaSenderConfiguration, sockets: (video: UDPSocket, audio: UDPSocket)? = nil) throws {
         self.configuration = configuration
-        videoSocket = try UDPSocket()
-        audioSocket = try UDPSocket()
+        videoSSRC = configuration.ssrcs?.video ?? UInt32.random(in: 1...UInt32.max)
+        rtxSSRC = configuration.ssrcs?.rtx ?? UInt32.random(in: 1...UInt32.max)
+        audioSSRC = configuration.ssrcs?.audio ?? UInt32.random(in: 1...UInt32.max)
+        ownsSockets = sockets == nil
+        videoSocket = try sockets?.video ?? UDPSocket()
+        audioSocket = try sockets?.audio ?? UDPSocket()
         videoDestination = try UDPAddress(host: configuration.destinationHost, port: configuration.videoPort)
         audioDestination = try UDPAddress(host: configuration.destinationHost, port: configuration.audioPort)
         if let srtp = configuration.srtp {
             outbound = try SRTPSession(profile: srtp.profile, keyMaterial: srtp.keyMaterial, direction: .outbound)
-            // The receiver's RTCP comes back under the same key (SDES-SRTP with one a=crypto line).
-            inbound = try SRTPSession(profile: srtp.profile, keyMaterial: srtp.keyMaterial, direction: .inbound)
+            // The receiver's RTCP comes back under the same key (one a=crypto line), or under the
+            // peer's own key in a call.
+            inbound = try SRTPSession(profile: srtp.profile, keyMaterial: configuration.srtpReceiveKey ?? srtp.keyMaterial, direction: .inbound)
         } else {
             outbound = nil
             inbound = nil
@@ -129,11 +140,15 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     /// Sends until the duration passes, the sources end, or `stop()`; returns the statistics.
     public func run() throws -> SenderStatistics {
-        videoSocket.startReceiving(name: "rtcp-video") { [self] bytes, _ in handleRTCP(bytes) }
-        audioSocket.startReceiving(name: "rtcp-audio") { [self] bytes, _ in handleRTCP(bytes) }
+        if ownsSockets {
+            videoSocket.startReceiving(name: "rtcp-video") { [self] bytes, _ in handleRTCP(bytes) }
+            audioSocket.startReceiving(name: "rtcp-audio") { [self] bytes, _ in handleRTCP(bytes) }
+        }
         defer {
-            videoSocket.close()
-            audioSocket.close()
+            if ownsSockets {
+                videoSocket.close()
+                audioSocket.close()
+            }
         }
         let errors = Mutex<[any Error]>([])
         let group = DispatchGroup()
@@ -327,7 +342,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         try? socket.send(bytes, to: destination)
     }
 
-    private func handleRTCP(_ datagram: [UInt8]) {
+    func handleRTCP(_ datagram: [UInt8]) {
         guard isRTCP(datagram) else { return }
         var bytes = datagram
         if let inbound {

@@ -1,0 +1,107 @@
+import Foundation
+import RTPTransport
+import Synchronization
+
+/// The media of one call: a UDP socket per media kind that both sends and receives (symmetric
+/// RTP, RTCP multiplexed), a `MediaSender` and a `MediaReceiver` sharing them, and this side's own
+/// SRTP key (each side encrypts with its own key and decrypts with the peer's, as SDES-SRTP does).
+public final class CallMedia: @unchecked Sendable {  // sockets and keys are immutable; the sender/receiver pair is set once under `parts`
+    public let videoSocket: UDPSocket
+    public let audioSocket: UDPSocket
+    public let ssrcs: (video: UInt32, rtx: UInt32, audio: UInt32)
+    public let cname = "callend-\(UInt32.random(in: 1...UInt32.max))"
+    let srtpKey: [UInt8]?
+    static let profile = SRTPProfile.aes128CmSha1_80
+    private let parts = Mutex<(MediaSender?, MediaReceiver?)>((nil, nil))
+
+    public init(listenHost: String = "0.0.0.0", srtp: Bool = true) throws {
+        videoSocket = try UDPSocket(bindHost: listenHost, port: 0)
+        audioSocket = try UDPSocket(bindHost: listenHost, port: 0)
+        ssrcs = (UInt32.random(in: 1...UInt32.max), UInt32.random(in: 1...UInt32.max), UInt32.random(in: 1...UInt32.max))
+        srtpKey = srtp ? (0..<Self.profile.keyMaterialLength).map { _ in UInt8.random(in: 0...255) } : nil
+    }
+
+    /// What this side offers or answers with: VP8 (RTX, NACK, PLI, FIR) and Opus on the two
+    /// sockets' ports, reachable at `candidateHost`.
+    public func localDescription(candidateHost: String) -> CallSessionDescription {
+        let video = CallSessionDescription.Codec(name: "VP8", payloadType: MediaSenderConfiguration.videoPayloadType, clockRate: 90_000,
+                                                 rtxPayloadType: MediaSenderConfiguration.rtxPayloadType, feedback: ["nack", "nack pli", "ccm fir"])
+        let opus = CallSessionDescription.Codec(name: "opus", payloadType: MediaSenderConfiguration.audioPayloadType, clockRate: 48_000,
+                                                channels: 2, parameters: ["useinbandfec": "1", "minptime": "10"])
+        let extensions = [CallSessionDescription.HeaderExtension(id: 3, uri: TransportSequenceNumber.uri)]
+        return CallSessionDescription(
+            cname: cname,
+            media: [.init(kind: "video", codecs: [video], ssrc: ssrcs.video, rtxSSRC: ssrcs.rtx, headerExtensions: extensions, port: videoSocket.localPort),
+                    .init(kind: "audio", codecs: [opus], ssrc: ssrcs.audio, rtxSSRC: nil, headerExtensions: extensions, port: audioSocket.localPort)],
+            candidates: [.init(host: candidateHost)],
+            crypto: srtpKey.map { [.init(profile: Self.profile.rawValue, key: Data($0).base64EncodedString())] } ?? [])
+    }
+
+    /// Sends and receives until `duration` passes, the peer says BYE or goes silent, or `stop()`.
+    public func run(_ call: NegotiatedCall, video: MediaSenderConfiguration.VideoSource, audio: MediaSenderConfiguration.AudioSource,
+                    duration: Duration?, videoOutput: String? = nil, audioOutput: String? = nil) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
+        guard let videoStream = call.streams.first(where: { $0.kind == "video" }) ?? call.streams.first else {
+            throw NegotiationError("no negotiated stream")
+        }
+        let audioStream = call.streams.first { $0.kind == "audio" }
+        var sending = MediaSenderConfiguration(destinationHost: call.remoteHost, videoPort: videoStream.remotePort)
+        sending.audioPort = audioStream?.remotePort ?? videoStream.remotePort + 2
+        sending.video = call.streams.contains { $0.kind == "video" } ? video : .none
+        sending.audio = audioStream == nil ? .none : audio
+        sending.duration = duration
+        sending.ssrcs = ssrcs
+        if let srtp = call.srtp {
+            sending.srtp = (srtp.profile, srtp.sendKey)
+            sending.srtpReceiveKey = srtp.receiveKey
+        }
+        let crypto = call.srtp.map { (profile: $0.profile, keyMaterial: $0.receiveKey) }
+        let streams: [StreamDescription] = call.streams.map { s in
+            StreamDescription(kind: s.kind == "video" ? .video : .audio, port: s.localPort, payloadType: s.codec.payloadType,
+                              encodingName: s.codec.name, clockRate: s.codec.clockRate, channels: s.codec.channels,
+                              feedback: s.codec.feedback, rtcpMux: true, ssrc: s.remoteSSRC, crypto: crypto, rtxPayloadType: s.codec.rtxPayloadType)
+        }
+        var receiving = MediaReceiverConfiguration(description: SessionDescriptionFile(connectionAddress: call.remoteHost, streams: streams))
+        receiving.duration = duration.map { $0 + .seconds(2) }
+        receiving.srtpSendKey = call.srtp?.sendKey
+        receiving.videoOutput = videoOutput
+        receiving.audioOutput = audioOutput
+        let sender = try MediaSender(configuration: sending, sockets: (videoSocket, audioSocket))
+        let receiver = try MediaReceiver(configuration: receiving, sockets: (videoSocket, audioSocket))
+        parts.withLock { $0 = (sender, receiver) }
+        // One receive thread per socket routes: RTP to the receiver, RTCP to both (SR and BYE
+        // concern the receiver; RR, NACK, PLI and FIR the sender).
+        videoSocket.startReceiving(name: "call-video") { bytes, from in
+            if isRTCP(bytes) { sender.handleRTCP(bytes) }
+            receiver.receiveVideo(bytes, from: from)
+        }
+        audioSocket.startReceiving(name: "call-audio") { bytes, from in
+            if isRTCP(bytes) { sender.handleRTCP(bytes) }
+            receiver.receiveAudio(bytes, from: from)
+        }
+        let sent = Mutex<Result<SenderStatistics, any Error>?>(nil)
+        let senderDone = DispatchSemaphore(value: 0)
+        Thread {
+            let result = Result { try sender.run() }
+            sent.withLock { $0 = result }
+            senderDone.signal()
+        }.start()
+        let received = try receiver.run()
+        sender.stop()
+        senderDone.wait()
+        videoSocket.stop()
+        audioSocket.stop()
+        parts.withLock { $0 = (nil, nil) }
+        return (try sent.withLock { $0! }.get(), received)
+    }
+
+    public func stop() {
+        let (sender, receiver) = parts.withLock { $0 }
+        sender?.stop()
+        receiver?.stop()
+    }
+
+    deinit {
+        videoSocket.close()
+        audioSocket.close()
+    }
+}
