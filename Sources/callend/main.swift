@@ -16,6 +16,8 @@ let mainHelp = """
     usage: callend COMMAND [OPTIONS]
 
     commands:
+      demo            a signaling service and two endpoints calling each other on loopback, with a summary
+      join            join a room through 'callend serve' and hold a two-party call
       devices         list cameras (formats, sizes, rates) and ALSA sound devices; --json for scripts
       send            stream VP8 + Opus over RTP to HOST:PORT (and PORT+2), write the SDP; optional SRTP
       receive         receive the streams an SDP file describes; write Y4M/IVF and WAV
@@ -34,7 +36,8 @@ let mainHelp = """
 
     exit codes: 0 success, 1 the command failed, 2 bad command line
 
-    Not built yet: join, demo.
+    Not built yet: camera/microphone/speaker in join, live status line, control socket, automatic
+    encoding mode (bitrate and camera-mode adaptation).
     """
 
 let benchCodecsHelp = """
@@ -116,6 +119,10 @@ do {
         print(mainHelp)
     case "devices":
         try runDevices(&args)
+    case "join":
+        try runJoin(&args)
+    case "demo":
+        try runDemo(&args)
     case "send":
         try runSend(&args)
     case "receive":

@@ -1,4 +1,5 @@
 import Codecs
+import Devices
 import Foundation
 import RTPTransport
 import Synchronization
@@ -37,6 +38,10 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var videoJitterMs = 0.0
     public var elapsed: Duration = .zero
     public var firstFrameNumbers: [Int] = []
+    /// Capture-to-decode time of frames carrying the test pattern's capture stamp, in ms.
+    public var videoLatenciesMs: [Double] = []
+    /// When the first frame was decoded (since the receiver started).
+    public var firstFrameAt: Duration?
 
     public var description: String {
         String(format: "received %.1f s: video %d packets (%lld lost, %d retransmissions), %d frames decoded (%d keyframes, %d dropped, %d decode errors), jitter %.1f ms; NACKs sent %d, PLIs %d; audio %d packets, %d decoded, %d from FEC, %d concealed",
@@ -230,7 +235,16 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         do {
             guard let picture = try s.videoDecoder?.decode(frame.data) else { return }
             s.summary.framesDecoded += 1
+            if s.summary.firstFrameAt == nil { s.summary.firstFrameAt = clock.now }
             if frame.isKeyframe { s.summary.keyframes += 1 }
+            if let stamp = TestPatternSource.captureTime(in: picture) {
+                // Both clocks are CLOCK_MONOTONIC milliseconds modulo 2^32 (same machine).
+                let now = MonotonicClock.now
+                let nowMs = (now.components.seconds * 1000 + now.components.attoseconds / 1_000_000_000_000_000) & 0xffff_ffff
+                let stampMs = stamp.components.seconds * 1000 + stamp.components.attoseconds / 1_000_000_000_000_000
+                let latency = (nowMs - stampMs + (1 << 32)) % (1 << 32)
+                if latency < 10_000 { s.summary.videoLatenciesMs.append(Double(latency)) }
+            }
             if s.summary.firstFrameNumbers.count < 5, let n = TestPatternReader.frameNumber(in: picture) { s.summary.firstFrameNumbers.append(n) }
             if let path = configuration.videoOutput, !path.hasSuffix(".ivf") {
                 if s.y4m == nil { s.y4m = try Y4MWriter(path: path, width: picture.width, height: picture.height, frameRate: 30) }

@@ -113,6 +113,20 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
         }
     }
 
+    /// Connects the socket to `destination` (no packet is sent) and returns the local address the
+    /// system chose for that route.
+    public func localAddress(connectingTo destination: UDPAddress) throws(SocketError) -> String {
+        var address = destination.address
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw SocketError("find a route to \(destination)") }
+        var local = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return UDPAddress(local).host
+    }
+
     /// Starts a thread that calls `handler` for every datagram until `stop()`.
     public func startReceiving(name: String, handler: @escaping @Sendable ([UInt8], UDPAddress) -> Void) {
         finished.withLock { $0 = false }

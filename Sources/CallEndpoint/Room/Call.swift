@@ -1,0 +1,148 @@
+import Foundation
+import RTPTransport
+import Signaling
+import Synchronization
+
+/// What happened in a call, for the summary line and the demo.
+public struct CallSummary: Sendable {
+    public var participant = ""
+    public var peer: String?
+    /// From starting to join until the first decoded video frame.
+    public var setupTime: Duration?
+    public var sent: SenderStatistics?
+    public var received: ReceiverSummary?
+    public var endReason = ""
+}
+
+/// One endpoint of a two-party call: joins the room through the signaling service, makes or
+/// answers the offer (the participant who joins second offers), runs `CallMedia` until the
+/// duration passes or the peer leaves, then says `bye` and leaves. Runs on the calling thread.
+public final class Call: @unchecked Sendable {  // the event queue is guarded by `events`; everything else is used on the run thread
+    public struct Media: Sendable {
+        public var video: MediaSenderConfiguration.VideoSource = .pattern(width: 640, height: 480, frameRate: 30)
+        public var audio: MediaSenderConfiguration.AudioSource = .tone
+        public var videoOutput: String?
+        public var audioOutput: String?
+        public init() {}
+    }
+
+    public let options: ConnectOptions
+    public let server: (host: String, port: Int)
+    public let media: Media
+    public let duration: Duration?
+    /// The address the peer should send media to; the local address toward the server by default.
+    public let advertisedHost: String
+    /// Signaling events, filled on the client's thread and drained here.
+    final class EventQueue: Sendable {
+        private let items = Mutex<[SignalingEvent]>([])
+        func append(_ event: SignalingEvent) { items.withLock { $0.append(event) } }
+        func drain() -> [SignalingEvent] { items.withLock { e in defer { e.removeAll() }; return e } }
+    }
+    private let events = EventQueue()
+    private let log: @Sendable (String) -> Void
+    private let stopRequested = Atomic<Bool>(false)
+
+    public init(options: ConnectOptions, server: (host: String, port: Int), media: Media = Media(), duration: Duration?,
+                advertisedHost: String? = nil, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
+        self.options = options
+        self.server = server
+        self.media = media
+        self.duration = duration
+        self.log = log
+        self.advertisedHost = try advertisedHost ?? UDPAddress.localAddress(toward: server.host, port: server.port)
+    }
+
+    public func stop() { stopRequested.store(true, ordering: .relaxed) }
+
+    public func run() throws -> CallSummary {
+        let start = ContinuousClock.now
+        var summary = CallSummary()
+        let callMedia = try CallMedia(listenHost: "0.0.0.0", srtp: options.srtpEnabled)
+        let local = callMedia.localDescription(candidateHost: advertisedHost)
+        let token = options.token
+        var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token })
+        let queue = events
+        configuration.eventHandler = { event in queue.append(event) }
+        let client = SignalingClient(configuration: configuration)
+        client.start()
+        defer { client.stop() }
+
+        var negotiated: NegotiatedCall?
+        func payload(_ description: CallSessionDescription) throws -> JSONValue {
+            try JSONDecoder().decode(JSONValue.self, from: try description.json())
+        }
+        func description(from value: JSONValue) throws -> CallSessionDescription {
+            try CallSessionDescription(json: try JSONEncoder().encode(value))
+        }
+        // Signaling until media can start.
+        while negotiated == nil {
+            if stopRequested.load(ordering: .relaxed) { summary.endReason = "stopped"; return summary }
+            let pending = events.drain()
+            if pending.isEmpty { usleep(5_000); continue }
+            for event in pending {
+                switch event {
+                case .joined(let me, let peers, _):
+                    summary.participant = me
+                    log("joined room \(options.roomName) as \(me)\(peers.isEmpty ? ", waiting for a peer" : ", offering to \(peers[0])")")
+                    if let peer = peers.first {
+                        summary.peer = peer
+                        client.send(RelayMessage(kind: .offer, id: "", to: peer, payload: try payload(local)))
+                    }
+                case .message(let message) where message.kind == .offer:
+                    let offer = try description(from: message.payload)
+                    let answer = try OfferAnswer.answer(offer, local: local)
+                    summary.peer = message.from
+                    client.send(RelayMessage(kind: .answer, id: "", to: message.from, payload: try payload(answer)))
+                    negotiated = try OfferAnswer.negotiate(local: answer, remote: offer)
+                case .message(let message) where message.kind == .answer:
+                    negotiated = try OfferAnswer.negotiate(local: local, remote: try description(from: message.payload))
+                case .closed(let reason):
+                    throw NegotiationError("signaling closed: \(reason)")
+                case .serverError(let code, let text):
+                    log("signaling: \(code.rawValue): \(text)")
+                default:
+                    break
+                }
+            }
+        }
+        guard let call = negotiated else { return summary }
+        log("media: \(call.streams.map { "\($0.kind) \($0.codec.name) to \(call.remoteHost):\($0.remotePort)" }.joined(separator: ", "))\(call.srtp == nil ? "" : ", SRTP")")
+        // The peer leaving (bye or peer-left) ends the media early.
+        let watcher = Thread { [self] in
+            while !stopRequested.load(ordering: .relaxed) {
+                let ended = events.drain().contains {
+                    if case .message(let m) = $0 { return m.kind == .bye }
+                    if case .peerLeft = $0 { return true }
+                    return false
+                }
+                if ended { callMedia.stop(); break }
+                usleep(20_000)
+            }
+        }
+        watcher.start()
+        let result = try callMedia.run(call, video: media.video, audio: media.audio, duration: duration,
+                                       videoOutput: media.videoOutput, audioOutput: media.audioOutput)
+        stop()
+        summary.sent = result.sent
+        summary.received = result.received
+        if let first = result.received.firstFrameAt {
+            // The receiver's clock starts when media starts: add the signaling time before it.
+            summary.setupTime = (ContinuousClock.now - start) - result.received.elapsed + first
+        }
+        if let peer = summary.peer { client.send(RelayMessage(kind: .bye, id: "", to: peer)) }
+        usleep(100_000)
+        summary.endReason = "done"
+        return summary
+    }
+}
+
+extension UDPAddress {
+    /// The local address the system would use to reach `host` (a UDP connect sends nothing).
+    public static func localAddress(toward host: String, port: Int) throws -> String {
+        let target = try UDPAddress(host: host, port: port)
+        if target.host.hasPrefix("127.") { return "127.0.0.1" }
+        let socket = try UDPSocket(bindHost: "0.0.0.0", port: 0)
+        defer { socket.close() }
+        return try socket.localAddress(connectingTo: target)
+    }
+}

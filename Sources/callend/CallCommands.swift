@@ -1,0 +1,149 @@
+import CallEndpoint
+import Foundation
+import Signaling
+import Synchronization
+
+let joinHelp = """
+    usage: callend join ROOM (--token T | CALLEND_TOKEN=T) [--server HOST:PORT] [--video-source pattern|F.y4m|none]
+                        [--audio-source tone|F.wav|none] [--video-size WxH] [--fps N] [--video-out F.y4m|F.ivf]
+                        [--audio-out F.wav] [--encoding auto|manual] [--max-video-bitrate B] [--duration S]
+                        [--advertise HOST] [--no-srtp]
+
+    Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
+    participant to join sends the offer, media flows both ways (VP8 + Opus over SRTP by default, RTCP,
+    NACK/PLI), and the call ends after --duration, when the peer leaves, or on SIGINT. Prints a summary.
+
+      --server HOST:PORT    the signaling service (default 127.0.0.1:7000)
+      --advertise HOST      the address the peer sends media to (default: this host's address toward the server)
+      --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
+    exit codes: 0 the call ran, 1 it failed (signaling refused, negotiation failed), 2 bad command line
+    """
+
+let demoHelp = """
+    usage: callend demo [--seconds N]
+
+    Runs a signaling service and two endpoints (alice and bob) with synthetic video and audio on
+    loopback for N seconds (default 10), then prints for each direction: setup time (join to first
+    decoded frame), frames sent and decoded, audio decoded / recovered / concealed, and the
+    capture-to-decode latency of the video (p50/p95) read from the stamps in the test pattern.
+    """
+
+func summaryLine(_ s: CallSummary) -> String {
+    var parts = ["\(s.participant) <- \(s.peer ?? "?")"]
+    if let setup = s.setupTime { parts.append(String(format: "setup %.0f ms", setup.secondsValue * 1000)) }
+    if let r = s.received {
+        parts.append("video \(r.framesDecoded) frames decoded (\(r.decodeErrors) errors)")
+        parts.append("audio \(r.audioDecoded) decoded, \(r.audioRecoveredByFEC) FEC, \(r.audioConcealed) concealed")
+        let sorted = r.videoLatenciesMs.sorted()
+        if !sorted.isEmpty {
+            parts.append(String(format: "latency p50 %.0f ms p95 %.0f ms", sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 95 / 100)]))
+        }
+    }
+    if let sent = s.sent { parts.append("sent \(sent.videoFrames) frames, \(sent.audioPackets) audio packets") }
+    return parts.joined(separator: "; ")
+}
+
+extension Duration {
+    var secondsValue: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+func runJoin(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(joinHelp); return }
+    guard let room = args.popOperand() else { throw UsageError(description: "join needs a ROOM") }
+    let token = try args.value("--token") ?? ProcessInfo.processInfo.environment["CALLEND_TOKEN"]
+    guard let token, !token.isEmpty else { throw UsageError(description: "join needs --token T (or CALLEND_TOKEN); mint one with 'callend token'") }
+    let server = try parseHostPort(try args.value("--server") ?? "127.0.0.1:7000", option: "--server")
+    var media = Call.Media()
+    let size = try args.value("--video-size").map { text throws(UsageError) in try parseSize(text) } ?? (width: 640, height: 480)
+    let fps = try args.integer("--fps", in: 1...60) ?? 30
+    switch try args.value("--video-source") ?? "pattern" {
+    case "pattern": media.video = .pattern(width: size.width, height: size.height, frameRate: fps)
+    case "none": media.video = .none
+    case let path where path.hasSuffix(".y4m"): media.video = .y4m(path: path)
+    case let other: throw UsageError(description: "--video-source takes pattern, none or a .y4m file, not '\(other)'")
+    }
+    switch try args.value("--audio-source") ?? "tone" {
+    case "tone": media.audio = .tone
+    case "none": media.audio = .none
+    case let path where path.hasSuffix(".wav"): media.audio = .wav(path: path)
+    case let other: throw UsageError(description: "--audio-source takes tone, none or a .wav file, not '\(other)'")
+    }
+    media.videoOutput = try args.value("--video-out")
+    media.audioOutput = try args.value("--audio-out")
+    let encoding = try args.value("--encoding")
+    let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
+    let duration = try args.integer("--duration", in: 1...86_400)
+    let advertise = try args.value("--advertise")
+    let noSRTP = args.flag("--no-srtp")
+    try args.finish(command: "join")
+    let options: ConnectOptions
+    do {
+        options = try ConnectOptions(token: token) {
+            $0.roomName = room
+            $0.srtpEnabled = !noSRTP
+            switch encoding {
+            case "auto": $0.videoEncodingMode = .auto
+            case "manual": $0.videoEncodingMode = .manual
+            default: break
+            }
+            if let maxVideo { $0.encodingParameters = EncodingParameters(maxVideoBitrate: maxVideo) }
+        }
+    } catch {
+        throw UsageError(description: error.description)
+    }
+    if let encoding, encoding != "auto" && encoding != "manual" { throw UsageError(description: "--encoding takes auto or manual, not '\(encoding)'") }
+    let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }, advertisedHost: advertise) {
+        FileHandle.standardError.write(Data("callend join: \($0)\n".utf8))
+    }
+    for sig in [SIGINT, SIGTERM] {
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler { call.stop() }
+        source.resume()
+        signalSources.append(source)
+    }
+    print(summaryLine(try call.run()))
+}
+
+func runDemo(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(demoHelp); return }
+    let seconds = try args.integer("--seconds", in: 2...3600) ?? 10
+    try args.finish(command: "demo")
+    let secret = TokenSecret.random()
+    let server = try SignalingServer(configuration: SignalingServerConfiguration(host: "127.0.0.1", port: 0, secret: secret))
+    server.start()
+    defer { server.stop() }
+    print("demo: signaling on 127.0.0.1:\(server.port); alice and bob join room 'demo' for \(seconds) s (640x480@30 VP8 + Opus, SRTP)")
+    let now = Int64(Date().timeIntervalSince1970)
+    let results = Mutex<[String: Result<CallSummary, any Error>]>([:])
+    let group = DispatchGroup()
+    for (index, name) in ["alice", "bob"].enumerated() {
+        let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: name, room: "demo", issuedAt: now, expires: now + 3600))
+        let options = try ConnectOptions(token: token) { $0.roomName = "demo" }
+        let call = try Call(options: options, server: ("127.0.0.1", server.port), duration: .seconds(seconds), advertisedHost: "127.0.0.1") { line in
+            print("demo: \(name): \(line)")
+        }
+        group.enter()
+        Thread {
+            if index == 1 { usleep(300_000) }  // bob joins second and makes the offer
+            let result = Result { try call.run() }
+            results.withLock { $0[name] = result }
+            group.leave()
+        }.start()
+    }
+    group.wait()
+    var ok = true
+    for name in ["alice", "bob"] {
+        switch results.withLock({ $0[name] })! {
+        case .success(let summary):
+            print("demo: " + summaryLine(summary))
+            let decoded = summary.received?.framesDecoded ?? 0
+            if decoded < seconds * 30 * 8 / 10 { ok = false }
+        case .failure(let error):
+            print("demo: \(name) failed: \(error)")
+            ok = false
+        }
+    }
+    print("demo: \(ok ? "both directions delivered video and audio" : "FAILED: a direction lost too much")")
+    if !ok { exit(ExitCode.failure.rawValue) }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+
+@Suite(.serialized) struct JoinTests {
+    /// `callend serve` and two `callend join` processes on loopback: both sides decode the other's video.
+    @Test func twoJoinProcessesCallEachOtherThroughServe() throws {
+        let secret = try SecretFile()
+        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path])
+        defer { terminate(server) }
+        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        let port = try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? ""))
+        func token(_ who: String) throws -> String {
+            try runCallend(["token", "--room", "call", "--identity", who, "--secret-file", secret.path]).stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--duration", "4", "--advertise", "127.0.0.1"]
+        let (a, aOut, _) = try launchCallend(["join", "call", "--token", try token("roof")] + common)
+        usleep(300_000)
+        let (b, bOut, _) = try launchCallend(["join", "call"] + common, environment: ["CALLEND_TOKEN": try token("bench")])
+        let aText = String(decoding: aOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let bText = String(decoding: bOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        a.waitUntilExit()
+        b.waitUntilExit()
+        #expect(a.terminationStatus == 0 && b.terminationStatus == 0, "\(aText) \(bText)")
+        for (text, peer) in [(aText, "bench"), (bText, "roof")] {
+            #expect(text.contains("<- \(peer)"), "\(text)")
+            let decoded = text.range(of: #"video (\d+) frames decoded"#, options: .regularExpression).map { Int(text[$0].split(separator: " ")[1]) ?? 0 } ?? 0
+            #expect(decoded >= 100, "decoded \(decoded) of about 120 frames: \(text)")
+        }
+    }
+
+    @Test func badJoinCommandLines() throws {
+        let cases: [([String], String)] = [
+            (["join"], "join needs a ROOM"),
+            (["join", "lab"], "join needs --token"),
+            (["join", "lab", "--token", "t", "--encoding", "fast"], "--encoding takes auto or manual"),
+            (["join", "lab", "--token", "t", "--encoding", "auto", "--max-video-bitrate", "500000"], "cannot take EncodingParameters"),
+            (["join", "lab", "--token", "t", "--server", "nowhere"], "HOST:PORT"),
+            (["demo", "--seconds", "0"], "--seconds takes"),
+        ]
+        for (arguments, message) in cases {
+            let result = try runCallend(arguments)
+            #expect(result.status == 2, "\(arguments) exited \(result.status)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        // A token the server refuses ends the call with exit code 1 and the reason.
+        let secret = try SecretFile()
+        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path])
+        defer { terminate(server) }
+        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        let port = try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? ""))
+        let refused = try runCallend(["join", "lab", "--token", "a.b.c", "--server", "127.0.0.1:\(port)", "--duration", "2"])
+        #expect(refused.status == 1 && refused.stderr.contains("token_"), "\(refused.stderr)")
+    }
+}
