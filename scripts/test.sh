@@ -18,3 +18,5 @@ swift test
 scripts/leak-check.sh
 # Real V4L2 and ALSA drivers (vivid, snd-aloop) in a qemu VM; skips, saying so, where qemu cannot run.
 scripts/devicelab/test.sh
+# Two hosts in network namespaces through a router namespace, a 20 s call (root; skips without).
+scripts/twohost/test.sh
