@@ -95,6 +95,15 @@ func runJoin(_ args: inout Arguments) throws {
     let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }, advertisedHost: advertise) {
         FileHandle.standardError.write(Data("callend join: \($0)\n".utf8))
     }
+    // A live status line on a terminal; one JSON stats object per second otherwise.
+    let terminal = isatty(STDOUT_FILENO) == 1
+    call.onStatus = { status in
+        if terminal {
+            FileHandle.standardOutput.write(Data(("\r" + status.line.padding(toLength: 110, withPad: " ", startingAt: 0)).utf8))
+        } else {
+            FileHandle.standardOutput.write(Data((status.json + "\n").utf8))
+        }
+    }
     for sig in [SIGINT, SIGTERM] {
         signal(sig, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
@@ -102,7 +111,9 @@ func runJoin(_ args: inout Arguments) throws {
         source.resume()
         signalSources.append(source)
     }
-    print(summaryLine(try call.run()))
+    let summary = try call.run()
+    if terminal { print("") }
+    print(summaryLine(summary))
 }
 
 func runDemo(_ args: inout Arguments) throws {
@@ -123,6 +134,7 @@ func runDemo(_ args: inout Arguments) throws {
         let call = try Call(options: options, server: ("127.0.0.1", server.port), duration: .seconds(seconds), advertisedHost: "127.0.0.1") { line in
             print("demo: \(name): \(line)")
         }
+        call.onStatus = { status in print("demo: " + status.line) }
         group.enter()
         Thread {
             if index == 1 { usleep(300_000) }  // bob joins second and makes the offer

@@ -24,6 +24,12 @@ import Testing
         #expect(a.terminationStatus == 0 && b.terminationStatus == 0, "\(aText) \(bText)")
         for (text, peer) in [(aText, "bench"), (bText, "roof")] {
             #expect(text.contains("<- \(peer)"), "\(text)")
+            // Not on a terminal: one JSON stats object per second before the summary.
+            let stats = text.split(separator: "\n").filter { $0.hasPrefix("{") }.compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            #expect(stats.count >= 2, "\(text)")
+            #expect(stats.last?["receivedFps"] as? Double ?? 0 > 20, "\(stats.last ?? [:])")
             let decoded = text.range(of: #"video (\d+) frames decoded"#, options: .regularExpression).map { Int(text[$0].split(separator: " ")[1]) ?? 0 } ?? 0
             #expect(decoded >= 100, "decoded \(decoded) of about 120 frames: \(text)")
         }

@@ -41,6 +41,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     private let events = EventQueue()
     private let log: @Sendable (String) -> Void
     private let stopRequested = Atomic<Bool>(false)
+    /// Called about once a second while media flows (on a helper thread).
+    public var onStatus: (@Sendable (CallStatus) -> Void)?
 
     public init(options: ConnectOptions, server: (host: String, port: Int), media: Media = Media(), duration: Duration?,
                 advertisedHost: String? = nil, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
@@ -120,6 +122,24 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             }
         }
         watcher.start()
+        if let onStatus {
+            let me = summary.participant
+            let resolution: String = switch media.video {
+            case .pattern(let w, let h, _): "\(w)x\(h)"
+            case .y4m: "file"
+            case .none: "-"
+            }
+            let reporter = Thread { [self] in
+                var previous: (sent: SenderStatistics, received: ReceiverSummary)?
+                while !stopRequested.load(ordering: .relaxed) {
+                    usleep(1_000_000)
+                    guard let now = callMedia.statistics() else { continue }
+                    onStatus(CallStatus.between(previous, now, participant: me, resolution: resolution))
+                    previous = now
+                }
+            }
+            reporter.start()
+        }
         let result = try callMedia.run(call, video: media.video, audio: media.audio, duration: duration,
                                        videoOutput: media.videoOutput, audioOutput: media.audioOutput)
         stop()

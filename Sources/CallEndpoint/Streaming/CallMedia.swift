@@ -94,6 +94,12 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         return (try sent.withLock { $0! }.get(), received)
     }
 
+    /// Statistics of the running call, or nil before media starts and after it ends.
+    public func statistics() -> (sent: SenderStatistics, received: ReceiverSummary)? {
+        guard case let (sender?, receiver?) = parts.withLock({ $0 }) else { return nil }
+        return (sender.snapshot(), receiver.snapshot())
+    }
+
     public func stop() {
         let (sender, receiver) = parts.withLock { $0 }
         sender?.stop()

@@ -171,15 +171,22 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             try s.y4m?.close()
             try s.ivf?.close()
             try s.wav?.close()
-            var summary = s.summary
-            summary.elapsed = clock.now
-            summary.videoPacketsLost = s.videoStats?.cumulativeLost ?? 0
-            summary.framesDropped = s.videoBuffer.framesDropped
-            summary.videoJitterMs = s.videoBuffer.jitterSeconds * 1000
-            summary.audioRecoveredByFEC = s.audioBuffer.recoveredByFEC
-            summary.audioConcealed = s.audioBuffer.concealed
-            return summary
+            return summarize(s)
         }
+    }
+
+    /// The statistics so far, while receiving.
+    public func snapshot() -> ReceiverSummary { state.withLock { summarize($0) } }
+
+    private func summarize(_ s: State) -> ReceiverSummary {
+        var summary = s.summary
+        summary.elapsed = clock.now
+        summary.videoPacketsLost = s.videoStats?.cumulativeLost ?? 0
+        summary.framesDropped = s.videoBuffer.framesDropped
+        summary.videoJitterMs = s.videoBuffer.jitterSeconds * 1000
+        summary.audioRecoveredByFEC = s.audioBuffer.recoveredByFEC
+        summary.audioConcealed = s.audioBuffer.concealed
+        return summary
     }
 
     private let playoutDone = Atomic<Bool>(false)

@@ -138,6 +138,15 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     public func stop() { stopping.store(true, ordering: .relaxed) }
 
+    /// The statistics so far, while sending.
+    public func snapshot() -> SenderStatistics {
+        state.withLock { s in
+            var stats = s.stats
+            stats.elapsed = clock.now
+            return stats
+        }
+    }
+
     /// Sends until the duration passes, the sources end, or `stop()`; returns the statistics.
     public func run() throws -> SenderStatistics {
         if ownsSockets {

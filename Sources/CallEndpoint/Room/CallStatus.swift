@@ -1,0 +1,58 @@
+/// One second of a running call, for the live status line and the JSON stats lines.
+public struct CallStatus: Sendable, Codable, Equatable {
+    public var seconds: Double
+    public var participant: String
+    public var sentVideoKbps: Double
+    public var sentAudioKbps: Double
+    public var receivedFps: Double
+    public var framesDecoded: Int
+    public var resolution: String
+    /// Fraction lost (percent) the peer reported for our video, from its receiver reports.
+    public var lossPercent: Double?
+    public var rttMs: Double?
+    public var audioConcealed: Int
+    public var latencyMs: Double?
+
+    /// The one-line form for a terminal.
+    public var line: String {
+        var parts = [String(format: "%5.1fs %@", seconds, participant),
+                     String(format: "sent %.0f kbit/s video %.0f audio", sentVideoKbps, sentAudioKbps),
+                     String(format: "recv %.1f fps %@", receivedFps, resolution)]
+        if let lossPercent { parts.append(String(format: "loss %.1f %%", lossPercent)) }
+        if let rttMs { parts.append(String(format: "RTT %.1f ms", rttMs)) }
+        if let latencyMs { parts.append(String(format: "latency %.0f ms", latencyMs)) }
+        return parts.joined(separator: " | ")
+    }
+}
+
+import Foundation
+
+extension CallStatus {
+    /// The status between two snapshots one interval apart.
+    static func between(_ before: (sent: SenderStatistics, received: ReceiverSummary)?, _ after: (sent: SenderStatistics, received: ReceiverSummary),
+                        participant: String, resolution: String) -> CallStatus {
+        let interval = max(0.001, (after.sent.elapsed - (before?.sent.elapsed ?? .zero)).secondsValueForStatus)
+        let videoBytes = after.sent.videoBytes - (before?.sent.videoBytes ?? 0)
+        let audioBytes = after.sent.audioBytes - (before?.sent.audioBytes ?? 0)
+        let frames = after.received.framesDecoded - (before?.received.framesDecoded ?? 0)
+        let newLatencies = after.received.videoLatenciesMs.dropFirst(before?.received.videoLatenciesMs.count ?? 0).sorted()
+        return CallStatus(seconds: after.sent.elapsed.secondsValueForStatus, participant: participant,
+                          sentVideoKbps: Double(videoBytes * 8) / interval / 1000, sentAudioKbps: Double(audioBytes * 8) / interval / 1000,
+                          receivedFps: Double(frames) / interval, framesDecoded: after.received.framesDecoded, resolution: resolution,
+                          lossPercent: after.sent.receiverLossFraction.map { $0 * 100 },
+                          rttMs: after.sent.roundTripTime.map { $0.secondsValueForStatus * 1000 },
+                          audioConcealed: after.received.audioConcealed,
+                          latencyMs: newLatencies.isEmpty ? nil : newLatencies[newLatencies.count / 2])
+    }
+
+    /// One JSON object, for stats lines when standard output is not a terminal.
+    public var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}
+
+extension Duration {
+    var secondsValueForStatus: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
