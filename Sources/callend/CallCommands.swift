@@ -40,6 +40,7 @@ func summaryLine(_ s: CallSummary) -> String {
         }
     }
     if let sent = s.sent { parts.append("sent \(sent.videoFrames) frames, \(sent.audioPackets) audio packets") }
+    parts.append("ended: \(s.endReason)")
     return parts.joined(separator: "; ")
 }
 

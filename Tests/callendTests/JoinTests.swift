@@ -59,3 +59,56 @@ import Testing
         #expect(refused.status == 1 && refused.stderr.contains("token_"), "\(refused.stderr)")
     }
 }
+
+@Suite(.serialized) struct CallResilienceTests {
+    func startServe(_ secret: SecretFile, port: Int = 0) throws -> (Process, Int) {
+        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:\(port)", "--secret-file", secret.path])
+        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        return (server, try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? "")))
+    }
+
+    func token(_ who: String, _ secret: SecretFile) throws -> String {
+        try runCallend(["token", "--room", "r", "--identity", who, "--secret-file", secret.path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A peer killed mid-call (no bye) is noticed from RTCP silence within 5 s.
+    @Test func aVanishedPeerIsDetectedWithinFiveSeconds() throws {
+        let secret = try SecretFile()
+        let (server, port) = try startServe(secret)
+        defer { terminate(server) }
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--advertise", "127.0.0.1"]
+        let (a, aOut, _) = try launchCallend(["join", "r", "--token", try token("a", secret), "--duration", "30"] + common)
+        usleep(300_000)
+        let (b, _, _) = try launchCallend(["join", "r", "--token", try token("b", secret), "--duration", "30"] + common)
+        usleep(3_000_000)
+        kill(b.processIdentifier, SIGKILL)
+        let killedAt = Date()
+        let text = String(decoding: aOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        a.waitUntilExit()
+        let noticed = Date().timeIntervalSince(killedAt)
+        #expect(noticed < 5.5, "a noticed after \(noticed) s")
+        #expect(text.contains("ended: peer silent"), "\(text.suffix(300))")
+    }
+
+    /// The signaling service going away mid-call does not interrupt the media between the peers.
+    @Test func mediaContinuesWhenTheSignalingServiceRestarts() throws {
+        let secret = try SecretFile()
+        var (server, port) = try startServe(secret)
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--advertise", "127.0.0.1", "--duration", "6"]
+        let (a, aOut, _) = try launchCallend(["join", "r", "--token", try token("a", secret)] + common)
+        usleep(300_000)
+        let (b, bOut, _) = try launchCallend(["join", "r", "--token", try token("b", secret)] + common)
+        usleep(2_000_000)
+        terminate(server)
+        usleep(1_000_000)
+        (server, port) = try startServe(secret, port: port)
+        defer { terminate(server) }
+        for (process, out) in [(a, aOut), (b, bOut)] {
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            let decoded = text.range(of: #"video (\d+) frames decoded"#, options: .regularExpression).map { Int(text[$0].split(separator: " ")[1]) ?? 0 } ?? 0
+            #expect(decoded >= 170, "decoded \(decoded) of about 180 frames across the restart: \(text.suffix(300))")
+            #expect(process.terminationStatus == 0)
+        }
+    }
+}

@@ -109,12 +109,13 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         }
         guard let call = negotiated else { return summary }
         log("media: \(call.streams.map { "\($0.kind) \($0.codec.name) to \(call.remoteHost):\($0.remotePort)" }.joined(separator: ", "))\(call.srtp == nil ? "" : ", SRTP")")
-        // The peer leaving (bye or peer-left) ends the media early.
+        // The peer's bye ends the media early. peer-left does not: it only says the peer's
+        // signaling connection dropped, and media may well go on (RTCP silence ends a call whose
+        // peer really vanished).
         let watcher = Thread { [self] in
             while !stopRequested.load(ordering: .relaxed) {
                 let ended = events.drain().contains {
                     if case .message(let m) = $0 { return m.kind == .bye }
-                    if case .peerLeft = $0 { return true }
                     return false
                 }
                 if ended { callMedia.stop(); break }
@@ -151,7 +152,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         }
         if let peer = summary.peer { client.send(RelayMessage(kind: .bye, id: "", to: peer)) }
         usleep(100_000)
-        summary.endReason = "done"
+        summary.endReason = result.received.endReason.isEmpty ? "done" : result.received.endReason
         return summary
     }
 }

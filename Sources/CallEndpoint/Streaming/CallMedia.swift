@@ -62,6 +62,8 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         }
         var receiving = MediaReceiverConfiguration(description: SessionDescriptionFile(connectionAddress: call.remoteHost, streams: streams))
         receiving.duration = duration.map { $0 + .seconds(2) }
+        // A peer that vanishes is noticed from RTCP silence within 4 s (reports come every second).
+        receiving.idleTimeout = .seconds(4)
         receiving.srtpSendKey = call.srtp?.sendKey
         receiving.videoOutput = videoOutput
         receiving.audioOutput = audioOutput

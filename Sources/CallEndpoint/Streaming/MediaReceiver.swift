@@ -13,7 +13,8 @@ public struct MediaReceiverConfiguration: Sendable {
     public var videoOutput: String?
     public var audioOutput: String?
     public var duration: Duration?
-    /// Stop after this long without any packet once media has flowed (the sender went away).
+    /// Stop after this long without any packet, RTP or RTCP, once media has flowed: the sender
+    /// went away. RTCP arrives every second even from a muted sender, so silence means gone.
     public var idleTimeout: Duration = .seconds(3)
 
     public init(description: SessionDescriptionFile) {
@@ -42,6 +43,8 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var videoLatenciesMs: [Double] = []
     /// When the first frame was decoded (since the receiver started).
     public var firstFrameAt: Duration?
+    /// Why receiving ended early (bye, silence), empty when it ran its course.
+    public var endReason = ""
 
     public var description: String {
         String(format: "received %.1f s: video %d packets (%lld lost, %d retransmissions), %d frames decoded (%d keyframes, %d dropped, %d decode errors), jitter %.1f ms; NACKs sent %d, PLIs %d; audio %d packets, %d decoded, %d from FEC, %d concealed",
@@ -154,7 +157,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 (s.lastPacket.map { now - $0 > configuration.idleTimeout } ?? false,
                  !s.goodbyes.isEmpty && s.goodbyes.count >= (videoStream == nil ? 0 : 1) + (audioStream == nil ? 0 : 1))
             }
-            if idle || allGone { break }
+            if idle || allGone {
+                state.withLock { $0.summary.endReason = allGone ? "peer said bye" : "peer silent for \(configuration.idleTimeout)" }
+                break
+            }
             sendFeedback(now: now)
             if now >= nextReport {
                 sendReports(now: now)
@@ -324,6 +330,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         }
         guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
         state.withLock { s in
+            s.lastPacket = arrival
             for packet in packets {
                 switch packet {
                 case .senderReport(let sr):

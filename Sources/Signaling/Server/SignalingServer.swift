@@ -109,7 +109,13 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 nextTick = now + .seconds(1)
             }
         }
-        for id in Array(connections.keys) { drop(id, reason: "server stopping") }
+        // Shutting down is not everyone leaving: close the connections without telling the
+        // others "peer-left", so clients keep their calls and rejoin when a service is back.
+        for connection in connections.values {
+            epoll.remove(connection.fd)
+            connection.closeNow()
+        }
+        connections.removeAll()
         // Free the port at once, so a restarted server can bind it again.
         epoll.remove(listenFD)
         close(listenFD)
