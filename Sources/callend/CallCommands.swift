@@ -40,6 +40,7 @@ func summaryLine(_ s: CallSummary) -> String {
         }
     }
     if let sent = s.sent { parts.append("sent \(sent.videoFrames) frames, \(sent.audioPackets) audio packets") }
+    if s.mediaRounds > 1 { parts.append("media sessions \(s.mediaRounds)") }
     parts.append("ended: \(s.endReason)")
     return parts.joined(separator: "; ")
 }

@@ -60,6 +60,40 @@ import Testing
     }
 }
 
+/// Reads a pipe on its own thread so a test can wait for a line with a deadline.
+final class StreamCollector: @unchecked Sendable {  // `buffer` is guarded by `lock`
+    private var buffer = ""
+    private let lock = NSLock()
+
+    init(_ pipe: Pipe) {
+        let handle = pipe.fileHandleForReading
+        Thread { [self] in
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                lock.lock()
+                buffer += String(decoding: data, as: UTF8.self)
+                lock.unlock()
+            }
+        }.start()
+    }
+
+    var text: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return buffer
+    }
+
+    func wait(for needle: String, seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if text.contains(needle) { return true }
+            usleep(20_000)
+        }
+        return text.contains(needle)
+    }
+}
+
 @Suite(.serialized) struct CallResilienceTests {
     func startServe(_ secret: SecretFile, port: Int = 0) throws -> (Process, Int) {
         let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:\(port)", "--secret-file", secret.path])
@@ -71,23 +105,36 @@ import Testing
         try runCallend(["token", "--room", "r", "--identity", who, "--secret-file", secret.path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// A peer killed mid-call (no bye) is noticed from RTCP silence within 5 s.
-    @Test func aVanishedPeerIsDetectedWithinFiveSeconds() throws {
+    /// A peer killed mid-call (no bye) is noticed from RTCP silence within 5 s; the survivor stays
+    /// in the room, and the peer joining again gets media without the survivor restarting.
+    @Test func aVanishedPeerIsNoticedAndARejoinGetsMediaAgain() throws {
         let secret = try SecretFile()
         let (server, port) = try startServe(secret)
         defer { terminate(server) }
         let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--advertise", "127.0.0.1"]
-        let (a, aOut, _) = try launchCallend(["join", "r", "--token", try token("a", secret), "--duration", "30"] + common)
+        let (a, aOut, aErr) = try launchCallend(["join", "r", "--token", try token("a", secret), "--duration", "40"] + common)
+        defer { terminate(a) }
+        let log = StreamCollector(aErr)
         usleep(300_000)
-        let (b, _, _) = try launchCallend(["join", "r", "--token", try token("b", secret), "--duration", "30"] + common)
-        usleep(3_000_000)
+        let (b, _, _) = try launchCallend(["join", "r", "--token", try token("b", secret), "--duration", "40"] + common)
+        #expect(log.wait(for: "media:", seconds: 10))
+        usleep(2_000_000)
         kill(b.processIdentifier, SIGKILL)
+        b.waitUntilExit()
         let killedAt = Date()
-        let text = String(decoding: aOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        a.waitUntilExit()
+        #expect(log.wait(for: "waiting for b to join again", seconds: 10), "\(log.text)")
         let noticed = Date().timeIntervalSince(killedAt)
         #expect(noticed < 5.5, "a noticed after \(noticed) s")
-        #expect(text.contains("ended: peer silent"), "\(text.suffix(300))")
+        #expect(log.text.contains("peer silent"))
+        // b comes back (a new process, the same identity): a answers and media flows again.
+        let (again, againOut, _) = try launchCallend(["join", "r", "--token", try token("b", secret), "--duration", "3"] + common)
+        let againText = String(decoding: againOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        again.waitUntilExit()
+        let decoded = againText.range(of: #"video (\d+) frames decoded"#, options: .regularExpression).map { Int(againText[$0].split(separator: " ")[1]) ?? 0 } ?? 0
+        #expect(decoded >= 60, "the rejoined peer decoded \(decoded) frames: \(againText.suffix(300))")
+        terminate(a)
+        let aText = String(decoding: aOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(aText.contains("media sessions 2"), "\(aText.suffix(300))")
     }
 
     /// The signaling service going away mid-call does not interrupt the media between the peers.

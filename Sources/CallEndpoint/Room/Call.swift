@@ -9,6 +9,8 @@ public struct CallSummary: Sendable {
     public var peer: String?
     /// From starting to join until the first decoded video frame.
     public var setupTime: Duration?
+    /// Media sessions held: more than one when the peer left and came back.
+    public var mediaRounds = 0
     public var sent: SenderStatistics?
     public var received: ReceiverSummary?
     public var endReason = ""
@@ -37,6 +39,15 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         private let items = Mutex<[SignalingEvent]>([])
         func append(_ event: SignalingEvent) { items.withLock { $0.append(event) } }
         func drain() -> [SignalingEvent] { items.withLock { e in defer { e.removeAll() }; return e } }
+        func contains(where predicate: (SignalingEvent) -> Bool) -> Bool { items.withLock { $0.contains(where: predicate) } }
+        /// Removes the matching events and says how many there were.
+        func removeAll(where predicate: (SignalingEvent) -> Bool) -> Int {
+            items.withLock { e in
+                let before = e.count
+                e.removeAll(where: predicate)
+                return before - e.count
+            }
+        }
     }
     private let events = EventQueue()
     private let log: @Sendable (String) -> Void
@@ -58,9 +69,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
     public func run() throws -> CallSummary {
         let start = ContinuousClock.now
+        let deadline = duration.map { start + $0 }
         var summary = CallSummary()
-        let callMedia = try CallMedia(listenHost: "0.0.0.0", srtp: options.srtpEnabled)
-        let local = callMedia.localDescription(candidateHost: advertisedHost)
         let token = options.token
         var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token })
         let queue = events
@@ -69,18 +79,49 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         client.start()
         defer { client.stop() }
 
-        var negotiated: NegotiatedCall?
-        func payload(_ description: CallSessionDescription) throws -> JSONValue {
-            try JSONDecoder().decode(JSONValue.self, from: try description.json())
+        // Rounds of media: when the peer leaves or vanishes this side stays in the room, and a
+        // peer that joins again (and, joining second, offers) gets media without a restart here.
+        while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
+            let callMedia = try CallMedia(listenHost: "0.0.0.0", srtp: options.srtpEnabled)
+            let local = callMedia.localDescription(candidateHost: advertisedHost)
+            guard let call = try negotiate(local: local, client: client, summary: &summary, deadline: deadline) else { break }
+            summary.mediaRounds += 1
+            log("media: \(call.streams.map { "\($0.kind) \($0.codec.name) to \(call.remoteHost):\($0.remotePort)" }.joined(separator: ", "))\(call.srtp == nil ? "" : ", SRTP")")
+            let roundStart = ContinuousClock.now
+            let result = try runMedia(callMedia, call, participant: summary.participant, remaining: deadline.map { $0 - ContinuousClock.now })
+            summary.sent = result.sent
+            summary.received = result.received
+            if summary.setupTime == nil, let first = result.received.firstFrameAt {
+                summary.setupTime = (roundStart - start) + first
+            }
+            summary.endReason = result.received.endReason.isEmpty ? "done" : result.received.endReason
+            if result.received.endReason.isEmpty { break }
+            log("\(summary.endReason): waiting for \(summary.peer ?? "the peer") to join again")
         }
-        func description(from value: JSONValue) throws -> CallSessionDescription {
-            try CallSessionDescription(json: try JSONEncoder().encode(value))
-        }
-        // Signaling until media can start.
-        while negotiated == nil {
-            if stopRequested.load(ordering: .relaxed) { summary.endReason = "stopped"; return summary }
+        if stopRequested.load(ordering: .relaxed), summary.endReason.isEmpty { summary.endReason = "stopped" }
+        if let peer = summary.peer { client.send(RelayMessage(kind: .bye, id: "", to: peer)) }
+        usleep(100_000)
+        return summary
+    }
+
+    private func payload(_ description: CallSessionDescription) throws -> JSONValue {
+        try JSONDecoder().decode(JSONValue.self, from: try description.json())
+    }
+
+    private func description(from value: JSONValue) throws -> CallSessionDescription {
+        try CallSessionDescription(json: try JSONEncoder().encode(value))
+    }
+
+    /// Signaling until an offer/answer completes; nil when stopped or out of time first.
+    private func negotiate(local: CallSessionDescription, client: SignalingClient, summary: inout CallSummary,
+                           deadline: ContinuousClock.Instant?) throws -> NegotiatedCall? {
+        while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
             let pending = events.drain()
-            if pending.isEmpty { usleep(5_000); continue }
+            if pending.isEmpty {
+                usleep(5_000)
+                continue
+            }
+            var negotiated: NegotiatedCall?
             for event in pending {
                 switch event {
                 case .joined(let me, let peers, _):
@@ -106,54 +147,49 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     break
                 }
             }
+            if let negotiated { return negotiated }
         }
-        guard let call = negotiated else { return summary }
-        log("media: \(call.streams.map { "\($0.kind) \($0.codec.name) to \(call.remoteHost):\($0.remotePort)" }.joined(separator: ", "))\(call.srtp == nil ? "" : ", SRTP")")
-        // The peer's bye ends the media early. peer-left does not: it only says the peer's
-        // signaling connection dropped, and media may well go on (RTCP silence ends a call whose
-        // peer really vanished).
+        return nil
+    }
+
+    /// Runs one round of media. The peer's bye ends it early, and so does a new offer (the peer
+    /// came back before its silence was noticed; the offer stays queued for the next round).
+    /// peer-left does not: it only says the peer's signaling connection dropped, and media may
+    /// well go on (RTCP silence ends a round whose peer really vanished).
+    private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, participant: String, remaining: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
+        let roundOver = Atomic<Bool>(false)
         let watcher = Thread { [self] in
-            while !stopRequested.load(ordering: .relaxed) {
-                let ended = events.drain().contains {
-                    if case .message(let m) = $0 { return m.kind == .bye }
-                    return false
+            while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
+                if events.removeAll(where: { if case .message(let m) = $0 { return m.kind == .bye }; return false }) > 0
+                    || events.contains(where: { if case .message(let m) = $0 { return m.kind == .offer }; return false }) {
+                    callMedia.stop()
+                    break
                 }
-                if ended { callMedia.stop(); break }
                 usleep(20_000)
             }
+            if stopRequested.load(ordering: .relaxed) { callMedia.stop() }
         }
         watcher.start()
         if let onStatus {
-            let me = summary.participant
             let resolution: String = switch media.video {
             case .pattern(let w, let h, _): "\(w)x\(h)"
             case .y4m: "file"
             case .none: "-"
             }
-            let reporter = Thread { [self] in
+            let reporter = Thread {
                 var previous: (sent: SenderStatistics, received: ReceiverSummary)?
-                while !stopRequested.load(ordering: .relaxed) {
+                while !roundOver.load(ordering: .relaxed) {
                     usleep(1_000_000)
                     guard let now = callMedia.statistics() else { continue }
-                    onStatus(CallStatus.between(previous, now, participant: me, resolution: resolution))
+                    onStatus(CallStatus.between(previous, now, participant: participant, resolution: resolution))
                     previous = now
                 }
             }
             reporter.start()
         }
-        let result = try callMedia.run(call, video: media.video, audio: media.audio, duration: duration,
-                                       videoOutput: media.videoOutput, audioOutput: media.audioOutput)
-        stop()
-        summary.sent = result.sent
-        summary.received = result.received
-        if let first = result.received.firstFrameAt {
-            // The receiver's clock starts when media starts: add the signaling time before it.
-            summary.setupTime = (ContinuousClock.now - start) - result.received.elapsed + first
-        }
-        if let peer = summary.peer { client.send(RelayMessage(kind: .bye, id: "", to: peer)) }
-        usleep(100_000)
-        summary.endReason = result.received.endReason.isEmpty ? "done" : result.received.endReason
-        return summary
+        defer { roundOver.store(true, ordering: .relaxed) }
+        return try callMedia.run(call, video: media.video, audio: media.audio, duration: remaining,
+                                 videoOutput: media.videoOutput, audioOutput: media.audioOutput)
     }
 }
 

@@ -84,6 +84,7 @@ public final class SignalingClient: Sendable {
     }
 
     private let state = Mutex(State())
+    private let idPrefix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
 
     public init(configuration: SignalingClientConfiguration) {
         self.configuration = configuration
@@ -110,7 +111,9 @@ public final class SignalingClient: Sendable {
         let (id, wake) = state.withLock { s -> (String, Int32) in
             var m = message
             if m.id.isEmpty {
-                m.id = "m\(s.nextID)"
+                // Unique per client instance too: receivers drop repeats by sender and id, and a
+                // participant that restarts must not look like a repeat of its former self.
+                m.id = "\(idPrefix)-\(s.nextID)"
                 s.nextID += 1
             }
             s.outbox.append(m)
