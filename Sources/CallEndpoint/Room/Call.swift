@@ -94,8 +94,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             if summary.setupTime == nil, let first = result.received.firstFrameAt {
                 summary.setupTime = (roundStart - start) + first
             }
-            summary.endReason = result.received.endReason.isEmpty ? "done" : result.received.endReason
-            if result.received.endReason.isEmpty { break }
+            // Both sides ending on time send BYE to each other; that is the call's end, not a departure.
+            let outOfTime = deadline.map { ContinuousClock.now >= $0 - .seconds(2) } ?? false
+            summary.endReason = result.received.endReason.isEmpty || outOfTime ? "done" : result.received.endReason
+            if summary.endReason == "done" { break }
             log("\(summary.endReason): waiting for \(summary.peer ?? "the peer") to join again")
         }
         if stopRequested.load(ordering: .relaxed), summary.endReason.isEmpty { summary.endReason = "stopped" }
