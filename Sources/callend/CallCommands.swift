@@ -38,6 +38,10 @@ func summaryLine(_ s: CallSummary) -> String {
         if !sorted.isEmpty {
             parts.append(String(format: "latency p50 %.0f ms p95 %.0f ms", sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 95 / 100)]))
         }
+        let audio = r.audioLatenciesMs.sorted()
+        if !audio.isEmpty {
+            parts.append(String(format: "audio latency p50 %.0f ms p95 %.0f ms", audio[audio.count / 2], audio[min(audio.count - 1, audio.count * 95 / 100)]))
+        }
     }
     if let sent = s.sent { parts.append("sent \(sent.videoFrames) frames, \(sent.audioPackets) audio packets") }
     if s.mediaRounds > 1 { parts.append("media sessions \(s.mediaRounds)") }

@@ -25,6 +25,8 @@ let mainHelp = """
       token           mint an access token (HS256 JWT) for a room and identity
       bench signaling thousands of clients join rooms in pairs on loopback against 'callend serve';
                       print joins/s, join latency p50/p99 and server memory per connection
+      bench call      real join processes calling each other: setup time, glass-to-glass video and
+                      audio latency (p50/p95), CPU and memory per endpoint
       bench rtp       packets/s and CPU per packet through packetize -> SRTP -> UDP -> unprotect ->
                       depacketize, against the same path without SRTP
       bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and
@@ -55,6 +57,16 @@ let benchCodecsHelp = """
       --sizes LIST        clip sizes (default 640x480,1280x720)
       --audio-seconds S   length of the Opus clip (default 60)
       --work-dir DIR      keep clips and outputs in DIR (default: a temporary folder, removed)
+    """
+
+let benchCallHelp = """
+    usage: callend bench call [--calls N] [--seconds S]
+
+    Starts 'callend serve' and, N times (default 3), two 'callend join' processes that call each
+    other on loopback for S seconds (default 8) with 640x480@30 VP8 + Opus over SRTP. Prints setup
+    time (join to first decoded frame) p50/p95, glass-to-glass latency read from the capture stamps
+    in the synthetic video and the timing marks in the synthetic audio (p50/p95), and CPU (cores) and
+    resident memory per endpoint, against the targets.
     """
 
 let benchRTPHelp = """
@@ -138,12 +150,20 @@ do {
         switch what {
         case "codecs": try runBenchCodecs(&args)
         case "signaling": try runBenchSignaling(&args)
+        case "call":
+            if args.flag("--help") || args.flag("-h") { print(benchCallHelp); break }
+            let calls = try args.integer("--calls", in: 1...100) ?? 3
+            let seconds = try args.integer("--seconds", in: 3...600) ?? 8
+            try args.finish(command: "bench call")
+            let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+            let bench = CallBenchmark(calls: calls, seconds: seconds, executable: executable) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
+            print(CallBenchmark.format(try bench.run(), calls: calls, seconds: seconds))
         case "rtp":
             if args.flag("--help") || args.flag("-h") { print(benchRTPHelp); break }
             let packets = try args.integer("--packets", in: 1000...10_000_000) ?? 200_000
             try args.finish(command: "bench rtp")
             print(RTPBenchmark.format(try RTPBenchmark(packets: packets).run()))
-        default: throw UsageError(description: "unknown bench '\(what)'; available: codecs, signaling, rtp")
+        default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, signaling, rtp")
         }
     default:
         throw UsageError(description: "unknown command '\(command)'; see 'callend --help'")

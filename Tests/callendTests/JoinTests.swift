@@ -159,3 +159,14 @@ final class StreamCollector: @unchecked Sendable {  // `buffer` is guarded by `l
         }
     }
 }
+
+@Suite(.serialized) struct CallBenchTests {
+    @Test func callBenchMeasuresEverySide() throws {
+        let result = try runCallend(["bench", "call", "--calls", "1", "--seconds", "3"])
+        #expect(result.status == 0, "\(result.stderr)")
+        for needle in ["setup (join -> first decoded frame): p50", "over 2 endpoints", "video glass-to-glass", "audio glass-to-glass", "CPU per endpoint"] {
+            #expect(result.stdout.contains(needle), "\(needle) missing: \(result.stdout)")
+        }
+        #expect(!result.stdout.contains("n/a"), "\(result.stdout)")
+    }
+}

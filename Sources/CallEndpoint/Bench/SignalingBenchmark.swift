@@ -38,20 +38,10 @@ public struct SignalingBenchmark {
         }
         defer { try? FileManager.default.removeItem(atPath: secretFile) }
 
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: executable)
-        server.arguments = ["serve", "--listen", "127.0.0.1:0", "--secret-file", secretFile, "--max-connections", "\(clients + 100)"]
-        let output = Pipe()
-        server.standardOutput = output
-        server.standardInput = FileHandle.nullDevice
-        try server.run()
-        defer {
-            if server.isRunning {
-                server.terminate()
-                server.waitUntilExit()
-            }
-        }
-        let port = try readListeningPort(output.fileHandleForReading)
+        let service = try ServiceProcess.start(executable: executable, secretFile: secretFile, extra: ["--max-connections", "\(clients + 100)"])
+        defer { service.stop() }
+        let server = service.process
+        let port = service.port
         log("server pid \(server.processIdentifier) listening on 127.0.0.1:\(port); \(clients) clients joining \(clients / 2) rooms")
         let before = Self.residentKiB(pid: server.processIdentifier)
         var after = 0
@@ -61,20 +51,6 @@ public struct SignalingBenchmark {
             after = Self.residentKiB(pid: server.processIdentifier)
         }
         return Report(result: result, serverRSSBeforeKiB: before, serverRSSAfterKiB: after)
-    }
-
-    private func readListeningPort(_ handle: FileHandle) throws -> Int {
-        var text = ""
-        while !text.contains("\n") {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        guard let line = text.split(separator: "\n").first, line.hasPrefix("listening on "),
-              let port = Int(line.split(separator: " ")[2].split(separator: ":").last ?? "") else {
-            throw ExternalTool.Failure(description: "callend serve did not report its port: \(text)")
-        }
-        return port
     }
 
     /// VmRSS of a process in KiB (0 when it cannot be read).

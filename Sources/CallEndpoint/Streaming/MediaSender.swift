@@ -268,11 +268,13 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     private func sendAudio() throws {
         defer { mediaFinished.add(1, ordering: .relaxed) }
         let frameSamples = 960
-        var tone: ToneSource?
+        // The tone carries a timing mark at every whole second of the capture clock, for the
+        // receiver's glass-to-glass audio latency.
+        var tone: MarkedToneSource?
         var wav: WAVReader?
         var channels = 1
         switch configuration.audio {
-        case .tone: tone = ToneSource()
+        case .tone: tone = MarkedToneSource()
         case .wav(let path):
             let reader = try WAVReader(path: path)
             guard reader.sampleRate == AudioFrame.sampleRate else {
@@ -291,7 +293,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             clock.sleep(until: .milliseconds(index * 20))
             var samples: [Int16]
             if tone != nil {
-                samples = tone!.next(samplesPerChannel: frameSamples)
+                samples = tone!.next(samplesPerChannel: frameSamples, captureTime: MonotonicClock.now)
             } else {
                 guard let chunk = wav?.read(samplesPerChannel: frameSamples) else { break }
                 samples = chunk + [Int16](repeating: 0, count: frameSamples * channels - chunk.count)

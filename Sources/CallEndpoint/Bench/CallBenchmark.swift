@@ -1,0 +1,187 @@
+import Foundation
+import Signaling
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Starts `callend serve` as a child process and reads the port it announces.
+struct ServiceProcess {
+    let process: Process
+    let port: Int
+
+    static func start(executable: String, secretFile: String, extra: [String] = []) throws -> ServiceProcess {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: executable)
+        server.arguments = ["serve", "--listen", "127.0.0.1:0", "--secret-file", secretFile] + extra
+        let output = Pipe()
+        server.standardOutput = output
+        server.standardInput = FileHandle.nullDevice
+        try server.run()
+        var text = ""
+        while !text.contains("\n") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let line = text.split(separator: "\n").first, line.hasPrefix("listening on "),
+              let port = Int(line.split(separator: " ")[2].split(separator: ":").last ?? "") else {
+            server.terminate()
+            throw ExternalTool.Failure(description: "callend serve did not report its port: \(text)")
+        }
+        return ServiceProcess(process: server, port: port)
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+/// Resource use of a running process, read from /proc.
+enum ProcessUsage {
+    /// User + system CPU seconds so far.
+    static func cpuSeconds(pid: Int32) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // Fields after the command: state is 0, utime is 11, stime is 12 (proc(5) numbers 14 and 15).
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    static func residentMiB(pid: Int32) -> Double? {
+        SignalingBenchmark.residentKiB(pid: pid) > 0 ? Double(SignalingBenchmark.residentKiB(pid: pid)) / 1024 : nil
+    }
+}
+
+/// `callend bench call`: real `callend join` processes calling each other through `callend serve`
+/// on loopback (640x480@30 VP8 + Opus, SRTP), several calls in a row; measures setup (join to first
+/// decoded frame), glass-to-glass latency from the stamps in the synthetic video and the timing marks
+/// in the synthetic audio, and each endpoint's CPU and resident memory.
+public struct CallBenchmark {
+    public struct Endpoint: Sendable {
+        public var setupMs: Double?
+        public var videoP50: Double?, videoP95: Double?
+        public var audioP50: Double?, audioP95: Double?
+        public var cores: Double
+        public var maxRSSMiB: Double
+        public var framesDecoded: Int
+    }
+
+    public let calls: Int
+    public let seconds: Int
+    public let executable: String
+    let log: (String) -> Void
+
+    public init(calls: Int, seconds: Int, executable: String, log: @escaping (String) -> Void) {
+        self.calls = calls
+        self.seconds = seconds
+        self.executable = executable
+        self.log = log
+    }
+
+    public func run() throws -> [Endpoint] {
+        let secret = TokenSecret.random()
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("callend-bench-call-\(UUID().uuidString)").path
+        guard FileManager.default.createFile(atPath: secretFile, contents: Data(secret.printable), attributes: [.posixPermissions: 0o600]) else {
+            throw ExternalTool.Failure(description: "cannot write \(secretFile)")
+        }
+        defer { try? FileManager.default.removeItem(atPath: secretFile) }
+        let service = try ServiceProcess.start(executable: executable, secretFile: secretFile)
+        defer { service.stop() }
+        var endpoints: [Endpoint] = []
+        for call in 0..<calls {
+            log("call \(call + 1) of \(calls): two endpoints, \(seconds) s")
+            let now = Int64(Date().timeIntervalSince1970)
+            var processes: [(Process, Pipe)] = []
+            for who in ["a", "b"] {
+                let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "bench-\(call)", issuedAt: now, expires: now + 600))
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: executable)
+                process.arguments = ["join", "bench-\(call)", "--server", "127.0.0.1:\(service.port)", "--video-size", "640x480", "--fps", "30",
+                                     "--duration", "\(seconds)", "--advertise", "127.0.0.1"]
+                process.environment = ProcessInfo.processInfo.environment.merging(["CALLEND_TOKEN": token]) { $1 }
+                let out = Pipe()
+                process.standardOutput = out
+                process.standardError = FileHandle.nullDevice
+                process.standardInput = FileHandle.nullDevice
+                try process.run()
+                processes.append((process, out))
+            }
+            // Sample CPU and memory while the call runs; readers drain the pipes meanwhile.
+            let outputs = processes.map { (_, pipe) -> OutputBox in
+                let box = OutputBox()
+                Thread { box.set(pipe.fileHandleForReading.readDataToEndOfFile()) }.start()
+                return box
+            }
+            let start = Date()
+            var firstCPU = processes.map { _ in Double?.none }, lastCPU = processes.map { _ in 0.0 }
+            var firstTime = processes.map { _ in Date() }, lastTime = processes.map { _ in Date() }
+            var maxRSS = processes.map { _ in 0.0 }
+            while processes.contains(where: { $0.0.isRunning }) && Date().timeIntervalSince(start) < Double(seconds + 30) {
+                for (i, (process, _)) in processes.enumerated() where process.isRunning {
+                    guard let cpu = ProcessUsage.cpuSeconds(pid: process.processIdentifier) else { continue }
+                    // The first second (start-up, joining) is not the steady call.
+                    if Date().timeIntervalSince(start) >= 1.5 {
+                        if firstCPU[i] == nil { firstCPU[i] = cpu; firstTime[i] = Date() }
+                        lastCPU[i] = cpu
+                        lastTime[i] = Date()
+                    }
+                    maxRSS[i] = max(maxRSS[i], ProcessUsage.residentMiB(pid: process.processIdentifier) ?? 0)
+                }
+                usleep(250_000)
+            }
+            for (i, (process, _)) in processes.enumerated() {
+                if process.isRunning { process.terminate() }
+                process.waitUntilExit()
+                let text = outputs[i].text
+                let window = lastTime[i].timeIntervalSince(firstTime[i])
+                endpoints.append(Endpoint(setupMs: Self.number(in: text, after: "setup "), videoP50: Self.number(in: text, after: "; latency p50 "),
+                                          videoP95: Self.number(in: text, after: #"; latency p50 \d+ ms p95 "#),
+                                          audioP50: Self.number(in: text, after: "audio latency p50 "),
+                                          audioP95: Self.number(in: text, after: #"audio latency p50 \d+ ms p95 "#),
+                                          cores: window > 0 ? (lastCPU[i] - (firstCPU[i] ?? lastCPU[i])) / window : 0,
+                                          maxRSSMiB: maxRSS[i], framesDecoded: Int(Self.number(in: text, after: "video ") ?? 0)))
+            }
+        }
+        return endpoints
+    }
+
+    final class OutputBox: @unchecked Sendable {  // written once by the reader thread, read after the process ended; guarded by `lock`
+        private var data = Data()
+        private let lock = NSLock()
+        func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
+        var text: String { lock.lock(); defer { lock.unlock() }; return String(decoding: data, as: UTF8.self) }
+    }
+
+    /// The number that follows `prefix` (a regular expression) in the summary line.
+    static func number(in text: String, after prefix: String) -> Double? {
+        guard let summary = text.split(separator: "\n").last(where: { $0.contains(" <- ") }),
+              let range = summary.range(of: prefix + #"[0-9.]+"#, options: .regularExpression) else { return nil }
+        let match = summary[range]
+        return Double(match.split(whereSeparator: { !"0123456789.".contains($0) }).last ?? "")
+    }
+
+    public static func format(_ endpoints: [Endpoint], calls: Int, seconds: Int) -> String {
+        func percentile(_ values: [Double], _ p: Double) -> Double? {
+            let sorted = values.sorted()
+            return sorted.isEmpty ? nil : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        }
+        func ms(_ v: Double?) -> String { v.map { String(format: "%.0f ms", $0) } ?? "n/a" }
+        let setups = endpoints.compactMap(\.setupMs)
+        let videoP95 = endpoints.compactMap(\.videoP95).max(), audioP95 = endpoints.compactMap(\.audioP95).max()
+        let cores = endpoints.map(\.cores), rss = endpoints.map(\.maxRSSMiB)
+        var lines = [
+            "call bench: \(calls) calls of \(seconds) s, two `callend join` processes each through `callend serve`, loopback, 640x480@30 VP8 + Opus, SRTP",
+            "  setup (join -> first decoded frame): p50 \(ms(percentile(setups, 0.5))), p95 \(ms(percentile(setups, 0.95))) over \(setups.count) endpoints",
+            "  video glass-to-glass (capture stamp -> decoded): p50 \(ms(percentile(endpoints.compactMap(\.videoP50), 0.5))), p95 \(ms(videoP95)) (worst endpoint)",
+            "  audio glass-to-glass (timing mark -> played out): p50 \(ms(percentile(endpoints.compactMap(\.audioP50), 0.5))), p95 \(ms(audioP95)) (worst endpoint)",
+            String(format: "  CPU per endpoint: mean %.2f, max %.2f cores; resident memory max %.1f MiB", cores.reduce(0, +) / Double(max(1, cores.count)), cores.max() ?? 0, rss.max() ?? 0),
+        ]
+        let met = (percentile(setups, 0.95) ?? .infinity) <= 150 && (videoP95 ?? .infinity) <= 50 && (audioP95 ?? .infinity) <= 60
+            && (cores.max() ?? .infinity) <= 0.5 && (rss.max() ?? .infinity) <= 60
+        lines.append("targets (setup p95 <= 150 ms, video p95 <= 50 ms, audio p95 <= 60 ms, <= 0.5 core, <= 60 MB): \(met ? "met" : "NOT met")")
+        return lines.joined(separator: "\n")
+    }
+}
