@@ -60,20 +60,7 @@ func runJoin(_ args: inout Arguments) throws {
     guard let token, !token.isEmpty else { throw UsageError(description: "join needs --token T (or CALLEND_TOKEN); mint one with 'callend token'") }
     let server = try parseHostPort(try args.value("--server") ?? "127.0.0.1:7000", option: "--server")
     var media = Call.Media()
-    let size = try args.value("--video-size").map { text throws(UsageError) in try parseSize(text) } ?? (width: 640, height: 480)
-    let fps = try args.integer("--fps", in: 1...60) ?? 30
-    switch try args.value("--video-source") ?? "pattern" {
-    case "pattern": media.video = .pattern(width: size.width, height: size.height, frameRate: fps)
-    case "none": media.video = .none
-    case let path where path.hasSuffix(".y4m"): media.video = .y4m(path: path)
-    case let other: throw UsageError(description: "--video-source takes pattern, none or a .y4m file, not '\(other)'")
-    }
-    switch try args.value("--audio-source") ?? "tone" {
-    case "tone": media.audio = .tone
-    case "none": media.audio = .none
-    case let path where path.hasSuffix(".wav"): media.audio = .wav(path: path)
-    case let other: throw UsageError(description: "--audio-source takes tone, none or a .wav file, not '\(other)'")
-    }
+    (media.video, media.audio) = try parseSources(&args, maxFrameRate: 60)
     media.videoOutput = try args.value("--video-out")
     media.audioOutput = try args.value("--audio-out")
     let encoding = try args.value("--encoding")

@@ -31,26 +31,34 @@ let receiveHelp = """
     Stops after --duration, when the sender says BYE, or after 3 s without packets. Prints statistics.
     """
 
+/// --video-source, --video-size, --fps and --audio-source, as send and join take them.
+func parseSources(_ args: inout Arguments, maxFrameRate: Int) throws -> (MediaSenderConfiguration.VideoSource, MediaSenderConfiguration.AudioSource) {
+    let size = try args.value("--video-size").map { text throws(UsageError) in try parseSize(text) } ?? (width: 640, height: 480)
+    let fps = try args.integer("--fps", in: 1...maxFrameRate) ?? 30
+    let video: MediaSenderConfiguration.VideoSource
+    switch try args.value("--video-source") ?? "pattern" {
+    case "pattern": video = .pattern(width: size.width, height: size.height, frameRate: fps)
+    case "none": video = .none
+    case let path where path.hasSuffix(".y4m"): video = .y4m(path: path)
+    case let other: throw UsageError(description: "--video-source takes pattern, none or a .y4m file, not '\(other)'")
+    }
+    let audio: MediaSenderConfiguration.AudioSource
+    switch try args.value("--audio-source") ?? "tone" {
+    case "tone": audio = .tone
+    case "none": audio = .none
+    case let path where path.hasSuffix(".wav"): audio = .wav(path: path)
+    case let other: throw UsageError(description: "--audio-source takes tone, none or a .wav file, not '\(other)'")
+    }
+    return (video, audio)
+}
+
 func runSend(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(sendHelp); return }
     guard let to = try args.value("--to") else { throw UsageError(description: "send needs --to HOST:PORT") }
     let (host, port) = try parseHostPort(to, option: "--to")
     guard port > 0 && port <= 65533 else { throw UsageError(description: "--to needs a port from 1 to 65533 (audio goes to PORT+2)") }
     var configuration = MediaSenderConfiguration(destinationHost: host, videoPort: port)
-    let size = try args.value("--video-size").map { text throws(UsageError) in try parseSize(text) } ?? (width: 640, height: 480)
-    let fps = try args.integer("--fps", in: 1...120) ?? 30
-    switch try args.value("--video-source") ?? "pattern" {
-    case "pattern": configuration.video = .pattern(width: size.width, height: size.height, frameRate: fps)
-    case "none": configuration.video = .none
-    case let path where path.hasSuffix(".y4m"): configuration.video = .y4m(path: path)
-    case let other: throw UsageError(description: "--video-source takes pattern, none or a .y4m file, not '\(other)'")
-    }
-    switch try args.value("--audio-source") ?? "tone" {
-    case "tone": configuration.audio = .tone
-    case "none": configuration.audio = .none
-    case let path where path.hasSuffix(".wav"): configuration.audio = .wav(path: path)
-    case let other: throw UsageError(description: "--audio-source takes tone, none or a .wav file, not '\(other)'")
-    }
+    (configuration.video, configuration.audio) = try parseSources(&args, maxFrameRate: 120)
     guard configuration.video != .none || configuration.audio != .none else {
         throw UsageError(description: "nothing to send: --video-source none and --audio-source none")
     }
