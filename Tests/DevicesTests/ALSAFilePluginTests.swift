@@ -6,8 +6,9 @@ import Testing
 /// snd_pcm_* without a sound card (DESIGN.md). Two parameterised PCMs, loaded through
 /// ALSA_CONFIG_PATH before alsa-lib first reads its configuration in this process.
 enum ALSATestConfiguration {
+    static let path = FileManager.default.temporaryDirectory.appendingPathComponent("callend-asound-\(getpid()).conf").path
+
     static let ready: Bool = {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("callend-asound-\(getpid()).conf").path
         let text = """
             pcm.callend_test_in {
               @args [ FILE ]
@@ -30,6 +31,8 @@ enum ALSATestConfiguration {
             """
         guard (try? text.write(toFile: path, atomically: true, encoding: .utf8)) != nil else { return false }
         setenv("ALSA_CONFIG_PATH", "/usr/share/alsa/alsa.conf:\(path)", 1)
+        // alsa-lib may read the file again on any later open, so it goes when the process ends.
+        atexit { _ = unlink(ALSATestConfiguration.path) }
         return true
     }()
 }
