@@ -92,8 +92,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         var history = RetransmissionHistory()
         var rtxSequence = UInt16.random(in: 0...UInt16.max)
         var stats = SenderStatistics()
-        var videoPackets: UInt32 = 0, videoOctets: UInt32 = 0, lastVideoTimestamp: UInt32 = 0, lastVideoTime: Duration = .zero
-        var audioPackets: UInt32 = 0, audioOctets: UInt32 = 0, lastAudioTimestamp: UInt32 = 0, lastAudioTime: Duration = .zero
+        var video = StreamCounters(clockRate: 90_000)
+        var audio = StreamCounters(clockRate: 48_000)
         var roundTripTime: Duration = .milliseconds(50)
     }
     private let state = Mutex(State())
@@ -247,10 +247,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     let now = clock.now
                     state.withLock { s in
                         s.history.store(packet, sentAt: now)
-                        s.videoPackets &+= 1
-                        s.videoOctets &+= UInt32(payload.count)
-                        s.lastVideoTimestamp = timestamp
-                        s.lastVideoTime = now
+                        s.video.record(packet, at: now)
                         s.stats.videoPackets += 1
                         s.stats.videoBytes += packet.serializedSize
                     }
@@ -303,10 +300,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                                    ssrc: audioSSRC, marker: index == 0, payload: payload)
             let now = clock.now
             state.withLock { s in
-                s.audioPackets &+= 1
-                s.audioOctets &+= UInt32(payload.count)
-                s.lastAudioTimestamp = timestamp
-                s.lastAudioTime = now
+                s.audio.record(packet, at: now)
                 s.stats.audioPackets += 1
                 s.stats.audioBytes += packet.serializedSize
             }
@@ -322,12 +316,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         let now = clock.now
         let ntp = clock.ntpNow
         let (video, audio) = state.withLock { s in
-            (SenderReport(ssrc: videoSSRC, ntpTimestamp: ntp,
-                          rtpTimestamp: s.lastVideoTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - s.lastVideoTime).secondsDouble * 90_000)),
-                          packetCount: s.videoPackets, octetCount: s.videoOctets),
-             SenderReport(ssrc: audioSSRC, ntpTimestamp: ntp,
-                          rtpTimestamp: s.lastAudioTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - s.lastAudioTime).secondsDouble * 48_000)),
-                          packetCount: s.audioPackets, octetCount: s.audioOctets))
+            (s.video.report(ssrc: videoSSRC, ntp: ntp, now: now), s.audio.report(ssrc: audioSSRC, ntp: ntp, now: now))
         }
         if configuration.video != .none {
             sendRTCP([.senderReport(video), .sourceDescription(SourceDescription(ssrc: videoSSRC, cname: cname))], socket: videoSocket, to: videoDestination)
@@ -405,5 +394,30 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 if report.ssrc == videoSSRC { s.stats.receiverLossFraction = Double(report.fractionLost) / 256 }
             }
         }
+    }
+}
+
+/// What a sender report says about one stream (RFC 3550 §6.4.1): packets and payload octets sent,
+/// and the RTP time of the last packet, extrapolated to the moment of the report.
+struct StreamCounters {
+    let clockRate: Double
+    var packets: UInt32 = 0
+    var octets: UInt32 = 0
+    var lastTimestamp: UInt32 = 0
+    var lastTime: Duration = .zero
+
+    init(clockRate: Double) { self.clockRate = clockRate }
+
+    mutating func record(_ packet: RTPPacket, at time: Duration) {
+        packets &+= 1
+        octets &+= UInt32(packet.payload.count)
+        lastTimestamp = packet.timestamp
+        lastTime = time
+    }
+
+    func report(ssrc: UInt32, ntp: UInt64, now: Duration) -> SenderReport {
+        SenderReport(ssrc: ssrc, ntpTimestamp: ntp,
+                     rtpTimestamp: lastTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - lastTime).secondsDouble * clockRate)),
+                     packetCount: packets, octetCount: octets)
     }
 }
