@@ -4,19 +4,39 @@ import Signaling
 import Synchronization
 
 let joinHelp = """
-    usage: callend join ROOM (--token T | CALLEND_TOKEN=T) [--server HOST:PORT] [--video-source pattern|F.y4m|none]
-                        [--audio-source tone|F.wav|none] [--video-size WxH] [--fps N] [--video-out F.y4m|F.ivf]
-                        [--audio-out F.wav] [--encoding auto|manual] [--max-video-bitrate B] [--duration S]
-                        [--advertise HOST] [--no-srtp]
+    usage: callend join ROOM (--token T | CALLEND_TOKEN=T) [--server HOST:PORT]
+                        [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
+                        [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
+                        [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
+                        [--control PATH] [--no-stdin] [--duration S] [--advertise HOST] [--no-srtp]
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
     participant to join sends the offer, media flows both ways (VP8 + Opus over SRTP by default, RTCP,
-    NACK/PLI), and the call ends after --duration, when the peer leaves, or on SIGINT. Prints a summary.
+    NACK/PLI), and the call ends after --duration, on 'leave', on SIGINT/SIGTERM, or when the peer
+    leaves for good. A peer that drops out is waited for; when it joins again media resumes.
 
       --server HOST:PORT    the signaling service (default 127.0.0.1:7000)
-      --advertise HOST      the address the peer sends media to (default: this host's address toward the server)
+      --camera DEV          a V4L2 camera (/dev/video0); --video-size/--fps/--pixel-format pick the
+                            nearest mode it offers (default 640x480@30); 'callend devices' lists them
+      --video-source S      the moving test pattern (default), a Y4M file (looped), or none
+      --mic PCM             capture from an ALSA PCM (default, plughw:CARD=...,DEV=0); else --audio-source:
+                            tone (default, 440 Hz), a 48 kHz WAV file (looped) or none
+      --speaker PCM         play the peer's audio to an ALSA PCM; --audio-out writes it to a WAV file
+      --video-out F         the peer's video: .y4m decoded, .ivf as received, .ppm a snapshot every second
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
-    exit codes: 0 the call ran, 1 it failed (signaling refused, negotiation failed), 2 bad command line
+      --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
+      --no-stdin            do not read commands from standard input
+      --advertise HOST      the address the peer sends media to (default: this host's address toward the server)
+
+    Commands (standard input and --control), during the call, with no new join:
+      stats | mute [audio|video] | unmute [audio|video] | camera DEV [WxH[@FPS][/FOURCC]] | camera pattern [WxH[@FPS]]
+      camera FILE.y4m | mode WxH[@FPS][/FOURCC] | mic PCM | speaker PCM | leave | help
+
+    Output: a live status line on a terminal; otherwise one JSON object per second
+    ({"seconds":..,"sentVideoKbps":..,"receivedFps":..,"resolution":..,"lossPercent":..,"rttMs":..}),
+    command replies as JSON lines ({"ok":..,"command":..}), and a summary line at the end.
+    Exit codes: 0 the call ran, 1 it failed (signaling refused, negotiation failed, a device
+    could not be opened), 2 bad command line.
     """
 
 let demoHelp = """
@@ -59,16 +79,34 @@ func runJoin(_ args: inout Arguments) throws {
     let token = try args.value("--token") ?? ProcessInfo.processInfo.environment["CALLEND_TOKEN"]
     guard let token, !token.isEmpty else { throw UsageError(description: "join needs --token T (or CALLEND_TOKEN); mint one with 'callend token'") }
     let server = try parseHostPort(try args.value("--server") ?? "127.0.0.1:7000", option: "--server")
-    var media = Call.Media()
-    (media.video, media.audio) = try parseSources(&args, maxFrameRate: 60)
-    media.videoOutput = try args.value("--video-out")
-    media.audioOutput = try args.value("--audio-out")
+    let camera = try args.value("--camera"), mic = try args.value("--mic"), speaker = try args.value("--speaker")
+    let pixelFormat = try args.value("--pixel-format")
+    var (video, audio) = try parseSources(&args, maxFrameRate: 60)
+    let videoOutput = try args.value("--video-out")
+    let audioOutput = try args.value("--audio-out")
     let encoding = try args.value("--encoding")
     let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
     let duration = try args.integer("--duration", in: 1...86_400)
     let advertise = try args.value("--advertise")
+    let control = try args.value("--control")
+    let noStdin = args.flag("--no-stdin")
     let noSRTP = args.flag("--no-srtp")
     try args.finish(command: "join")
+    if let camera {
+        guard case .pattern(let w, let h, let fps) = video else { throw UsageError(description: "--camera and --video-source are alternatives; give one") }
+        if let pixelFormat, pixelFormat.count != 4 { throw UsageError(description: "--pixel-format takes a FourCC such as YUYV, MJPG or NV12") }
+        video = .camera(path: camera, mode: CameraModeRequest(width: w, height: h, frameRate: fps, fourCC: pixelFormat?.uppercased()))
+    } else if pixelFormat != nil {
+        throw UsageError(description: "--pixel-format applies to --camera only")
+    }
+    if let mic {
+        guard audio == .tone else { throw UsageError(description: "--mic and --audio-source are alternatives; give one") }
+        audio = .alsa(pcm: mic)
+    }
+    if speaker != nil && audioOutput != nil { throw UsageError(description: "--speaker and --audio-out are alternatives; give one") }
+    if let videoOutput, ![".y4m", ".ivf", ".ppm"].contains(where: videoOutput.hasSuffix) {
+        throw UsageError(description: "--video-out takes a .y4m, .ivf or .ppm file, not '\(videoOutput)'")
+    }
     let options: ConnectOptions
     do {
         options = try ConnectOptions(token: token) {
@@ -85,24 +123,49 @@ func runJoin(_ args: inout Arguments) throws {
         throw UsageError(description: error.description)
     }
     if let encoding, encoding != "auto" && encoding != "manual" { throw UsageError(description: "--encoding takes auto or manual, not '\(encoding)'") }
+    // Devices are opened before joining, so a missing camera or microphone fails at once.
+    let playout: (any AudioDevice)? = if let speaker {
+        try ALSAAudioDevice { $0.capturePCM = nil; $0.playbackPCM = speaker }
+    } else {
+        try audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
+    }
+    let media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true),
+                           renderers: videoOutput.map { [VideoRenderers.forPath($0)] } ?? [],
+                           audioPlayout: playout)
     let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }, advertisedHost: advertise) {
         FileHandle.standardError.write(Data("callend join: \($0)\n".utf8))
     }
     // A live status line on a terminal; one JSON stats object per second otherwise.
     let terminal = isatty(STDOUT_FILENO) == 1
-    call.onStatus = { status in
-        if terminal {
-            FileHandle.standardOutput.write(Data(("\r" + status.line.padding(toLength: 110, withPad: " ", startingAt: 0)).utf8))
-        } else {
-            FileHandle.standardOutput.write(Data((status.json + "\n").utf8))
+    let output = Mutex(())
+    @Sendable func emit(_ line: String, status: Bool) {
+        output.withLock { _ in
+            if terminal && status {
+                FileHandle.standardOutput.write(Data(("\r" + line.padding(toLength: 120, withPad: " ", startingAt: 0)).utf8))
+            } else {
+                FileHandle.standardOutput.write(Data(((terminal ? "\n" : "") + line + "\n").utf8))
+            }
         }
     }
+    call.onStatus = { status in emit(terminal ? status.line : status.json, status: true) }
     for sig in [SIGINT, SIGTERM] {
         signal(sig, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         source.setEventHandler { call.stop() }
         source.resume()
         signalSources.append(source)
+    }
+    let socket = try control.map { path in try ControlSocket(path: path) { call.perform($0) } }
+    defer { socket?.stop() }
+    if !noStdin {
+        let reader = Thread {
+            while let line = readLine() {
+                guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+                emit(call.perform(line), status: false)
+            }
+        }
+        reader.name = "stdin-commands"
+        reader.start()
     }
     let summary = try call.run()
     if terminal { print("") }

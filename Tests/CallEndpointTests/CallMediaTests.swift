@@ -18,11 +18,11 @@ import Testing
         let resultB = Mutex<(SenderStatistics, ReceiverSummary)?>(nil)
         let done = DispatchSemaphore(value: 0)
         Thread {
-            let r = try? b.run(callB, video: .pattern(width: 320, height: 240, frameRate: 30), audio: .tone, duration: .seconds(3))
+            let r = try? b.run(callB, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(3))
             resultB.withLock { $0 = r.map { ($0.sent, $0.received) } }
             done.signal()
         }.start()
-        let resultA = try a.run(callA, video: .pattern(width: 320, height: 240, frameRate: 30), audio: .tone, duration: .seconds(3))
+        let resultA = try a.run(callA, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(3))
         #expect(done.wait(timeout: .now() + 15) == .success)
         let (sentB, receivedB) = try #require(resultB.withLock { $0 })
         for (sent, received, who) in [(resultA.sent, receivedB, "A -> B"), (sentB, resultA.received, "B -> A")] {

@@ -154,7 +154,9 @@ final class StreamCollector: @unchecked Sendable {  // `buffer` is guarded by `l
             let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
             let decoded = text.range(of: #"video (\d+) frames decoded"#, options: .regularExpression).map { Int(text[$0].split(separator: " ")[1]) ?? 0 } ?? 0
-            #expect(decoded >= 170, "decoded \(decoded) of about 180 frames across the restart: \(text.suffix(300))")
+            // About 170 frames are sent in the 6 s (less the time to negotiate); an interruption of
+            // half a second or more would cost 15 frames.
+            #expect(decoded >= 160, "decoded \(decoded) of about 170 frames across the restart: \(text.suffix(300))")
             #expect(process.terminationStatus == 0)
         }
     }

@@ -20,12 +20,32 @@ public struct CallSummary: Sendable {
 /// answers the offer (the participant who joins second offers), runs `CallMedia` until the
 /// duration passes or the peer leaves, then says `bye` and leaves. Runs on the calling thread.
 public final class Call: @unchecked Sendable {  // the event queue is guarded by `events`; everything else is used on the run thread
+    /// What the call publishes and where the peer's media goes. The call closes all of it when it ends.
     public struct Media: Sendable {
-        public var video: MediaSenderConfiguration.VideoSource = .pattern(width: 640, height: 480, frameRate: 30)
-        public var audio: MediaSenderConfiguration.AudioSource = .tone
-        public var videoOutput: String?
-        public var audioOutput: String?
-        public init() {}
+        public var videoTrack: LocalVideoTrack?
+        public var audioTrack: LocalAudioTrack?
+        public var renderers: [any VideoRenderer]
+        public var audioPlayout: (any AudioDevice)?
+
+        public init(videoTrack: LocalVideoTrack?, audioTrack: LocalAudioTrack?, renderers: [any VideoRenderer] = [], audioPlayout: (any AudioDevice)? = nil) {
+            self.videoTrack = videoTrack
+            self.audioTrack = audioTrack
+            self.renderers = renderers
+            self.audioPlayout = audioPlayout
+        }
+
+        /// The test pattern at 640x480@30 and the marked tone; the peer's media is decoded and dropped.
+        public static func synthetic(width: Int = 640, height: Int = 480, frameRate: Int = 30) throws -> Media {
+            Media(videoTrack: LocalVideoTrack(source: try CameraSource(.pattern(width: width, height: height, frameRate: frameRate))),
+                  audioTrack: LocalAudioTrack(device: try SyntheticAudioDevice(source: .tone)))
+        }
+
+        func close() {
+            videoTrack?.source.stop()
+            audioTrack?.device.stopCapture()
+            audioPlayout?.stopPlayout()
+            for renderer in renderers { renderer.finish() }
+        }
     }
 
     public let options: ConnectOptions
@@ -54,12 +74,17 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     private let stopRequested = Atomic<Bool>(false)
     /// Called about once a second while media flows (on a helper thread).
     public var onStatus: (@Sendable (CallStatus) -> Void)?
+    /// Room events as they happen (on the signaling or a helper thread).
+    public var onEvent: (@Sendable (RoomEvent) -> Void)?
+    /// The media session running now, and the last status, for control commands.
+    let current = Mutex<(media: CallMedia?, status: CallStatus?)>((nil, nil))
 
-    public init(options: ConnectOptions, server: (host: String, port: Int), media: Media = Media(), duration: Duration?,
+    /// `media` nil: `Media.synthetic()`.
+    public init(options: ConnectOptions, server: (host: String, port: Int), media: Media? = nil, duration: Duration?,
                 advertisedHost: String? = nil, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.options = options
         self.server = server
-        self.media = media
+        self.media = try media ?? .synthetic()
         self.duration = duration
         self.log = log
         self.advertisedHost = try advertisedHost ?? UDPAddress.localAddress(toward: server.host, port: server.port)
@@ -74,10 +99,17 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let token = options.token
         var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token })
         let queue = events
-        configuration.eventHandler = { event in queue.append(event) }
+        let emit = onEvent
+        configuration.eventHandler = { event in
+            if let emit, let roomEvent = RoomEvent(event) { emit(roomEvent) }
+            queue.append(event)
+        }
         let client = SignalingClient(configuration: configuration)
         client.start()
-        defer { client.stop() }
+        defer {
+            client.stop()
+            media.close()
+        }
 
         // Rounds of media: when the peer leaves or vanishes this side stays in the room, and a
         // peer that joins again (and, joining second, offers) gets media without a restart here.
@@ -88,7 +120,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             summary.mediaRounds += 1
             log("media: \(call.streams.map { "\($0.kind) \($0.codec.name) to \(call.remoteHost):\($0.remotePort)" }.joined(separator: ", "))\(call.srtp == nil ? "" : ", SRTP")")
             let roundStart = ContinuousClock.now
-            let result = try runMedia(callMedia, call, participant: summary.participant, remaining: deadline.map { $0 - ContinuousClock.now })
+            let result = try runMedia(callMedia, call, participant: summary.participant, peer: summary.peer ?? "?", remaining: deadline.map { $0 - ContinuousClock.now })
             summary.sent = result.sent
             summary.received = result.received
             if summary.setupTime == nil, let first = result.received.firstFrameAt {
@@ -98,9 +130,11 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let outOfTime = deadline.map { ContinuousClock.now >= $0 - .seconds(2) } ?? false
             summary.endReason = result.received.endReason.isEmpty || outOfTime ? "done" : result.received.endReason
             if summary.endReason == "done" { break }
+            if let peer = summary.peer { onEvent?(.participantLeft(peer, reason: summary.endReason)) }
             log("\(summary.endReason): waiting for \(summary.peer ?? "the peer") to join again")
         }
         if stopRequested.load(ordering: .relaxed), summary.endReason.isEmpty { summary.endReason = "stopped" }
+        onEvent?(.disconnected(reason: summary.endReason))
         if let peer = summary.peer { client.send(RelayMessage(kind: .bye, id: "", to: peer)) }
         usleep(100_000)
         return summary
@@ -158,7 +192,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// came back before its silence was noticed; the offer stays queued for the next round).
     /// peer-left does not: it only says the peer's signaling connection dropped, and media may
     /// well go on (RTCP silence ends a round whose peer really vanished).
-    private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, participant: String, remaining: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
+    private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, participant: String, peer: String, remaining: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
         let roundOver = Atomic<Bool>(false)
         let watcher = Thread { [self] in
             while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
@@ -172,26 +206,38 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             if stopRequested.load(ordering: .relaxed) { callMedia.stop() }
         }
         watcher.start()
-        if let onStatus {
-            let resolution: String = switch media.video {
-            case .pattern(let w, let h, _): "\(w)x\(h)"
-            case .y4m: "file"
-            case .none: "-"
-            }
-            let reporter = Thread {
-                var previous: (sent: SenderStatistics, received: ReceiverSummary)?
-                while !roundOver.load(ordering: .relaxed) {
-                    usleep(1_000_000)
-                    guard let now = callMedia.statistics() else { continue }
-                    onStatus(CallStatus.between(previous, now, participant: participant, resolution: resolution))
-                    previous = now
+        current.withLock { $0.media = callMedia }
+        // Every 100 ms: track subscriptions (first decoded video / audio); every second: status.
+        let reporter = Thread { [self] in
+            var previous: (sent: SenderStatistics, received: ReceiverSummary)?
+            var subscribed = (video: false, audio: false)
+            var tick = 0
+            while !roundOver.load(ordering: .relaxed) {
+                usleep(100_000)
+                tick += 1
+                guard let now = callMedia.statistics() else { continue }
+                if !subscribed.video && now.received.framesDecoded > 0 {
+                    subscribed.video = true
+                    onEvent?(.trackSubscribed(participant: peer, kind: .video))
                 }
+                if !subscribed.audio && now.received.audioDecoded > 0 {
+                    subscribed.audio = true
+                    onEvent?(.trackSubscribed(participant: peer, kind: .audio))
+                }
+                guard tick % 10 == 0 else { continue }
+                let status = CallStatus.between(previous, now, participant: participant)
+                current.withLock { $0.status = status }
+                onStatus?(status)
+                onEvent?(.stats(status))
+                previous = now
             }
-            reporter.start()
         }
-        defer { roundOver.store(true, ordering: .relaxed) }
-        return try callMedia.run(call, video: media.video, audio: media.audio, duration: remaining,
-                                 videoOutput: media.videoOutput, audioOutput: media.audioOutput)
+        reporter.start()
+        defer {
+            roundOver.store(true, ordering: .relaxed)
+            current.withLock { $0.media = nil }
+        }
+        return try callMedia.run(call, media: media, duration: remaining)
     }
 }
 

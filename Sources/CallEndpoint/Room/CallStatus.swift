@@ -6,6 +6,8 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var sentAudioKbps: Double
     public var receivedFps: Double
     public var framesDecoded: Int
+    /// Size of the video we send and of the video we receive.
+    public var sentResolution: String
     public var resolution: String
     /// Fraction lost (percent) the peer reported for our video, from its receiver reports.
     public var lossPercent: Double?
@@ -17,7 +19,7 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var line: String {
         var parts = [String(format: "%5.1fs %@", seconds, participant),
                      String(format: "sent %.0f kbit/s video %.0f audio", sentVideoKbps, sentAudioKbps),
-                     String(format: "recv %.1f fps %@", receivedFps, resolution)]
+                     String(format: "sent %@ | recv %.1f fps %@", sentResolution, receivedFps, resolution)]
         if let lossPercent { parts.append(String(format: "loss %.1f %%", lossPercent)) }
         if let rttMs { parts.append(String(format: "RTT %.1f ms", rttMs)) }
         if let latencyMs { parts.append(String(format: "latency %.0f ms", latencyMs)) }
@@ -30,7 +32,7 @@ import Foundation
 extension CallStatus {
     /// The status between two snapshots one interval apart.
     static func between(_ before: (sent: SenderStatistics, received: ReceiverSummary)?, _ after: (sent: SenderStatistics, received: ReceiverSummary),
-                        participant: String, resolution: String) -> CallStatus {
+                        participant: String) -> CallStatus {
         let interval = max(0.001, (after.sent.elapsed - (before?.sent.elapsed ?? .zero)).secondsValueForStatus)
         let videoBytes = after.sent.videoBytes - (before?.sent.videoBytes ?? 0)
         let audioBytes = after.sent.audioBytes - (before?.sent.audioBytes ?? 0)
@@ -38,12 +40,16 @@ extension CallStatus {
         let newLatencies = after.received.videoLatenciesMs.dropFirst(before?.received.videoLatenciesMs.count ?? 0).sorted()
         return CallStatus(seconds: after.sent.elapsed.secondsValueForStatus, participant: participant,
                           sentVideoKbps: Double(videoBytes * 8) / interval / 1000, sentAudioKbps: Double(audioBytes * 8) / interval / 1000,
-                          receivedFps: Double(frames) / interval, framesDecoded: after.received.framesDecoded, resolution: resolution,
+                          receivedFps: Double(frames) / interval, framesDecoded: after.received.framesDecoded,
+                          sentResolution: size(after.sent.videoWidth, after.sent.videoHeight),
+                          resolution: size(after.received.videoWidth, after.received.videoHeight),
                           lossPercent: after.sent.receiverLossFraction.map { $0 * 100 },
                           rttMs: after.sent.roundTripTime.map { $0.secondsValueForStatus * 1000 },
                           audioConcealed: after.received.audioConcealed,
                           latencyMs: newLatencies.isEmpty ? nil : newLatencies[newLatencies.count / 2])
     }
+
+    private static func size(_ width: Int, _ height: Int) -> String { width == 0 ? "-" : "\(width)x\(height)" }
 
     /// One JSON object, for stats lines when standard output is not a terminal.
     public var json: String {

@@ -38,16 +38,15 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
     }
 
     /// Sends and receives until `duration` passes, the peer says BYE or goes silent, or `stop()`.
-    public func run(_ call: NegotiatedCall, video: MediaSenderConfiguration.VideoSource, audio: MediaSenderConfiguration.AudioSource,
-                    duration: Duration?, videoOutput: String? = nil, audioOutput: String? = nil) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
+    /// The tracks, renderers and speaker belong to the caller and stay open afterwards.
+    public func run(_ call: NegotiatedCall, media: Call.Media, duration: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
         guard let videoStream = call.streams.first(where: { $0.kind == "video" }) ?? call.streams.first else {
             throw NegotiationError("no negotiated stream")
         }
         let audioStream = call.streams.first { $0.kind == "audio" }
         var sending = MediaSenderConfiguration(destinationHost: call.remoteHost, videoPort: videoStream.remotePort)
         sending.audioPort = audioStream?.remotePort ?? videoStream.remotePort + 2
-        sending.video = call.streams.contains { $0.kind == "video" } ? video : .none
-        sending.audio = audioStream == nil ? .none : audio
+        let tracks = (video: call.streams.contains { $0.kind == "video" } ? media.videoTrack : nil, audio: audioStream == nil ? nil : media.audioTrack)
         sending.duration = duration
         sending.ssrcs = ssrcs
         if let srtp = call.srtp {
@@ -65,9 +64,9 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         // A peer that vanishes is noticed from RTCP silence within 4 s (reports come every second).
         receiving.idleTimeout = .seconds(4)
         receiving.srtpSendKey = call.srtp?.sendKey
-        receiving.videoOutput = videoOutput
-        receiving.audioOutput = audioOutput
-        let sender = try MediaSender(configuration: sending, sockets: (videoSocket, audioSocket))
+        receiving.videoRenderers = media.renderers
+        receiving.audioPlayout = media.audioPlayout
+        let sender = try MediaSender(configuration: sending, sockets: (videoSocket, audioSocket), tracks: tracks)
         let receiver = try MediaReceiver(configuration: receiving, sockets: (videoSocket, audioSocket))
         parts.withLock { $0 = (sender, receiver) }
         // One receive thread per socket routes: RTP to the receiver, RTCP to both (SR and BYE

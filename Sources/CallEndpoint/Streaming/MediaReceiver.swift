@@ -10,8 +10,12 @@ public struct MediaReceiverConfiguration: Sendable {
     public var listenHost = "0.0.0.0"
     /// The key this side protects its RTCP with, when it is not the stream's (a call: our own key).
     public var srtpSendKey: [UInt8]?
+    /// Files to write (made into a renderer and a playout device the receiver owns and closes).
     public var videoOutput: String?
     public var audioOutput: String?
+    /// A call's renderers and speaker, which outlive one media session (the call closes them).
+    public var videoRenderers: [any VideoRenderer] = []
+    public var audioPlayout: (any AudioDevice)?
     public var duration: Duration?
     /// Stop after this long without any packet, RTP or RTCP, once media has flowed: the sender
     /// went away. RTCP arrives every second even from a muted sender, so silence means gone.
@@ -47,6 +51,9 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var firstFrameAt: Duration?
     /// Why receiving ended early (bye, silence), empty when it ran its course.
     public var endReason = ""
+    /// Size of the last decoded picture.
+    public var videoWidth = 0
+    public var videoHeight = 0
 
     public var description: String {
         String(format: "received %.1f s: video %d packets (%lld lost, %d retransmissions), %d frames decoded (%d keyframes, %d dropped, %d decode errors), jitter %.1f ms; NACKs sent %d, PLIs %d; audio %d packets, %d decoded, %d from FEC, %d concealed",
@@ -89,9 +96,6 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var audioSender: UDPAddress?
         var videoDecoder: VP8Decoder?
         var audioDecoder: OpusDecoder?
-        var y4m: Y4MWriter?
-        var ivf: IVFWriter?
-        var wav: WAVWriter?
         var summary = ReceiverSummary()
         var lastPacket: Duration?
         var needKeyframe = false
@@ -102,6 +106,11 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var errors: [String] = []
     }
     private let state: Mutex<State>
+    let renderers: [any VideoRenderer]
+    let speaker: (any AudioDevice)?
+    /// What the receiver made from output paths itself, and so closes itself.
+    let ownedRenderers: [any VideoRenderer]
+    let ownedPlayout: (any AudioDevice)?
 
     public init(configuration: MediaReceiverConfiguration, sockets: (video: UDPSocket, audio: UDPSocket)? = nil) throws {
         self.configuration = configuration
@@ -133,8 +142,11 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         initial.videoBuffer.retransmissionWait = Self.retransmissionWait(roundTripTime: initial.roundTripTime)
         initial.videoDecoder = try VP8Decoder()
         initial.audioDecoder = try OpusDecoder(channels: 2)
-        if let path = configuration.audioOutput { initial.wav = try WAVWriter(path: path, channels: 2) }
         state = Mutex(initial)
+        ownedRenderers = configuration.videoOutput.map { [VideoRenderers.forPath($0)] } ?? []
+        ownedPlayout = try configuration.audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
+        renderers = configuration.videoRenderers + ownedRenderers
+        speaker = configuration.audioPlayout ?? ownedPlayout
     }
 
     public func stop() { stopping.store(true, ordering: .relaxed) }
@@ -150,9 +162,12 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             videoSocket?.startReceiving(name: "video-receive") { [self] bytes, from in receiveVideo(bytes, from: from) }
             audioSocket?.startReceiving(name: "audio-receive") { [self] bytes, from in receiveAudio(bytes, from: from) }
         }
-        let playout = Thread { [self] in playAudio() }
-        playout.name = "audio-playout"
-        if audioStream != nil { playout.start() }
+        if audioStream != nil {
+            try speaker?.startPlayout()
+            let thread = Thread { [self] in playAudio() }
+            thread.name = "audio-playout"
+            thread.start()
+        }
         var nextReport = Duration.seconds(1)
         while !stopping.load(ordering: .relaxed) {
             clock.sleep(until: clock.now + .milliseconds(10))
@@ -178,12 +193,9 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             audioSocket?.close()
         }
         while audioStream != nil && !playoutDone.load(ordering: .relaxed) { usleep(1000) }
-        return try state.withLock { s throws -> ReceiverSummary in
-            try s.y4m?.close()
-            try s.ivf?.close()
-            try s.wav?.close()
-            return summarize(s)
-        }
+        for renderer in ownedRenderers { renderer.finish() }
+        ownedPlayout?.stopPlayout()
+        return state.withLock { summarize($0) }
     }
 
     /// The statistics so far, while receiving.
@@ -244,12 +256,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     }
 
     private func decode(_ frame: VideoJitterBuffer.Frame, state s: inout State) {
-        if let path = configuration.videoOutput, path.hasSuffix(".ivf") {
-            if s.ivf == nil, frame.isKeyframe, let header = try? VP8FrameHeader(parsing: frame.data) {
-                s.ivf = try? IVFWriter(path: path, width: header.width ?? 0, height: header.height ?? 0)
-            }
-            try? s.ivf?.write(frame.data, pts: UInt64(frame.rtpTimestamp))
-        }
+        for renderer in renderers { renderer.renderEncoded(frame.data, rtpTimestamp: frame.rtpTimestamp, isKeyframe: frame.isKeyframe) }
         do {
             guard let picture = try s.videoDecoder?.decode(frame.data) else { return }
             s.summary.framesDecoded += 1
@@ -264,10 +271,9 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 if latency < 10_000 { s.summary.videoLatenciesMs.append(Double(latency)) }
             }
             if s.summary.firstFrameNumbers.count < 5, let n = TestPatternReader.frameNumber(in: picture) { s.summary.firstFrameNumbers.append(n) }
-            if let path = configuration.videoOutput, !path.hasSuffix(".ivf") {
-                if s.y4m == nil { s.y4m = try Y4MWriter(path: path, width: picture.width, height: picture.height, frameRate: 30) }
-                if s.y4m?.width == picture.width && s.y4m?.height == picture.height { try s.y4m?.write(picture) }
-            }
+            s.summary.videoWidth = picture.width
+            s.summary.videoHeight = picture.height
+            for renderer in renderers { renderer.render(picture) }
         } catch {
             s.summary.decodeErrors += 1
             s.needKeyframe = true
@@ -407,7 +413,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 }
                 guard let samples else { return }
                 if case .decode = playout { s.summary.audioDecoded += 1 }
-                try? s.wav?.write(samples)
+                speaker?.play(samples)
                 measureAudioLatency(samples, channels: decoder.channels, playedAt: MonotonicClock.now, state: &s)
             }
         }

@@ -10,12 +10,14 @@ public struct MediaSenderConfiguration: Sendable {
         case none
         case pattern(width: Int, height: Int, frameRate: Int)
         case y4m(path: String)
+        case camera(path: String, mode: CameraModeRequest?)
     }
 
     public enum AudioSource: Sendable, Equatable {
         case none
         case tone
         case wav(path: String)
+        case alsa(pcm: String)
     }
 
     public var destinationHost: String
@@ -56,6 +58,9 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     public var roundTripTime: Duration?
     public var receiverLossFraction: Double?
     public var elapsed: Duration = .zero
+    /// Size of the last video frame sent.
+    public var videoWidth = 0
+    public var videoHeight = 0
 
     public var description: String {
         let seconds = max(elapsed.secondsDouble, 0.001)
@@ -97,9 +102,24 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         var roundTripTime: Duration = .milliseconds(50)
     }
     private let state = Mutex(State())
+    let videoTrack: LocalVideoTrack?
+    let audioTrack: LocalAudioTrack?
+    /// True when the tracks were made here from the configuration (and are closed here).
+    let ownsTracks: Bool
 
-    public init(configuration: MediaSenderConfiguration, sockets: (video: UDPSocket, audio: UDPSocket)? = nil) throws {
+    /// `tracks` are a call's published tracks, which outlive one media session; without them the
+    /// sender opens the configuration's sources itself and closes them when it ends.
+    public init(configuration: MediaSenderConfiguration, sockets: (video: UDPSocket, audio: UDPSocket)? = nil,
+                tracks: (video: LocalVideoTrack?, audio: LocalAudioTrack?)? = nil) throws {
         self.configuration = configuration
+        if let tracks {
+            (videoTrack, audioTrack) = tracks
+            ownsTracks = false
+        } else {
+            videoTrack = try configuration.video.makeTrack(loopFiles: false)
+            audioTrack = try configuration.audio.makeTrack(loopFiles: false)
+            ownsTracks = true
+        }
         videoSSRC = configuration.ssrcs?.video ?? UInt32.random(in: 1...UInt32.max)
         rtxSSRC = configuration.ssrcs?.rtx ?? UInt32.random(in: 1...UInt32.max)
         audioSSRC = configuration.ssrcs?.audio ?? UInt32.random(in: 1...UInt32.max)
@@ -123,12 +143,12 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     public var sessionDescription: SessionDescriptionFile {
         var streams: [StreamDescription] = []
         let crypto = configuration.srtp
-        if configuration.video != .none {
+        if videoTrack != nil {
             streams.append(StreamDescription(kind: .video, port: configuration.videoPort, payloadType: MediaSenderConfiguration.videoPayloadType,
                                              encodingName: "VP8", clockRate: 90_000, feedback: ["nack", "nack pli", "ccm fir"],
                                              ssrc: videoSSRC, cname: cname, crypto: crypto, rtxPayloadType: MediaSenderConfiguration.rtxPayloadType))
         }
-        if configuration.audio != .none {
+        if audioTrack != nil {
             streams.append(StreamDescription(kind: .audio, port: configuration.audioPort, payloadType: MediaSenderConfiguration.audioPayloadType,
                                              encodingName: "opus", clockRate: 48_000, channels: 2, fmtp: "minptime=10;useinbandfec=1",
                                              ssrc: audioSSRC, cname: cname, crypto: crypto))
@@ -170,8 +190,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             thread.name = name
             thread.start()
         }
-        if configuration.video != .none { spawn("video-send") { [self] in try sendVideo() } }
-        if configuration.audio != .none { spawn("audio-send") { [self] in try sendAudio() } }
+        if videoTrack != nil { spawn("video-send") { [self] in try sendVideo() } }
+        if audioTrack != nil { spawn("audio-send") { [self] in try sendAudio() } }
         spawn("rtcp-send") { [self] in
             var next = Duration.seconds(1)
             while !stopping.load(ordering: .relaxed) {
@@ -196,7 +216,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         }
     }
 
-    private var mediaThreads: Int { (configuration.video != .none ? 1 : 0) + (configuration.audio != .none ? 1 : 0) }
+    private var mediaThreads: Int { (videoTrack != nil ? 1 : 0) + (audioTrack != nil ? 1 : 0) }
     private let mediaFinished = Atomic<Int>(0)
 
     private func shouldContinue(_ elapsed: Duration) -> Bool {
@@ -211,43 +231,47 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     private func sendVideo() throws {
         defer { mediaFinished.add(1, ordering: .relaxed) }
-        var pattern: TestPatternSource?
-        var reader: Y4MReader?
-        let width: Int, height: Int, fps: Int
-        switch configuration.video {
-        case .pattern(let w, let h, let f):
-            pattern = TestPatternSource(width: w, height: h, frameRate: f)
-            (width, height, fps) = (w, h, f)
-        case .y4m(let path):
-            let r = try Y4MReader(path: path)
-            reader = r
-            (width, height, fps) = (r.width, r.height, max(1, Int(r.frameRate.rounded())))
-        case .none:
-            return
+        guard let track = videoTrack else { return }
+        let source = track.source
+        let frames = CaptureQueue<VideoFrame?>(capacity: 1)  // the newest picture only: an encoder that falls behind skips
+        let modeChanged = Atomic<Bool>(false)
+        source.start { output in
+            switch output {
+            case .frame(let frame): frames.put(frame)
+            case .modeChanged: modeChanged.store(true, ordering: .relaxed)
+            case .ended: frames.put(nil)
+            }
         }
-        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: width, height: height, frameRate: fps,
-                                                                            targetBitrate: configuration.videoBitrate))
+        defer { ownsTracks ? source.stop() : source.detach() }
+        var encoder: VP8Encoder?
         var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
         var sequence = UInt16.random(in: 0...UInt16.max)
         let timestampBase = UInt32.random(in: 0...UInt32.max)
-        var index = 0
         while shouldContinue(clock.now) {
-            let due = Duration.microseconds(Int64(index) * 1_000_000 / Int64(fps))
-            clock.sleep(until: due)
-            guard var frame = pattern != nil ? pattern!.nextFrame(captureTime: MonotonicClock.now) : try reader?.readFrame() else { break }
-            frame.timestamp = clock.now
-            if keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
-            let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(index) * 90_000 / Int64(fps))
+            guard let item = frames.take(timeout: .milliseconds(100)) else { continue }
+            guard var frame = item else { break }
+            if !track.isEnabled { frame = VideoFrame(width: frame.width, height: frame.height, timestamp: frame.timestamp, luma: 16) }
+            let now = clock.now
+            if let running = encoder {
+                try running.setResolution(width: frame.width, height: frame.height)
+            } else {
+                let rate = max(1, Int(source.format.frameRate.rounded()))
+                encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: frame.width, height: frame.height, frameRate: rate,
+                                                                                targetBitrate: configuration.videoBitrate))
+            }
+            guard let encoder else { break }
+            if modeChanged.exchange(false, ordering: .relaxed) || keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
+            let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(now.secondsDouble * 90_000))
             for encoded in try encoder.encode(frame) {
                 let payloads = packetizer.packetize(encoded.data)
                 for (i, payload) in payloads.enumerated() {
                     let packet = RTPPacket(payloadType: MediaSenderConfiguration.videoPayloadType, sequenceNumber: sequence, timestamp: timestamp,
                                            ssrc: videoSSRC, marker: i == payloads.count - 1, payload: payload)
                     sequence &+= 1
-                    let now = clock.now
+                    let sentAt = clock.now
                     state.withLock { s in
-                        s.history.store(packet, sentAt: now)
-                        s.video.record(packet, at: now)
+                        s.history.store(packet, sentAt: sentAt)
+                        s.video.record(packet, at: sentAt)
                         s.stats.videoPackets += 1
                         s.stats.videoBytes += packet.serializedSize
                     }
@@ -256,48 +280,40 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 state.withLock { s in
                     s.stats.videoFrames += 1
                     if encoded.isKeyframe { s.stats.keyframes += 1 }
+                    s.stats.videoWidth = frame.width
+                    s.stats.videoHeight = frame.height
                 }
             }
-            index += 1
         }
     }
 
     private func sendAudio() throws {
         defer { mediaFinished.add(1, ordering: .relaxed) }
-        let frameSamples = 960
-        // The tone carries a timing mark at every whole second of the capture clock, for the
-        // receiver's glass-to-glass audio latency.
-        var tone: MarkedToneSource?
-        var wav: WAVReader?
-        var channels = 1
-        switch configuration.audio {
-        case .tone: tone = MarkedToneSource()
-        case .wav(let path):
-            let reader = try WAVReader(path: path)
-            guard reader.sampleRate == AudioFrame.sampleRate else {
-                throw CodecError(.invalidArgument, "send \(path)", "sample rate \(reader.sampleRate) Hz; callend sends 48000 Hz (convert with ffmpeg -ar 48000)")
-            }
-            channels = reader.channels
-            wav = reader
-        case .none: return
-        }
-        let encoder = try OpusEncoder(channels: channels, application: .voip, bitrate: configuration.audioBitrate)
-        try encoder.setInbandFEC(enabled: true, expectedLossPercent: 10)
+        guard let track = audioTrack else { return }
+        let device = track.device
+        let blocks = CaptureQueue<[Int16]>(capacity: 10)  // 200 ms: a stalled encoder drops the oldest
+        try device.startCapture { blocks.put($0) }
+        defer { ownsTracks ? device.stopCapture() : try? device.startCapture { _ in } }
+        var encoder: OpusEncoder?
         var sequence = UInt16.random(in: 0...UInt16.max)
         var timestamp = UInt32.random(in: 0...UInt32.max)
-        var index = 0
+        var first = true
         while shouldContinue(clock.now) {
-            clock.sleep(until: .milliseconds(index * 20))
-            var samples: [Int16]
-            if tone != nil {
-                samples = tone!.next(samplesPerChannel: frameSamples, captureTime: MonotonicClock.now)
-            } else {
-                guard let chunk = wav?.read(samplesPerChannel: frameSamples) else { break }
-                samples = chunk + [Int16](repeating: 0, count: frameSamples * channels - chunk.count)
+            guard var samples = blocks.take(timeout: .milliseconds(100)) else { continue }
+            guard !samples.isEmpty else { break }  // a file source ran out
+            let channels = samples.count / AudioBlock.frames
+            guard channels == 1 || channels == 2, samples.count == AudioBlock.frames * channels else { continue }
+            if encoder?.channels != channels {
+                // The first block, or a microphone switch to a device with another channel count.
+                let e = try OpusEncoder(channels: channels, application: .voip, bitrate: configuration.audioBitrate)
+                try e.setInbandFEC(enabled: true, expectedLossPercent: 10)
+                encoder = e
             }
-            let payload = try encoder.encode(samples)
+            if !track.isEnabled { samples = [Int16](repeating: 0, count: samples.count) }
+            let payload = try encoder!.encode(samples)
             let packet = RTPPacket(payloadType: MediaSenderConfiguration.audioPayloadType, sequenceNumber: sequence, timestamp: timestamp,
-                                   ssrc: audioSSRC, marker: index == 0, payload: payload)
+                                   ssrc: audioSSRC, marker: first, payload: payload)
+            first = false
             let now = clock.now
             state.withLock { s in
                 s.audio.record(packet, at: now)
@@ -306,8 +322,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             }
             try send(packet, on: audioSocket, to: audioDestination)
             sequence &+= 1
-            timestamp &+= UInt32(frameSamples)
-            index += 1
+            timestamp &+= UInt32(AudioBlock.frames)
         }
     }
 
@@ -318,19 +333,19 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         let (video, audio) = state.withLock { s in
             (s.video.report(ssrc: videoSSRC, ntp: ntp, now: now), s.audio.report(ssrc: audioSSRC, ntp: ntp, now: now))
         }
-        if configuration.video != .none {
+        if videoTrack != nil {
             sendRTCP([.senderReport(video), .sourceDescription(SourceDescription(ssrc: videoSSRC, cname: cname))], socket: videoSocket, to: videoDestination)
         }
-        if configuration.audio != .none {
+        if audioTrack != nil {
             sendRTCP([.senderReport(audio), .sourceDescription(SourceDescription(ssrc: audioSSRC, cname: cname))], socket: audioSocket, to: audioDestination)
         }
     }
 
     private func sendGoodbye() {
-        if configuration.video != .none {
+        if videoTrack != nil {
             sendRTCP([.goodbye(Goodbye(sources: [videoSSRC], reason: "done"))], socket: videoSocket, to: videoDestination)
         }
-        if configuration.audio != .none {
+        if audioTrack != nil {
             sendRTCP([.goodbye(Goodbye(sources: [audioSSRC], reason: "done"))], socket: audioSocket, to: audioDestination)
         }
     }
@@ -419,5 +434,57 @@ struct StreamCounters {
         SenderReport(ssrc: ssrc, ntpTimestamp: ntp,
                      rtpTimestamp: lastTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - lastTime).secondsDouble * clockRate)),
                      packetCount: packets, octetCount: octets)
+    }
+}
+
+/// Hands captured items from a device thread to the sending thread: a bounded FIFO that drops
+/// the oldest item when full (a sender that falls behind skips, it never queues up latency).
+final class CaptureQueue<Item: Sendable>: Sendable {
+    private let items = Mutex<[Item]>([])
+    private let available = DispatchSemaphore(value: 0)
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func put(_ item: Item) {
+        let dropped = items.withLock { q -> Bool in
+            q.append(item)
+            guard q.count > capacity else { return false }
+            q.removeFirst()
+            return true
+        }
+        if !dropped { available.signal() }
+    }
+
+    /// The oldest item, waiting up to `timeout`; nil when none came.
+    func take(timeout: Duration) -> Item? {
+        guard available.wait(timeout: .now() + timeout.secondsDouble) == .success else { return nil }
+        return items.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+    }
+}
+
+extension MediaSenderConfiguration.VideoSource {
+    /// Opens this source as a track (nil for `.none`).
+    public func makeTrack(loopFiles: Bool) throws -> LocalVideoTrack? {
+        let input: CameraInput
+        switch self {
+        case .none: return nil
+        case .pattern(let w, let h, let f): input = .pattern(width: w, height: h, frameRate: f)
+        case .y4m(let path): input = .file(path: path)
+        case .camera(let path, let mode): input = .device(path: path, mode: mode)
+        }
+        return LocalVideoTrack(source: try CameraSource(input, loopFiles: loopFiles))
+    }
+}
+
+extension MediaSenderConfiguration.AudioSource {
+    /// Opens this source as a track (nil for `.none`).
+    public func makeTrack(loopFiles: Bool) throws -> LocalAudioTrack? {
+        switch self {
+        case .none: return nil
+        case .tone: return LocalAudioTrack(device: try SyntheticAudioDevice(source: .tone))
+        case .wav(let path): return LocalAudioTrack(device: try SyntheticAudioDevice(source: .wav(path: path), loop: loopFiles))
+        case .alsa(let pcm): return LocalAudioTrack(device: try ALSAAudioDevice { $0.capturePCM = pcm; $0.playbackPCM = nil })
+        }
     }
 }

@@ -49,4 +49,15 @@ extension VideoFrame {
             }
         }
     }
+
+    /// The picture as packed 8-bit R, G, B (BT.601, libyuv I420ToRAW), for snapshots.
+    public func rgb() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: width * height * 3)
+        withPlanes { y, u, v in
+            out.withUnsafeMutableBufferPointer { o in
+                _ = I420ToRAW(y, Int32(strideY), u, Int32(strideU), v, Int32(strideV), o.baseAddress, Int32(width * 3), Int32(width), Int32(height))
+            }
+        }
+        return out
+    }
 }

@@ -6,14 +6,16 @@ import Glibc
 
 /// Releases items at their due time on the monotonic clock: the n-th item at start + n × period.
 /// A consumer that falls behind gets the next item at once (no catch-up burst beyond that).
-struct RealTimePacer {
-    let period: Duration
+public struct RealTimePacer: Sendable {
+    public let period: Duration
     private var start: ContinuousClock.Instant?
     private var index: Int64 = 0
 
-    init(period: Duration) { self.period = period }
+    public init(period: Duration) { self.period = period }
 
-    mutating func waitForNext() {
+    /// Sleeps until the next period is due (the first call returns at once); a caller that fell
+    /// behind is not made to wait.
+    public mutating func waitForNext() {
         let now = ContinuousClock.now
         let origin = start ?? now
         if start == nil { start = now }

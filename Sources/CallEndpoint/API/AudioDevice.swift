@@ -1,0 +1,311 @@
+import Codecs
+import Devices
+import Foundation
+import Synchronization
+
+/// Audio in and out of a call: 48 kHz, 16-bit, interleaved, in 20 ms blocks. Capture delivers on
+/// the device's own thread; playout takes stereo blocks and plays them on its own thread. ALSA is
+/// the default (`ALSAAudioDevice`); files, pipes and synthetic sources plug in the same way.
+public protocol AudioDevice: AnyObject, Sendable {
+    /// Channels of the captured audio (1 or 2).
+    var captureChannels: Int { get }
+    /// Starts capturing; `deliver` gets 960 frames (20 ms) at a time. A second call replaces `deliver`.
+    func startCapture(_ deliver: @escaping @Sendable ([Int16]) -> Void) throws
+    func stopCapture()
+    /// Starts playing what `play` queues (silence when nothing is queued).
+    func startPlayout() throws
+    /// Queues 960 stereo frames (20 ms) for playout.
+    func play(_ samples: [Int16])
+    func stopPlayout()
+    /// Switches the microphone to another ALSA PCM during a call.
+    func selectCapture(_ pcm: String) throws
+    /// Switches the speaker to another ALSA PCM during a call.
+    func selectPlayback(_ pcm: String) throws
+    /// What it captures from and plays to, for stats and replies.
+    var route: (capture: String, playback: String) { get }
+}
+
+extension AudioDevice {
+    public func selectCapture(_ pcm: String) throws {
+        throw ConfigurationError("\(route.capture) cannot switch to \(pcm); start with --mic to use ALSA")
+    }
+    public func selectPlayback(_ pcm: String) throws {
+        throw ConfigurationError("\(route.playback) cannot switch to \(pcm); start with --speaker to use ALSA")
+    }
+}
+
+public enum AudioBlock {
+    /// Frames per channel in one block: 20 ms at 48 kHz.
+    public static let frames = AudioFrame.sampleRate / 50
+    public static let period = Duration.milliseconds(20)
+}
+
+/// Which PCMs an `ALSAAudioDevice` uses and how: the "audio route".
+public struct AudioRoute: Sendable, Equatable {
+    /// ALSA PCM names (`default`, `plughw:CARD=...,DEV=0`, a PCM from an ALSA configuration); nil: that side is off.
+    public var capturePCM: String?
+    public var playbackPCM: String?
+    public var captureChannels = 1
+    /// Frames per ALSA period (480 = 10 ms) and periods per buffer.
+    public var periodFrames = 480
+    public var periods = 4
+    /// Speech (Opus voip) rather than music (Opus audio).
+    public var voiceMode = true
+
+    public init(capturePCM: String? = "default", playbackPCM: String? = "default") {
+        self.capturePCM = capturePCM
+        self.playbackPCM = playbackPCM
+    }
+}
+
+/// A thread that runs `step` until stopped, once per 20 ms at most (a PCM without a clock, such
+/// as alsa-lib's file plugin over the null device, would otherwise run flat out).
+final class AudioThread: Sendable {
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(name: String, step: @escaping @Sendable () -> Void) {
+        let thread = Thread { [self] in
+            var pacer = RealTimePacer(period: AudioBlock.period)
+            while !stopping.load(ordering: .relaxed) {
+                pacer.waitForNext()
+                step()
+            }
+            finished.signal()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    func stop() {
+        guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        finished.wait()
+    }
+}
+
+/// Bounded queue of stereo samples waiting to be played: keeps at most `limit` frames (older
+/// audio is dropped, so latency cannot grow), and hands out silence when it runs dry.
+struct PlayoutQueue {
+    var samples: [Int16] = []
+    let limit = AudioBlock.frames * 10 * 2
+
+    mutating func append(_ block: [Int16]) {
+        samples += block
+        if samples.count > limit { samples.removeFirst(samples.count - limit) }
+    }
+
+    mutating func next() -> [Int16] {
+        let count = AudioBlock.frames * 2
+        guard samples.count >= count else { return [Int16](repeating: 0, count: count) }
+        defer { samples.removeFirst(count) }
+        return Array(samples.prefix(count))
+    }
+}
+
+/// alsa-lib capture and playback, each on its own thread, switchable during a call: the new PCM
+/// is opened first, so a switch to a PCM that cannot be opened throws and leaves the old one.
+public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM handles move between threads only inside `Handle` under locks
+    /// An open PCM, handed from the thread that opened it to the thread that uses it.
+    final class Handle: @unchecked Sendable {  // used by one thread at a time
+        let pcm: ALSAPCM
+        init(_ pcm: ALSAPCM) { self.pcm = pcm }
+    }
+
+    public let configuration: AudioRoute
+    private let capturePCM = Mutex<Handle?>(nil)
+    private let playbackPCM = Mutex<Handle?>(nil)
+    private let captureSink = Mutex<(@Sendable ([Int16]) -> Void)?>(nil)
+    private let queue = Mutex(PlayoutQueue())
+    private let threads = Mutex<(capture: AudioThread?, playback: AudioThread?)>((nil, nil))
+    /// The last error of each side (a device that went away, say), for stats.
+    public let lastError = Mutex<String?>(nil)
+
+    /// Opens the route's PCMs; `configure` adjusts the default route (the configuration hook).
+    public init(_ configure: (inout AudioRoute) -> Void = { _ in }) throws {
+        var route = AudioRoute()
+        configure(&route)
+        configuration = route
+        if let name = route.capturePCM { try install(capture: name) }
+        if let name = route.playbackPCM { try install(playback: name) }
+    }
+
+    public var captureChannels: Int { configuration.captureChannels }
+
+    public var route: (capture: String, playback: String) {
+        (capturePCM.withLock { $0?.pcm.name } ?? "none", playbackPCM.withLock { $0?.pcm.name } ?? "none")
+    }
+
+    private func open(_ name: String, _ direction: ALSAPCM.Direction) throws -> Handle {
+        var c = ALSAPCM.Configuration(channels: direction == .capture ? configuration.captureChannels : 2)
+        c.periodFrames = configuration.periodFrames
+        c.periods = configuration.periods
+        return Handle(try ALSAPCM(name: name, direction: direction, configuration: c))
+    }
+
+    private func install(capture name: String) throws {
+        let handle = try open(name, .capture)
+        capturePCM.withLock { $0 = handle }
+    }
+
+    private func install(playback name: String) throws {
+        let handle = try open(name, .playback)
+        playbackPCM.withLock { $0 = handle }
+    }
+
+    public func selectCapture(_ pcm: String) throws { try install(capture: pcm) }
+    public func selectPlayback(_ pcm: String) throws { try install(playback: pcm) }
+
+    public func startCapture(_ deliver: @escaping @Sendable ([Int16]) -> Void) throws {
+        captureSink.withLock { $0 = deliver }
+        try threads.withLock { t in
+            guard t.capture == nil else { return }
+            guard capturePCM.withLock({ $0 }) != nil else { throw ConfigurationError("no capture PCM in the audio route") }
+            t.capture = AudioThread(name: "alsa-capture") { [self] in
+                // Holding the lock across the read keeps a switch from closing the PCM under it.
+                let result = capturePCM.withLock { h in Result { try h?.pcm.read(frames: AudioBlock.frames) } }
+                switch result {
+                case .success(let samples?): captureSink.withLock { $0 }?(samples)
+                case .success(nil): break
+                case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
+                }
+            }
+        }
+    }
+
+    public func stopCapture() {
+        let thread = threads.withLock { t in defer { t.capture = nil }; return t.capture }
+        thread?.stop()
+    }
+
+    public func startPlayout() throws {
+        try threads.withLock { t in
+            guard t.playback == nil else { return }
+            guard playbackPCM.withLock({ $0 }) != nil else { throw ConfigurationError("no playback PCM in the audio route") }
+            t.playback = AudioThread(name: "alsa-playback") { [self] in
+                let block = queue.withLock { $0.next() }
+                let result = playbackPCM.withLock { h in Result { try h?.pcm.write(block) } }
+                if case .failure(let error) = result { lastError.withLock { $0 = "\(error)" }; usleep(100_000) }
+            }
+        }
+    }
+
+    public func play(_ samples: [Int16]) { queue.withLock { $0.append(samples) } }
+
+    public func stopPlayout() {
+        let thread = threads.withLock { t in defer { t.playback = nil }; return t.playback }
+        thread?.stop()
+    }
+
+    deinit {
+        stopCapture()
+        stopPlayout()
+    }
+}
+
+/// Synthetic capture (the marked tone, a WAV file, or silence) and playout to a WAV file or nowhere.
+public final class SyntheticAudioDevice: AudioDevice, @unchecked Sendable {  // the source and writer are used under `parts`
+    public enum Source: Sendable, Equatable {
+        /// 440 Hz with a 3 kHz timing mark at every whole second of the capture clock.
+        case tone
+        /// A 48 kHz WAV file, looped.
+        case wav(path: String)
+        case silence
+    }
+
+    public let source: Source
+    public let outputPath: String?
+    public let captureChannels: Int
+    private let parts: Mutex<(tone: MarkedToneSource, wav: WAVReader?, writer: WAVWriter?)>
+    private let captureSink = Mutex<(@Sendable ([Int16]) -> Void)?>(nil)
+    private let queue = Mutex(PlayoutQueue())
+    private let threads = Mutex<(capture: AudioThread?, playback: AudioThread?)>((nil, nil))
+
+    /// Whether a WAV source starts again at its end; when not, capture delivers empty blocks after it.
+    public let loop: Bool
+
+    public init(source: Source = .tone, outputPath: String? = nil, loop: Bool = true) throws {
+        self.source = source
+        self.loop = loop
+        self.outputPath = outputPath
+        var wav: WAVReader?
+        if case .wav(let path) = source {
+            let reader = try WAVReader(path: path)
+            guard reader.sampleRate == AudioFrame.sampleRate, (1...2).contains(reader.channels) else {
+                throw CodecError(.invalidArgument, "audio source \(path)",
+                                 "\(reader.sampleRate) Hz, \(reader.channels) channels; callend sends 48000 Hz mono or stereo (convert with ffmpeg -ar 48000 -ac 1)")
+            }
+            wav = reader
+        }
+        captureChannels = wav?.channels ?? 1
+        parts = Mutex((MarkedToneSource(), wav, try outputPath.map { try WAVWriter(path: $0, channels: 2) }))
+    }
+
+    public var route: (capture: String, playback: String) {
+        let capture: String = switch source {
+        case .tone: "tone"
+        case .wav(let path): path
+        case .silence: "silence"
+        }
+        return (capture, outputPath ?? "none")
+    }
+
+    public func startCapture(_ deliver: @escaping @Sendable ([Int16]) -> Void) throws {
+        captureSink.withLock { $0 = deliver }
+        threads.withLock { t in
+            guard t.capture == nil else { return }
+            t.capture = AudioThread(name: "synthetic-capture") { [self] in
+                let block = nextBlock()
+                captureSink.withLock { $0 }?(block)
+            }
+        }
+    }
+
+    private func nextBlock() -> [Int16] {
+        let count = AudioBlock.frames * captureChannels
+        return parts.withLock { p in
+            switch source {
+            case .tone:
+                return p.tone.next(samplesPerChannel: AudioBlock.frames, captureTime: MonotonicClock.now)
+            case .wav(let path):
+                var chunk = p.wav?.read(samplesPerChannel: AudioBlock.frames) ?? []
+                if chunk.isEmpty && !loop { return [] }
+                if chunk.count < count, loop, let again = try? WAVReader(path: path) {  // loop
+                    p.wav = again
+                    chunk += again.read(samplesPerChannel: AudioBlock.frames - chunk.count / captureChannels) ?? []
+                }
+                return chunk + [Int16](repeating: 0, count: max(0, count - chunk.count))
+            case .silence:
+                return [Int16](repeating: 0, count: count)
+            }
+        }
+    }
+
+    public func stopCapture() {
+        let thread = threads.withLock { t in defer { t.capture = nil }; return t.capture }
+        thread?.stop()
+    }
+
+    /// Played audio goes straight to the file (no clock of its own: the receiver's playout
+    /// thread already runs once per 20 ms).
+    public func startPlayout() throws {}
+
+    public func play(_ samples: [Int16]) { parts.withLock { p in try? p.writer?.write(samples) } }
+
+    public func stopPlayout() { parts.withLock { p in try? p.writer?.close() } }
+
+    deinit { stopCapture() }
+}
+
+/// A published audio track: a device's capture that can be muted (silence is sent, so the peer's
+/// playout keeps its rhythm) and unmuted.
+public final class LocalAudioTrack: Sendable {
+    public let device: any AudioDevice
+    private let enabled = Atomic<Bool>(true)
+
+    public init(device: any AudioDevice) { self.device = device }
+
+    public var isEnabled: Bool {
+        get { enabled.load(ordering: .relaxed) }
+        set { enabled.store(newValue, ordering: .relaxed) }
+    }
+}
