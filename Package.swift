@@ -35,7 +35,7 @@ let package = Package(
         .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "RTPTransport"]),
         .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling"]),
         .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "Devices"]),
-        .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "Codecs", "RTPTransport"]),
+        .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "Codecs", "RTPTransport", "Signaling", "Devices"]),
         .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Codecs", "RTPTransport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,6 +1,7 @@
 import Codecs
 import Foundation
 import Testing
+import TestSupport
 @testable import Devices
 
 @Suite struct SyntheticSourceTests {

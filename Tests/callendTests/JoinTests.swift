@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 @Suite(.serialized) struct JoinTests {
     /// `callend serve` and two `callend join` processes on loopback: both sides decode the other's video.
@@ -43,6 +44,12 @@ import Testing
             (["join", "lab", "--token", "t", "--encoding", "auto", "--max-video-bitrate", "500000"], "cannot take EncodingParameters"),
             (["join", "lab", "--token", "t", "--server", "nowhere"], "HOST:PORT"),
             (["demo", "--seconds", "0"], "--seconds takes"),
+            (["join", "lab", "--token", "t", "--camera", "/dev/video0", "--video-source", "clip.y4m"], "alternatives"),
+            (["join", "lab", "--token", "t", "--mic", "default", "--audio-source", "none"], "alternatives"),
+            (["join", "lab", "--token", "t", "--speaker", "default", "--audio-out", "x.wav"], "alternatives"),
+            (["join", "lab", "--token", "t", "--pixel-format", "YUYV"], "--camera only"),
+            (["join", "lab", "--token", "t", "--camera", "/dev/video0", "--pixel-format", "YUV"], "FourCC"),
+            (["join", "lab", "--token", "t", "--video-out", "x.mp4"], ".y4m, .ivf or .ppm"),
         ]
         for (arguments, message) in cases {
             let result = try runCallend(arguments)
@@ -57,6 +64,49 @@ import Testing
         let port = try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? ""))
         let refused = try runCallend(["join", "lab", "--token", "a.b.c", "--server", "127.0.0.1:\(port)", "--duration", "2"])
         #expect(refused.status == 1 && refused.stderr.contains("token_"), "\(refused.stderr)")
+        // Devices are opened before joining: a missing camera or microphone fails at once, by name.
+        let noCamera = try runCallend(["join", "lab", "--token", "t", "--server", "127.0.0.1:\(port)", "--camera", "/dev/callend-no-camera"])
+        #expect(noCamera.status == 1 && noCamera.stderr.contains("/dev/callend-no-camera"), "\(noCamera.stderr)")
+        let noMic = try runCallend(["join", "lab", "--token", "t", "--server", "127.0.0.1:\(port)", "--mic", "callend-no-such-pcm"])
+        #expect(noMic.status == 1 && noMic.stderr.contains("callend-no-such-pcm"), "\(noMic.stderr)")
+    }
+
+    /// Commands reach a running join from its control socket and from standard input; replies
+    /// are JSON lines; 'leave' ends the call with exit code 0.
+    @Test func controlSocketAndStandardInputDriveARunningCall() throws {
+        let secret = try SecretFile()
+        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path])
+        defer { terminate(server) }
+        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        let port = try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? ""))
+        func token(_ who: String) throws -> String {
+            try runCallend(["token", "--room", "ctl", "--identity", who, "--secret-file", secret.path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let socketPath = FileManager.default.temporaryDirectory.appendingPathComponent("callend-ctl-\(getpid()).sock").path
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--advertise", "127.0.0.1", "--duration", "30"]
+        let input = Pipe()
+        let (a, aOut, _) = try launchCallend(["join", "ctl", "--token", try token("a"), "--control", socketPath] + common, input: input)
+        usleep(300_000)
+        let (b, bOut, _) = try launchCallend(["join", "ctl", "--token", try token("b"), "--no-stdin"] + common)
+        defer { terminate(a); terminate(b) }
+        let aLog = StreamCollector(aOut), bLog = StreamCollector(bOut)
+        #expect(aLog.wait(for: #""receivedFps""#, seconds: 10), "stats lines: \(aLog.text)")
+        let client = try UnixClient(path: socketPath)
+        client.send("camera pattern 160x120@15\nstats\nfly\n")
+        let replies = client.readLines(3)
+        #expect(replies.count == 3)
+        #expect(replies.first?.contains(#""ok":true"#) == true && replies.first?.contains(#""size":"160x120""#) == true, "\(replies)")
+        #expect(replies.dropFirst().first?.contains(#""status""#) == true)
+        #expect(replies.last?.contains(#""ok":false"#) == true)
+        #expect(bLog.wait(for: #""resolution":"160x120""#, seconds: 5), "b receives the new mode: \(bLog.text.suffix(400))")
+        input.fileHandleForWriting.write(Data("mute video\n".utf8))
+        #expect(aLog.wait(for: #""command":"mute""#, seconds: 3))
+        input.fileHandleForWriting.write(Data("leave\n".utf8))
+        let deadline = Date().addingTimeInterval(5)
+        while a.isRunning && Date() < deadline { usleep(20_000) }
+        #expect(!a.isRunning && a.terminationStatus == 0)
+        #expect(aLog.text.contains("ended: stopped"), "\(aLog.text.suffix(300))")
+        #expect(!FileManager.default.fileExists(atPath: socketPath), "the socket file is removed")
     }
 }
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Starts `callend` with arguments and environment, without waiting for it.
-func launchCallend(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, Pipe, Pipe) {
+func launchCallend(_ arguments: [String], environment: [String: String] = [:], input: Pipe? = nil) throws -> (Process, Pipe, Pipe) {
     let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend")
     let process = Process()
     process.executableURL = binary
@@ -11,7 +11,7 @@ func launchCallend(_ arguments: [String], environment: [String: String] = [:]) t
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err
-    process.standardInput = FileHandle.nullDevice
+    process.standardInput = input ?? FileHandle.nullDevice
     try process.run()
     return (process, out, err)
 }

@@ -25,7 +25,7 @@ if ! (cd / && "$here/vmrun.sh" -t 60 -- true); then
 fi
 bin=$(swift build --show-bin-path)
 status=0
-"$here/vmrun.sh" -t 180 -r "$results" -- sh -c "$bin/callend devices --json > $results/devices.json && setpriv --reuid=nobody --regid=nogroup --clear-groups $bin/callend devices > $results/devices-nobody.txt 2>&1 && CALLEND_DEVICELAB=1 $bin/callendPackageTests.xctest --testing-library swift-testing --filter DeviceLab" || status=$?
+"$here/vmrun.sh" -t 180 -r "$results" -- sh -c "$bin/callend devices --json > $results/devices.json && setpriv --reuid=nobody --regid=nogroup --clear-groups $bin/callend devices > $results/devices-nobody.txt 2>&1 && CALLEND_DEVICELAB=1 $bin/callendPackageTests.xctest --testing-library swift-testing --filter DeviceLab --no-parallel" || status=$?
 if [ $status -ne 0 ]; then
   echo "devicelab: FAILED: the tests in the VM exited with $status"
   exit 1

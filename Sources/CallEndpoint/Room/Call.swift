@@ -128,8 +128,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             }
             // Both sides ending on time send BYE to each other; that is the call's end, not a departure.
             let outOfTime = deadline.map { ContinuousClock.now >= $0 - .seconds(2) } ?? false
-            summary.endReason = result.received.endReason.isEmpty || outOfTime ? "done" : result.received.endReason
-            if summary.endReason == "done" { break }
+            summary.endReason = stopRequested.load(ordering: .relaxed) && !outOfTime ? "stopped"
+                : result.received.endReason.isEmpty || outOfTime ? "done" : result.received.endReason
+            if summary.endReason == "done" || summary.endReason == "stopped" { break }
             if let peer = summary.peer { onEvent?(.participantLeft(peer, reason: summary.endReason)) }
             log("\(summary.endReason): waiting for \(summary.peer ?? "the peer") to join again")
         }

@@ -1,0 +1,253 @@
+import Codecs
+import Devices
+import Foundation
+import Signaling
+import Synchronization
+import Testing
+import TestSupport
+@testable import CallEndpoint
+
+/// A renderer that keeps what a test needs to see: frames, the last size, the last mean luma.
+final class RecordingRenderer: VideoRenderer, Sendable {
+    let seen = Mutex<(frames: Int, width: Int, height: Int, luma: Double)>((0, 0, 0, 0))
+    func render(_ frame: VideoFrame) {
+        let luma = Double(frame.y.reduce(0) { $0 + Int($1) }) / Double(max(1, frame.y.count))
+        seen.withLock { $0 = ($0.frames + 1, frame.width, frame.height, luma) }
+    }
+    var frames: Int { seen.withLock { $0.frames } }
+}
+
+/// A speaker that keeps the level of the last 100 ms it was given.
+final class RecordingSpeaker: AudioDevice, Sendable {
+    let recent = Mutex<[Int16]>([])
+    var captureChannels: Int { 1 }
+    func startCapture(_ deliver: @escaping @Sendable ([Int16]) -> Void) throws { throw ConfigurationError("a speaker only") }
+    func stopCapture() {}
+    func startPlayout() throws {}
+    func play(_ samples: [Int16]) { recent.withLock { $0 = Array(($0 + samples).suffix(9600)) } }
+    func stopPlayout() {}
+    var route: (capture: String, playback: String) { ("none", "recording") }
+    var rms: Double {
+        let s = recent.withLock { $0 }
+        return s.isEmpty ? 0 : (s.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(s.count)).squareRoot()
+    }
+}
+
+final class EventRecorder: RoomDelegate, Sendable {
+    let events = Mutex<[RoomEvent]>([])
+    func room(_ room: Room, didReceive event: RoomEvent) { events.withLock { $0.append(event) } }
+    func contains(_ predicate: (RoomEvent) -> Bool) -> Bool { events.withLock { $0.contains(where: predicate) } }
+}
+
+/// Polls `condition` every 20 ms for up to `seconds`.
+func eventually(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}
+
+/// A signaling service in this process and tokens for it.
+final class TestService {
+    let secret = TokenSecret.random()
+    let server: SignalingServer
+    init() throws {
+        server = try SignalingServer(configuration: SignalingServerConfiguration(host: "127.0.0.1", port: 0, secret: secret))
+        server.start()
+    }
+    deinit { server.stop() }
+
+    func options(_ who: String, room: String = "lab") throws -> ConnectOptions {
+        let now = Int64(Date().timeIntervalSince1970)
+        let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: room, issuedAt: now, expires: now + 600))
+        return try ConnectOptions(token: token) { $0.roomName = room }
+    }
+
+    func connect(_ who: String, media: Call.Media, seconds: Int, delegate: (any RoomDelegate)? = nil) throws -> Room {
+        try Room.connect(options: try options(who), server: ("127.0.0.1", server.port), media: media, duration: .seconds(seconds),
+                         advertisedHost: "127.0.0.1", delegate: delegate)
+    }
+}
+
+@Suite(.serialized) struct RoomTests {
+    /// Room events in order, and every control command on a running call: the camera mode
+    /// changes what the peer decodes, mute sends black and silence, a bad command or a camera
+    /// that does not exist is refused while the call goes on, and leave ends it.
+    @Test func eventsSwitchingAndMutingDuringACall() throws {
+        let service = try TestService()
+        let renderer = RecordingRenderer(), speaker = RecordingSpeaker(), events = EventRecorder()
+        let alice = try service.connect("alice", media: try Call.Media.synthetic(width: 320, height: 240), seconds: 30, delegate: events)
+        usleep(300_000)
+        var bobMedia = try Call.Media.synthetic(width: 320, height: 240)
+        bobMedia.renderers = [renderer]
+        bobMedia.audioPlayout = speaker
+        let bob = try service.connect("bob", media: bobMedia, seconds: 30)
+        defer { alice.disconnect(); bob.disconnect() }
+
+        #expect(eventually(5) { renderer.frames > 10 && speaker.rms > 1000 }, "bob gets alice's video and audio")
+        #expect(renderer.seen.withLock { ($0.width, $0.height) } == (320, 240))
+
+        // The camera mode: the peer decodes the new size; pictures keep coming.
+        let switched = alice.perform("camera pattern 160x120@15")
+        #expect(switched.contains(#""ok":true"#) && switched.contains(#""size":"160x120""#), "\(switched)")
+        #expect(eventually(3) { renderer.seen.withLock { ($0.width, $0.height) == (160, 120) } })
+        let before = renderer.frames
+        #expect(eventually(2) { renderer.frames >= before + 10 }, "video goes on after the switch")
+
+        // Mute: black pictures and silence reach the peer; unmute brings them back.
+        #expect(alice.perform("mute").contains(#""ok":true"#))
+        #expect(eventually(3) { renderer.seen.withLock { $0.luma } < 25 && speaker.rms < 50 }, "muted: luma \(renderer.seen.withLock { $0.luma }), rms \(speaker.rms)")
+        #expect(alice.perform("unmute audio").contains(#""muted":false"#))
+        #expect(eventually(3) { speaker.rms > 1000 })
+        #expect(renderer.seen.withLock { $0.luma } < 25, "video stays muted")
+        #expect(alice.perform("unmute video").contains(#""ok":true"#))
+        #expect(eventually(3) { renderer.seen.withLock { $0.luma } > 40 })
+
+        // Stats, and refusals that leave the call as it was.
+        let stats = alice.perform("stats")
+        #expect(stats.contains(#""status":{"#) && stats.contains(#""sentResolution":"160x120""#), "\(stats)")
+        let unknown = alice.perform("fly away")
+        #expect(unknown.contains(#""ok":false"#) && unknown.contains("unknown command"), "\(unknown)")
+        let noCamera = alice.perform("camera /dev/callend-no-such-camera")
+        #expect(noCamera.contains(#""ok":false"#) && noCamera.contains(#""input":"pattern 160x120@15""#), "\(noCamera)")
+        let noALSA = alice.perform("mic default")
+        #expect(noALSA.contains(#""ok":false"#) && noALSA.contains("--mic"), "\(noALSA)")
+        let framesNow = renderer.frames
+        #expect(eventually(2) { renderer.frames > framesNow + 10 }, "the refusals did not stop the video")
+
+        // Leave: alice ends, and her events tell the story in order.
+        #expect(alice.perform("leave").contains(#""ok":true"#))
+        let summary = try alice.wait()
+        #expect(summary.endReason == "stopped")
+        let names = events.events.withLock { $0 }.map { event -> String in
+            switch event {
+            case .connected: "connected"
+            case .participantJoined: "joined"
+            case .trackSubscribed(_, let kind): "subscribed-\(kind)"
+            case .stats: "stats"
+            case .disconnected: "disconnected"
+            case .participantLeft: "left"
+            case .reconnecting: "reconnecting"
+            }
+        }
+        #expect(names.first == "connected" && names.last == "disconnected", "\(names)")
+        #expect(names.contains("joined") && names.contains("subscribed-video") && names.contains("subscribed-audio") && names.contains("stats"), "\(names)")
+        let firstJoin = try #require(names.firstIndex(of: "joined")), firstSubscribe = try #require(names.firstIndex(of: "subscribed-video"))
+        #expect(firstJoin < firstSubscribe)
+    }
+
+    /// The event stream is an async sequence that ends when the room does.
+    @Test func eventStreamEndsWithTheCall() async throws {
+        let service = try TestService()
+        let alice = try service.connect("alice", media: try Call.Media.synthetic(width: 160, height: 120), seconds: 3)
+        try await Task.sleep(for: .milliseconds(300))
+        let bob = try service.connect("bob", media: try Call.Media.synthetic(width: 160, height: 120), seconds: 3)
+        var seen: [RoomEvent] = []
+        for await event in alice.events { seen.append(event) }
+        #expect(seen.contains { if case .trackSubscribed(participant: "bob", kind: .video) = $0 { return true }; return false }, "\(seen.count) events")
+        if case .disconnected = seen.last {} else { Issue.record("last event: \(String(describing: seen.last))") }
+        bob.disconnect()
+    }
+
+    /// Microphone and speaker switch between ALSA PCMs during the call (alsa-lib's file plugin:
+    /// real snd_pcm capture and playback). Alice's microphone plays 440 Hz, then 880 Hz; Bob's
+    /// speaker writes to one file, then another: each file holds what was played while it was the speaker.
+    @Test func microphoneAndSpeakerSwitchDuringACall() throws {
+        #expect(ALSATestConfiguration.ready)
+        let dir = try ScratchFolder()
+        func toneFile(_ name: String, _ frequency: Double) throws -> String {
+            let path = "\(dir.path)/\(name).raw"
+            let samples = (0..<(48_000 * 30)).map { Int16(8000 * sin(2 * Double.pi * frequency * Double($0) / 48_000)) }
+            try Data(littleEndianBytes(samples)).write(to: URL(fileURLWithPath: path))
+            return "callend_test_in:FILE=\(path)"
+        }
+        let low = try toneFile("low", 440), high = try toneFile("high", 880)
+        let (out1, out2) = ("\(dir.path)/out1.raw", "\(dir.path)/out2.raw")
+        let service = try TestService()
+        let mic = try ALSAAudioDevice { $0.capturePCM = low; $0.playbackPCM = nil }
+        let alice = try service.connect("alice", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: mic)), seconds: 30)
+        usleep(300_000)
+        let speaker = try ALSAAudioDevice { $0.capturePCM = nil; $0.playbackPCM = "callend_test_out:FILE=\(out1)" }
+        let bob = try service.connect("bob", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: try SyntheticAudioDevice(source: .silence)),
+                                                               audioPlayout: speaker), seconds: 30)
+        defer { alice.disconnect(); bob.disconnect() }
+        #expect(eventually(5) { fileSize(out1) > 48_000 * 2 }, "a second of audio reaches the first speaker")
+        let speakerReply = bob.perform("speaker callend_test_out:FILE=\(out2)")
+        #expect(speakerReply.contains(#""ok":true"#) && speakerReply.contains("out2.raw"), "\(speakerReply)")
+        #expect(eventually(5) { fileSize(out2) > 48_000 * 2 * 2 })
+        let micReply = alice.perform("mic \(high)")
+        #expect(micReply.contains(#""ok":true"#) && micReply.contains("high.raw"), "\(micReply)")
+        let bad = alice.perform("mic callend-no-such-pcm")
+        #expect(bad.contains(#""ok":false"#) && bad.contains("high.raw"), "a failed switch keeps the microphone: \(bad)")
+        usleep(2_000_000)
+        alice.disconnect()
+        _ = try alice.wait()
+        bob.disconnect()
+        _ = try bob.wait()
+
+        let first = stereoToMono(try Data(contentsOf: URL(fileURLWithPath: out1)))
+        let second = stereoToMono(try Data(contentsOf: URL(fileURLWithPath: out2)))
+        let firstTail = Array(first.suffix(24_000))
+        #expect(goertzel(firstTail, 440) > 20 * goertzel(firstTail, 880), "the first speaker played the 440 Hz microphone")
+        let secondHead = Array(second.prefix(48_000)), secondTail = Array(second.suffix(48_000).prefix(24_000))
+        #expect(goertzel(secondHead, 440) > 20 * goertzel(secondHead, 880), "the second speaker began with 440 Hz")
+        #expect(goertzel(secondTail, 880) > 20 * goertzel(secondTail, 440), "and played 880 Hz after the microphone switch")
+    }
+
+    @Test func controlCommandsParseAndRefuseBadInput() throws {
+        #expect(try ControlCommand(parsing: "mute") == .mute(nil))
+        #expect(try ControlCommand(parsing: "  unmute   VIDEO ") == .unmute(.video))
+        #expect(try ControlCommand(parsing: "camera /dev/video2 1280x720@30/MJPG")
+                == .camera(.device(path: "/dev/video2", mode: CameraModeRequest(width: 1280, height: 720, frameRate: 30, fourCC: "MJPG"))))
+        #expect(try ControlCommand(parsing: "camera /dev/video0") == .camera(.device(path: "/dev/video0", mode: nil)))
+        #expect(try ControlCommand(parsing: "camera clip.y4m") == .camera(.file(path: "clip.y4m")))
+        #expect(try ControlCommand(parsing: "mode 640x360") == .mode(CameraModeRequest(width: 640, height: 360)))
+        #expect(try ControlCommand(parsing: "speaker plughw:CARD=Loopback,DEV=0") == .speaker("plughw:CARD=Loopback,DEV=0"))
+        for bad in ["", "dance", "mute sideways", "mute audio video", "mode 640", "mode 640x480@0", "mode 99999x480", "mode 640x480/YUY",
+                    "camera", "camera a b c", "camera clip.y4m 640x480", "mic", "speaker a b", "stats now", "leave please"] {
+            #expect(throws: ConfigurationError.self, "'\(bad)'") { try ControlCommand(parsing: bad) }
+        }
+    }
+
+    /// The control socket answers each line with one reply line, handles several clients, refuses
+    /// an overlong line, refuses a second socket on a live path, and removes its file when stopped.
+    @Test func controlSocketAnswersLines() throws {
+        let dir = try ScratchFolder()
+        let path = dir.path + "/control.sock"
+        let socket = try ControlSocket(path: path) { "reply to \($0)" }
+        #expect(throws: ConfigurationError.self) { try ControlSocket(path: path) { $0 } }
+        let client = try UnixClient(path: path)
+        client.send("stats\n\nmute audio\n")
+        #expect(client.readLines(2) == ["reply to stats", "reply to mute audio"])
+        let other = try UnixClient(path: path)
+        other.send("help\n")
+        #expect(other.readLines(1) == ["reply to help"])
+        other.send(String(repeating: "x", count: 5000))
+        #expect(other.readLines(1).first?.contains("longer than 4096") == true)
+        socket.stop()
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(throws: ConfigurationError.self) { try ControlSocket(path: String(repeating: "p", count: 200)) { $0 } }
+    }
+}
+
+func fileSize(_ path: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0 }
+
+/// Left channel of 16-bit little-endian stereo.
+func stereoToMono(_ data: Data) -> [Int16] {
+    let bytes = [UInt8](data)
+    return stride(from: 0, to: bytes.count - 3, by: 4).map { Int16(bitPattern: UInt16(bytes[$0]) | UInt16(bytes[$0 + 1]) << 8) }
+}
+
+/// Signal power at one frequency (Goertzel).
+func goertzel(_ samples: [Int16], _ frequency: Double, rate: Double = 48_000) -> Double {
+    let coefficient = 2 * cos(2 * Double.pi * frequency / rate)
+    var (s1, s2) = (0.0, 0.0)
+    for sample in samples {
+        let s = Double(sample) + coefficient * s1 - s2
+        (s2, s1) = (s1, s)
+    }
+    return s1 * s1 + s2 * s2 - coefficient * s1 * s2
+}
+
