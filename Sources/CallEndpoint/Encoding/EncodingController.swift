@@ -1,0 +1,159 @@
+import Devices
+import Foundation
+import RTPTransport
+
+/// A rung of the ladder: what the encoder is fed.
+public struct VideoMode: Sendable, Equatable, Codable, CustomStringConvertible {
+    public var width: Int
+    public var height: Int
+    public var frameRate: Int
+
+    public init(width: Int, height: Int, frameRate: Int) {
+        self.width = width
+        self.height = height
+        self.frameRate = frameRate
+    }
+
+    public var description: String { "\(width)x\(height)@\(frameRate)" }
+
+    /// The video bitrate this mode needs to look right in VP8 realtime (0.08 bit per pixel).
+    public var neededBitrate: Int { max(60_000, width * height * frameRate * 8 / 100) }
+}
+
+/// The modes the automatic encoding mode moves between, best first.
+public struct ModeLadder: Sendable, Equatable {
+    public var rungs: [VideoMode]
+    /// True when the rungs are camera modes to switch to; false when frames are scaled instead.
+    public var usesCameraModes: Bool
+
+    public static let standard = [VideoMode(width: 1280, height: 720, frameRate: 30), VideoMode(width: 960, height: 540, frameRate: 30),
+                                  VideoMode(width: 640, height: 480, frameRate: 30), VideoMode(width: 640, height: 360, frameRate: 15),
+                                  VideoMode(width: 320, height: 240, frameRate: 15)]
+
+    /// The standard rungs a camera really offers (same size, at least the rate), plus its
+    /// smallest mode as the floor. A camera that offers only one mode gets a scaled ladder.
+    public static func forCamera(_ modes: [CameraMode], native: VideoMode) -> ModeLadder {
+        var rungs = standard.filter { rung in
+            rung.width <= native.width && rung.height <= native.height
+                && modes.contains { $0.width == rung.width && $0.height == rung.height && $0.frameRate.value + 0.5 >= Double(rung.frameRate) }
+        }
+        if !rungs.contains(native) && !rungs.contains(where: { $0.width * $0.height > native.width * native.height }) {
+            rungs.insert(native, at: 0)
+        }
+        guard rungs.count >= 2 else { return forScaling(native: native) }
+        return ModeLadder(rungs: rungs, usesCameraModes: true)
+    }
+
+    /// For sources that cannot change mode (the pattern, files, a fixed camera): the native mode
+    /// and the standard rungs below it, made by scaling and dropping frames.
+    public static func forScaling(native: VideoMode) -> ModeLadder {
+        var rungs = [native]
+        for rung in standard where rung.width * rung.height < native.width * native.height && rung.width <= native.width && rung.height <= native.height {
+            rungs.append(VideoMode(width: rung.width, height: rung.height, frameRate: min(rung.frameRate, native.frameRate)))
+        }
+        return ModeLadder(rungs: rungs, usesCameraModes: false)
+    }
+}
+
+/// One change the encoding controller made, as a structured log line.
+public struct EncodingDecision: Sendable, Codable, Equatable {
+    /// Seconds since the media session started.
+    public var time: Double
+    /// delay, loss, probe, increase, start (the bandwidth estimator's causes) or cap (manual limit).
+    public var cause: String
+    public var estimateKbps: Int
+    /// What changed: video-bitrate, audio-bitrate, fec or mode.
+    public var change: String
+    public var from: String
+    public var to: String
+
+    public var line: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return "encoding: " + ((try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}")
+    }
+}
+
+/// Turns the bandwidth estimate into encoder settings: the audio bitrate and FEC first (audio
+/// is small and matters most), the VP8 target from what is left, and the mode from the ladder
+/// with hysteresis: down at once (after `downDwell`) when the video target falls below 70 % of
+/// what the current mode needs; up only when the target has covered 110 % of the next mode's
+/// need for `upDwell`. Pure: time is passed in.
+public struct EncodingController: Sendable {
+    public let ladder: ModeLadder
+    public var maxVideoBitrate: Int
+    public var downDwell: Duration = .seconds(1)
+    public var upDwell: Duration = .seconds(3)
+    public private(set) var rung = 0
+    public private(set) var videoBitrate: Int
+    public private(set) var audioBitrate = 32_000
+    public private(set) var fecLossPercent = 0
+    public private(set) var decisions: [EncodingDecision] = []
+    private var lastModeChange: Duration?
+    private var upSince: Duration?
+    private var loggedVideoBitrate: Int
+
+    public init(ladder: ModeLadder, maxVideoBitrate: Int, startBitrate: Int) {
+        self.ladder = ladder
+        self.maxVideoBitrate = maxVideoBitrate
+        videoBitrate = min(maxVideoBitrate, startBitrate)
+        loggedVideoBitrate = videoBitrate
+        // Start on the best rung the start rate allows.
+        while rung < ladder.rungs.count - 1 && Double(videoBitrate) < 0.7 * Double(ladder.rungs[rung].neededBitrate) { rung += 1 }
+    }
+
+    public var mode: VideoMode { ladder.rungs[rung] }
+
+    /// Applies an estimate (bits per second) and the loss the estimator sees; returns what changed.
+    @discardableResult
+    public mutating func update(estimate: Int, lossFraction: Double, cause: String, now: Duration) -> [EncodingDecision] {
+        var made: [EncodingDecision] = []
+        func record(_ change: String, _ from: String, _ to: String) {
+            made.append(EncodingDecision(time: Double(now.components.seconds) + Double(now.components.attoseconds) / 1e18, cause: cause,
+                                         estimateKbps: estimate / 1000, change: change, from: from, to: to))
+        }
+        let audio = estimate < 150_000 ? 16_000 : estimate < 300_000 ? 24_000 : 32_000
+        if audio != audioBitrate {
+            record("audio-bitrate", "\(audioBitrate / 1000)k", "\(audio / 1000)k")
+            audioBitrate = audio
+        }
+        let fec = lossFraction > 0.01 ? min(30, Int((lossFraction * 100).rounded(.up))) : 0
+        if (fec == 0) != (fecLossPercent == 0) { record("fec", "\(fecLossPercent)%", "\(fec)%") }
+        fecLossPercent = fec
+        // RTP/SRTP headers take about 5 % of a video stream.
+        let video = max(30_000, min(maxVideoBitrate, Int(Double(estimate - audio) * 0.95)))
+        if video != videoBitrate {
+            let step = abs(Double(video - loggedVideoBitrate)) / Double(loggedVideoBitrate)
+            if cause != "increase" || step >= 0.25 {
+                record("video-bitrate", "\(loggedVideoBitrate / 1000)k", "\(video / 1000)k")
+                loggedVideoBitrate = video
+            }
+            videoBitrate = video
+        }
+        let sinceChange = lastModeChange.map { now - $0 } ?? .seconds(3600)
+        var target = rung
+        while target < ladder.rungs.count - 1 && Double(video) < 0.7 * Double(ladder.rungs[target].neededBitrate) { target += 1 }
+        if target > rung {
+            upSince = nil
+            if sinceChange >= downDwell {
+                record("mode", ladder.rungs[rung].description, ladder.rungs[target].description)
+                rung = target
+                lastModeChange = now
+            }
+        } else if rung > 0 && Double(video) >= 1.1 * Double(ladder.rungs[rung - 1].neededBitrate) {
+            let since = upSince ?? now
+            upSince = since
+            if now - since >= upDwell && sinceChange >= upDwell {
+                record("mode", ladder.rungs[rung].description, ladder.rungs[rung - 1].description)
+                rung -= 1
+                lastModeChange = now
+                upSince = nil
+            }
+        } else {
+            upSince = nil
+        }
+        decisions += made
+        if decisions.count > 500 { decisions.removeFirst(decisions.count - 500) }
+        return made
+    }
+}

@@ -1,0 +1,244 @@
+/// Send-side bandwidth estimation: the delay-based detector (queue growth), a loss-based bound
+/// (RFC 8836-style: more than 10 % loss cuts the rate, under 2 % lets it grow), the bitrate the
+/// receiver acknowledges, and probing: a probe cluster is a short burst at a multiple of the
+/// estimate whose delivered rate, when the path carries it without queueing, becomes the new
+/// estimate at once, so the rate climbs in seconds at the start and after a drop instead of
+/// creeping up by 8 % a second. The lower of the delay and loss estimates wins.
+/// Pure: times are microseconds on the sender's clock, passed in.
+public struct BandwidthEstimator: Sendable {
+    public struct Configuration: Sendable, Equatable {
+        public var startBitrate = 300_000
+        public var minBitrate = 50_000
+        public var maxBitrate = 2_500_000
+        /// Probe rates at the start, as multiples of the start bitrate.
+        public var initialProbes: [Double] = [3, 6]
+        /// Later probes go to this multiple of the estimate.
+        public var probeMultiple = 2.0
+        public var probeDuration: Int64 = 50_000
+        /// Minimum time between later probes; doubles after each probe that finds no more room (to 8x).
+        public var probeInterval: Int64 = 1_500_000
+        public init() {}
+    }
+
+    public enum Cause: String, Sendable, Codable {
+        case delay, loss, probe, increase, start
+    }
+
+    /// A change of the estimate and why.
+    public struct Change: Sendable, Equatable {
+        public var time: Int64
+        public var cause: Cause
+        public var from: Int
+        public var to: Int
+    }
+
+    /// A burst the pacer should send at `bitrate` for `duration`, tagging its packets with `id`.
+    public struct ProbeCluster: Sendable, Equatable {
+        public var id: Int
+        public var bitrate: Int
+        public var duration: Int64
+    }
+
+    public let configuration: Configuration
+    public private(set) var estimate: Int
+    public private(set) var delay = DelayBasedDetector()
+    /// Bitrate the receiver acknowledged over the last 250 ms of arrivals, bit/s.
+    public private(set) var acknowledgedBitrate: Int?
+    /// Loss fraction over the last second of feedback.
+    public private(set) var lossFraction = 0.0
+    public private(set) var changes: [Change] = []
+
+    private var lossBound: Int
+    private var lastDecrease: Int64?
+    /// The rate at the last decrease: the link capacity the additive increase approaches.
+    private var capacityEstimate: Double?
+    private var lastUpdate: Int64?
+    private var arrivals: [(time: Int64, size: Int)] = []
+    private var lossWindow: [(time: Int64, lost: Bool)] = []
+    private var lastLossChange: Int64?
+    private var pendingProbes: [ProbeCluster] = []
+    private var nextProbeID = 1
+    private var lastProbeAt: Int64?
+    private var probeBackoff: Int64 = 1
+    private var probeSent: [Int: (bytes: Int, first: Int64, last: Int64, bitrate: Int)] = [:]
+    private var probeReceived: [Int: (bytes: Int, first: Int64, last: Int64, count: Int, lastSize: Int)] = [:]
+    private var probeSequences: [UInt16: Int] = [:]
+    private var capacityAtProbe: Double?
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        estimate = configuration.startBitrate
+        lossBound = configuration.maxBitrate
+        pendingProbes = configuration.initialProbes.enumerated().map { i, multiple in
+            ProbeCluster(id: i + 1, bitrate: min(configuration.maxBitrate, Int(Double(configuration.startBitrate) * multiple)),
+                         duration: configuration.probeDuration)
+        }
+        nextProbeID = pendingProbes.count + 1
+    }
+
+    // MARK: Probing
+
+    /// The next probe to send, if one is due (the start probes first, then periodic ones while
+    /// the path is calm and the estimate is below the maximum).
+    public mutating func probeToSend(now: Int64) -> ProbeCluster? {
+        if !pendingProbes.isEmpty {
+            lastProbeAt = now
+            return pendingProbes.removeFirst()
+        }
+        guard estimate < configuration.maxBitrate, delay.usage == .normal, lossFraction < 0.02 else { return nil }
+        if let last = lastProbeAt, now - last < configuration.probeInterval * probeBackoff { return nil }
+        if let decrease = lastDecrease, now - decrease < 1_000_000 { return nil }
+        lastProbeAt = now
+        let cluster = ProbeCluster(id: nextProbeID, bitrate: min(configuration.maxBitrate * 6 / 5, Int(Double(estimate) * configuration.probeMultiple)),
+                                   duration: configuration.probeDuration)
+        nextProbeID += 1
+        return cluster
+    }
+
+    /// The pacer sent a packet of probe `id`.
+    public mutating func probePacketSent(id: Int, sequence: UInt16, size: Int, at time: Int64, bitrate: Int) {
+        probeSequences[sequence] = id
+        var s = probeSent[id] ?? (0, time, time, bitrate)
+        s.bytes += size
+        s.last = time
+        probeSent[id] = s
+        if probeSequences.count > 2000 { probeSequences.removeAll() }
+    }
+
+    // MARK: Feedback
+
+    /// Per-packet results from transport-wide feedback, in sequence order. Returns the change of
+    /// the estimate they caused, if any.
+    @discardableResult
+    public mutating func onFeedback(_ results: [TransportFeedbackAdapter.Result], now: Int64) -> Change? {
+        let before = estimate
+        var cause: Cause?
+        for r in results {
+            lossWindow.append((now, r.arrived == nil))
+            guard let arrived = r.arrived else { continue }
+            delay.update(sent: r.sent, arrived: arrived, size: r.size)
+            arrivals.append((arrived, r.size))
+            if let id = probeSequences.removeValue(forKey: r.sequence) {
+                var p = probeReceived[id] ?? (0, arrived, arrived, 0, 0)
+                p.bytes += r.size
+                p.first = min(p.first, arrived)
+                p.last = max(p.last, arrived)
+                p.count += 1
+                p.lastSize = r.size
+                probeReceived[id] = p
+            }
+        }
+        if let newest = arrivals.last?.time {
+            arrivals.removeAll { $0.time < newest - 250_000 }
+            if let oldest = arrivals.first?.time, newest - oldest >= 100_000 {
+                acknowledgedBitrate = Int(Double(arrivals.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(newest - oldest))
+            }
+        }
+        lossWindow.removeAll { $0.time < now - 1_000_000 }
+        if lossWindow.count >= 20 { lossFraction = Double(lossWindow.filter(\.lost).count) / Double(lossWindow.count) }
+
+        if let probe = finishedProbe(), probe > estimate {
+            estimate = min(probe, configuration.maxBitrate)
+            capacityEstimate = capacityAtProbe
+            capacityAtProbe = nil
+            cause = .probe
+        }
+        if let delayCause = updateDelayBased(now: now) { cause = cause ?? delayCause }
+        if let lossCause = updateLossBased(now: now) { cause = lossCause }
+        lastUpdate = now
+        estimate = max(configuration.minBitrate, min(estimate, lossBound, configuration.maxBitrate))
+        guard estimate != before, let cause else { return nil }
+        let change = Change(time: now, cause: cause, from: before, to: estimate)
+        if cause != .increase { changes.append(change) }
+        if changes.count > 200 { changes.removeFirst(changes.count - 200) }
+        return change
+    }
+
+    /// A probe whose packets have (mostly) been reported: its delivered rate, when the path kept
+    /// up with the probe; nil otherwise.
+    private mutating func finishedProbe() -> Int? {
+        var best: Int?
+        for (id, received) in probeReceived {
+            guard let sent = probeSent[id], received.count >= 5 else { continue }
+            let sentSpan = sent.last - sent.first
+            let arrivalSpan = received.last - received.first
+            guard sentSpan > 0, arrivalSpan > 0 else { continue }
+            // Wait until the cluster is over before judging it.
+            if received.count < 8 && probeSequences.values.contains(id) { continue }
+            let sendRate = Double(sent.bytes * 8) * 1_000_000 / Double(sentSpan)
+            let receiveRate = Double((received.bytes - received.lastSize) * 8) * 1_000_000 / Double(arrivalSpan)
+            probeSent[id] = nil
+            probeReceived[id] = nil
+            let delivered = min(sendRate, receiveRate)
+            if delivered > Double(estimate) * 1.1 {
+                best = max(best ?? 0, Int(delivered * 0.95))
+            }
+            if receiveRate < 0.8 * sendRate {
+                // The path could not carry the probe: it knows its capacity; probe less often.
+                capacityAtProbe = delivered
+                probeBackoff = min(probeBackoff * 2, 8)
+            } else {
+                probeBackoff = 1
+            }
+        }
+        return best
+    }
+
+    private mutating func updateDelayBased(now: Int64) -> Cause? {
+        let elapsed = Double(min(now - (lastUpdate ?? now), 1_000_000)) / 1_000_000
+        switch delay.usage {
+        case .overusing:
+            // One decrease per 200 ms: the queue needs time to answer.
+            if let last = lastDecrease, now - last < 200_000 { return nil }
+            let basis = Double(acknowledgedBitrate ?? estimate)
+            let target = Int(0.9 * basis)
+            guard target < estimate else { return nil }
+            estimate = target
+            capacityEstimate = basis
+            lastDecrease = now
+            return .delay
+        case .underusing:
+            return nil  // the queue drains; hold
+        case .normal:
+            var next = Double(estimate)
+            if let capacity = capacityEstimate, next > 0.7 * capacity && next < 1.2 * capacity {
+                // Near the last known capacity: creep up (8 % of it per second), so the queue
+                // that ends the climb stays short.
+                next += max(10_000, 0.08 * capacity) * elapsed
+            } else {
+                capacityEstimate = nil
+                next *= pow108(elapsed)
+            }
+            // Never far above what actually gets through.
+            if let acknowledged = acknowledgedBitrate { next = min(next, 1.5 * Double(acknowledged) + 10_000) }
+            guard Int(next) > estimate else { return nil }
+            estimate = Int(next)
+            return .increase
+        }
+    }
+
+    private mutating func updateLossBased(now: Int64) -> Cause? {
+        if let last = lastLossChange, now - last < 300_000 { return nil }
+        if lossFraction > 0.1 {
+            lossBound = max(configuration.minBitrate, Int(Double(min(estimate, lossBound)) * (1 - 0.5 * lossFraction)))
+            lastLossChange = now
+            return lossBound < estimate ? .loss : nil
+        }
+        if lossFraction < 0.02 {
+            lossBound = min(configuration.maxBitrate, max(lossBound, estimate) + max(lossBound, estimate) / 20)
+        }
+        return nil
+    }
+
+    private func pow108(_ seconds: Double) -> Double {
+        // 8 % per second, compounded over the elapsed time.
+        var result = 1.0
+        var remaining = seconds
+        while remaining > 0 {
+            let step = min(remaining, 0.1)
+            result *= 1 + 0.08 * step
+            remaining -= step
+        }
+        return result
+    }
+}

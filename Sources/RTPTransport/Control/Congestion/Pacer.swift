@@ -1,0 +1,116 @@
+/// Spreads packets over time at a pacing rate, so a video frame does not burst into the
+/// bottleneck queue: a leaky bucket whose budget grows with the rate and may run at most a few
+/// milliseconds ahead. Audio leaves first, then retransmissions, then video. Retransmissions
+/// go through here like everything else, so they are paced and counted. When packets have
+/// waited too long (a keyframe after a rate drop), the rate rises just enough to empty the queue
+/// within `maxQueueTime`. During a probe cluster the rate is the probe's and the pacer asks for
+/// padding when it has nothing to send. Pure: times are microseconds passed in.
+public struct Pacer<Item: Sendable>: Sendable {
+    public enum Priority: Int, Sendable, Comparable {
+        case audio = 0, retransmission, video, padding
+        public static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    public struct Entry: Sendable {
+        public var item: Item
+        public var size: Int
+        public var priority: Priority
+        public var enqueued: Int64
+        /// The probe cluster the packet was sent in, if any.
+        public var probe: BandwidthEstimator.ProbeCluster?
+    }
+
+    /// Bits per second.
+    public var pacingRate: Int
+    public var maxQueueTime: Int64 = 250_000
+    /// How far ahead of the rate the pacer may run (a small burst allowance).
+    public var burstTime: Int64 = 5_000
+    private var queues: [[Entry]] = [[], [], [], []]
+    private var budget = 0.0
+    private var lastTime: Int64?
+    private var probe: (cluster: BandwidthEstimator.ProbeCluster, until: Int64)?
+    public private(set) var queuedBytes = 0
+
+    public init(pacingRate: Int) { self.pacingRate = pacingRate }
+
+    public var isEmpty: Bool { queues.allSatisfy(\.isEmpty) }
+
+    public mutating func enqueue(_ item: Item, size: Int, priority: Priority, now: Int64) {
+        queues[priority.rawValue].append(Entry(item: item, size: size, priority: priority, enqueued: now))
+        queuedBytes += size
+    }
+
+    /// How long the oldest queued packet has waited.
+    public func queueDelay(now: Int64) -> Int64 {
+        queues.compactMap { $0.first?.enqueued }.min().map { now - $0 } ?? 0
+    }
+
+    public mutating func startProbe(_ cluster: BandwidthEstimator.ProbeCluster, now: Int64) {
+        probe = (cluster, now + cluster.duration)
+    }
+
+    public var probing: Bool { probe != nil }
+
+    /// The rate in force now: the probe's, or the pacing rate raised to empty a queue that has
+    /// waited too long.
+    public func effectiveRate(now: Int64) -> Int {
+        if let probe, now < probe.until { return max(probe.cluster.bitrate, pacingRate) }
+        let waited = queueDelay(now: now)
+        guard waited > maxQueueTime / 2 else { return pacingRate }
+        let remaining = max(20_000, maxQueueTime - waited)
+        return max(pacingRate, Int(Double(queuedBytes * 8) * 1_000_000 / Double(remaining)))
+    }
+
+    private mutating func refill(now: Int64) {
+        if probe.map({ now >= $0.until }) == true { probe = nil }
+        let rate = Double(effectiveRate(now: now))
+        let allowance = rate / 8 * Double(burstTime) / 1_000_000 + 1_500
+        if let last = lastTime {
+            budget = min(budget + rate / 8 * Double(now - last) / 1_000_000, allowance)
+        } else {
+            budget = allowance
+        }
+        lastTime = now
+    }
+
+    /// The next packet to send now, or nil when the budget is spent or nothing waits. Audio is
+    /// never held back by the budget (it is small and late audio is useless).
+    public mutating func next(now: Int64) -> Entry? {
+        refill(now: now)
+        if var audio = queues[Priority.audio.rawValue].first {
+            queues[Priority.audio.rawValue].removeFirst()
+            return sent(&audio)
+        }
+        guard budget > 0 else { return nil }
+        for p in 1..<queues.count where !queues[p].isEmpty {
+            var entry = queues[p].removeFirst()
+            return sent(&entry)
+        }
+        return nil
+    }
+
+    private mutating func sent(_ entry: inout Entry) -> Entry {
+        queuedBytes -= entry.size
+        budget -= Double(entry.size)
+        entry.probe = probe?.cluster
+        return entry
+    }
+
+    /// Bytes of padding to send now to keep a probe at its rate (nil when not probing or when
+    /// media is waiting).
+    public mutating func paddingWanted(now: Int64) -> Int? {
+        refill(now: now)
+        guard probe != nil, isEmpty, budget > 0 else { return nil }
+        return min(1_200, max(200, Int(budget)))
+    }
+
+    /// Accounts for a padding packet sent outside the queue.
+    public mutating func paddingSent(size: Int) { budget -= Double(size) }
+
+    /// Microseconds until the budget allows the next non-audio packet.
+    public func timeUntilNext(now: Int64) -> Int64 {
+        guard budget <= 0 else { return 0 }
+        let rate = Double(max(1, effectiveRate(now: now)))
+        return Int64(-budget * 8 / rate * 1_000_000) + 1
+    }
+}

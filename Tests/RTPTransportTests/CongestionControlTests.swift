@@ -1,0 +1,237 @@
+import Testing
+@testable import RTPTransport
+
+/// A bottleneck link for estimator tests: FIFO, drains at `capacity`, drops what would wait
+/// longer than `queueLimit`, plus a fixed propagation delay. Times in microseconds.
+struct SimulatedLink {
+    var capacity: Int
+    var queueLimit: Int64 = 300_000
+    var propagation: Int64 = 10_000
+    var busyUntil: Int64 = 0
+    var lossEvery: Int?  // drop every Nth packet regardless of the queue
+    var count = 0
+
+    /// Arrival time of a packet sent at `sent`, or nil when dropped.
+    mutating func carry(sent: Int64, size: Int) -> Int64? {
+        count += 1
+        if let n = lossEvery, count % n == 0 { return nil }
+        let start = max(sent, busyUntil)
+        guard start - sent <= queueLimit else { return nil }
+        busyUntil = start + Int64(size * 8) * 1_000_000 / Int64(capacity)
+        return busyUntil + propagation
+    }
+
+    func queueDelay(at time: Int64) -> Int64 { max(0, busyUntil - time) }
+}
+
+/// Runs a sender whose rate follows the estimator through a link, with feedback every 50 ms.
+struct EstimatorSimulation {
+    var estimator = BandwidthEstimator()
+    var link: SimulatedLink
+    var now: Int64 = 0
+    var sequence: UInt16 = 0
+    var pending: [TransportFeedbackAdapter.Result] = []
+    var changes: [BandwidthEstimator.Change] = []
+    /// (time, estimate, queue delay) every 50 ms.
+    var trace: [(time: Int64, estimate: Int, queue: Int64)] = []
+
+    init(capacity: Int, configuration: BandwidthEstimator.Configuration = .init()) {
+        link = SimulatedLink(capacity: capacity)
+        estimator = BandwidthEstimator(configuration: configuration)
+    }
+
+    mutating func send(size: Int, probe: BandwidthEstimator.ProbeCluster? = nil) {
+        if let probe { estimator.probePacketSent(id: probe.id, sequence: sequence, size: size, at: now, bitrate: probe.bitrate) }
+        pending.append(.init(sequence: sequence, size: size, sent: now, arrived: link.carry(sent: now, size: size)))
+        sequence &+= 1
+    }
+
+    /// Runs for `seconds`: 1200-byte packets at the estimate (paced), probes when asked.
+    mutating func run(seconds: Double) {
+        let end = now + Int64(seconds * 1_000_000)
+        var nextFeedback = now + 50_000
+        var credit = 0.0
+        while now < end {
+            if let probe = estimator.probeToSend(now: now) {
+                let packets = max(5, Int(Double(probe.bitrate) * Double(probe.duration) / 1e6 / 8 / 1200))
+                let spacing = probe.duration / Int64(packets)
+                for _ in 0..<packets {
+                    send(size: 1200, probe: probe)
+                    now += spacing
+                }
+            }
+            credit += Double(estimator.estimate) / 8 / 1000  // bytes per millisecond
+            while credit >= 1200 {
+                send(size: 1200)
+                credit -= 1200
+            }
+            now += 1_000
+            if now >= nextFeedback {
+                // Feedback reports what has arrived by now, in order.
+                let ready = pending.prefix { ($0.arrived ?? $0.sent + 400_000) <= now }
+                pending.removeFirst(ready.count)
+                if let change = estimator.onFeedback(Array(ready), now: now) { changes.append(change) }
+                trace.append((now, estimator.estimate, link.queueDelay(at: now)))
+                nextFeedback += 50_000
+            }
+        }
+    }
+}
+
+@Suite struct DelayBasedDetectorTests {
+    /// Frames of three packets every 33 ms; `growth` ms of extra queueing per frame from `from`.
+    func trace(frames: Int, growth: Double, from: Int = 0) -> [(sent: Int64, arrived: Int64)] {
+        var out: [(Int64, Int64)] = []
+        var queue = 0.0
+        for f in 0..<frames {
+            if f >= from { queue += growth }
+            for p in 0..<3 {
+                let sent = Int64(f) * 33_000 + Int64(p) * 1_000
+                out.append((sent, sent + 20_000 + Int64(queue * 1000) + Int64(p) * 1_000))
+            }
+        }
+        return out
+    }
+
+    @Test func steadyDelayIsNormal() {
+        var detector = DelayBasedDetector()
+        for (sent, arrived) in trace(frames: 150, growth: 0) { detector.update(sent: sent, arrived: arrived, size: 1200) }
+        #expect(detector.usage == .normal && abs(detector.trend) < 1)
+    }
+
+    @Test func risingQueueingDelayIsOveruseWithinAFewHundredMilliseconds() {
+        var detector = DelayBasedDetector()
+        var detectedAt: Int64?
+        // 10 ms more queueing per 33 ms frame: sending 30 % above the bottleneck's capacity.
+        for (sent, arrived) in trace(frames: 150, growth: 10, from: 60) {
+            if detector.update(sent: sent, arrived: arrived, size: 1200) == .overusing && detectedAt == nil { detectedAt = sent }
+        }
+        let start = Int64(60) * 33_000
+        let delay = try? #require(detectedAt).self - start
+        #expect(delay != nil && delay! < 300_000, "overuse detected \(String(describing: delay)) µs after the queue began to grow")
+    }
+
+    @Test func drainingQueueIsUnderuse() {
+        var detector = DelayBasedDetector()
+        var sawUnderuse = false
+        for (sent, arrived) in trace(frames: 120, growth: -1.5, from: 60) {
+            if detector.update(sent: sent, arrived: arrived, size: 1200) == .underusing { sawUnderuse = true }
+        }
+        #expect(sawUnderuse)
+    }
+}
+
+@Suite struct BandwidthEstimatorTests {
+    @Test func steadyRoomMakesTheEstimateClimbFastThroughProbes() {
+        var sim = EstimatorSimulation(capacity: 2_500_000)
+        sim.run(seconds: 5)
+        #expect(sim.estimator.estimate >= 2_000_000, "after 5 s: \(sim.estimator.estimate) \(sim.changes.filter { $0.cause != .increase })")
+        // Then it stays high: mean of the next 10 s at least 90 % of capacity.
+        let from = sim.now
+        sim.run(seconds: 10)
+        let later = sim.trace.filter { $0.time > from }
+        #expect(later.reduce(0) { $0 + $1.estimate } / later.count >= 2_250_000, "mean \(later.reduce(0) { $0 + $1.estimate } / later.count)")
+        #expect(sim.changes.contains { $0.cause == .probe })
+        let queues = sim.trace.map(\.queue).sorted()
+        #expect(queues[queues.count * 95 / 100] < 100_000, "p95 queue \(queues[queues.count * 95 / 100]) µs")
+    }
+
+    @Test func aCapacityDropCutsTheEstimateBelowItWithinHalfASecond() {
+        var sim = EstimatorSimulation(capacity: 2_500_000)
+        sim.run(seconds: 8)
+        #expect(sim.estimator.estimate > 1_800_000)
+        let dropAt = sim.now
+        sim.link.capacity = 600_000
+        sim.run(seconds: 5)
+        let below = sim.trace.first { $0.time > dropAt && $0.estimate < 600_000 }
+        #expect(below != nil && below!.time - dropAt <= 500_000, "below capacity after \(String(describing: below.map { $0.time - dropAt })) µs")
+        #expect(sim.changes.contains { $0.cause == .delay && $0.time > dropAt })
+        // Afterwards it stays near capacity without a standing queue.
+        let late = sim.trace.filter { $0.time > dropAt + 2_000_000 }
+        let mean = late.reduce(0) { $0 + $1.estimate } / late.count
+        #expect(mean > 400_000 && mean < 700_000, "mean estimate \(mean)")
+        let queues = late.map(\.queue).sorted()
+        #expect(queues[queues.count * 95 / 100] < 150_000, "p95 queue \(queues[queues.count * 95 / 100]) µs")
+    }
+
+    @Test func capacityReturningIsFoundWithinSeconds() {
+        var sim = EstimatorSimulation(capacity: 600_000)
+        sim.run(seconds: 6)
+        let riseAt = sim.now
+        sim.link.capacity = 2_500_000
+        sim.run(seconds: 8)
+        let reached = sim.trace.first { $0.time > riseAt && $0.estimate >= 2_250_000 }
+        #expect(reached != nil && reached!.time - riseAt <= 5_000_000, "90 % after \(String(describing: reached.map { $0.time - riseAt })) µs")
+    }
+
+    @Test func heavyLossCutsTheEstimate() {
+        var sim = EstimatorSimulation(capacity: 10_000_000)
+        sim.run(seconds: 4)
+        let before = sim.estimator.estimate
+        sim.link.lossEvery = 5  // 20 % loss with no queue at all
+        sim.run(seconds: 2)
+        #expect(sim.estimator.lossFraction > 0.15)
+        #expect(sim.estimator.estimate < before * 8 / 10, "\(before) -> \(sim.estimator.estimate)")
+        #expect(sim.changes.contains { $0.cause == .loss })
+    }
+
+    @Test func lightLossDoesNotCutIt() {
+        var sim = EstimatorSimulation(capacity: 10_000_000)
+        sim.link.lossEvery = 100  // 1 %
+        sim.run(seconds: 6)
+        #expect(!sim.changes.contains { $0.cause == .loss })
+        #expect(sim.estimator.estimate > 1_500_000)
+    }
+}
+
+@Suite struct PacerTests {
+    @Test func aFrameIsSpreadAtThePacingRate() {
+        var pacer = Pacer<Int>(pacingRate: 1_000_000)
+        for i in 0..<10 { pacer.enqueue(i, size: 1250, priority: .video, now: 0) }
+        var sentAt: [Int64] = []
+        var now: Int64 = 0
+        while sentAt.count < 10 && now < 1_000_000 {
+            while pacer.next(now: now) != nil { sentAt.append(now) }
+            now += 1_000
+        }
+        // 1250 bytes at 1 Mbit/s take 10 ms: after a small burst allowance, one every 10 ms.
+        #expect(sentAt.count == 10)
+        let gaps = zip(sentAt.dropFirst(3), sentAt.dropFirst(2)).map { $0 - $1 }
+        #expect(gaps.allSatisfy { (9_000...11_000).contains($0) }, "\(sentAt)")
+    }
+
+    @Test func audioAndRetransmissionsGoFirst() {
+        var pacer = Pacer<String>(pacingRate: 100_000)
+        pacer.enqueue("video", size: 1000, priority: .video, now: 0)
+        pacer.enqueue("rtx", size: 1000, priority: .retransmission, now: 0)
+        pacer.enqueue("audio", size: 100, priority: .audio, now: 0)
+        #expect(pacer.next(now: 0)?.item == "audio")
+        #expect(pacer.next(now: 0)?.item == "rtx")
+    }
+
+    @Test func aLongQueueRaisesTheRateToEmptyIt() {
+        var pacer = Pacer<Int>(pacingRate: 100_000)
+        for i in 0..<100 { pacer.enqueue(i, size: 1200, priority: .video, now: 0) }
+        #expect(pacer.effectiveRate(now: 200_000) > 100_000)
+        var now: Int64 = 0, sent = 0
+        while sent < 100 && now < 2_000_000 {
+            while pacer.next(now: now) != nil { sent += 1 }
+            now += 1_000
+        }
+        #expect(now <= 400_000, "queue emptied after \(now) µs")
+    }
+
+    @Test func aProbeAsksForPaddingAtItsRate() {
+        var pacer = Pacer<Int>(pacingRate: 500_000)
+        pacer.startProbe(.init(id: 1, bitrate: 2_000_000, duration: 50_000), now: 0)
+        var padding = 0
+        var now: Int64 = 0
+        while now <= 60_000 {
+            while let bytes = pacer.paddingWanted(now: now) { pacer.paddingSent(size: bytes); padding += bytes }
+            now += 1_000
+        }
+        // 2 Mbit/s for 50 ms is 12,500 bytes.
+        #expect(padding > 10_000 && padding < 15_500, "\(padding) bytes of padding")
+        #expect(!pacer.probing)
+    }
+}
