@@ -141,12 +141,12 @@ final class TestService {
     /// The event stream is an async sequence that ends when the room does.
     @Test func eventStreamEndsWithTheCall() async throws {
         let service = try TestService()
-        let alice = try service.connect("alice", media: try Call.Media.synthetic(width: 160, height: 120), seconds: 3)
-        try await Task.sleep(for: .milliseconds(300))
-        let bob = try service.connect("bob", media: try Call.Media.synthetic(width: 160, height: 120), seconds: 3)
+        // Both join at once (no await between them: a busy task pool could delay a sleep past the call).
+        let alice = try service.connect("alice", media: try Call.Media.synthetic(width: 160, height: 120), seconds: 6)
+        let bob = try service.connect("bob", media: try Call.Media.synthetic(width: 160, height: 120), seconds: 6)
         var seen: [RoomEvent] = []
         for await event in alice.events { seen.append(event) }
-        #expect(seen.contains { if case .trackSubscribed(participant: "bob", kind: .video) = $0 { return true }; return false }, "\(seen.count) events")
+        #expect(seen.contains { if case .trackSubscribed(participant: "bob", kind: .video) = $0 { return true }; return false }, "\(seen)")
         if case .disconnected = seen.last {} else { Issue.record("last event: \(String(describing: seen.last))") }
         bob.disconnect()
     }

@@ -19,6 +19,18 @@ func freePortPair() throws -> Int {
     throw CocoaError(.fileWriteUnknown)
 }
 
+/// Waits (up to `seconds`) until something listens on each UDP port (read from /proc/net/udp),
+/// so a receiver started in another process is ready before anything is sent to it.
+func waitForUDPListeners(_ ports: [Int], seconds: Double = 10) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        let table = ((try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? "").uppercased()
+        if ports.allSatisfy({ table.contains(String(format: ":%04X ", $0)) }) { return true }
+        usleep(50_000)
+    }
+    return false
+}
+
 final class WorkDirectory {
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("callend-interop-\(UUID().uuidString)").path
     init() throws { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
@@ -112,7 +124,8 @@ func framesDecoded(_ output: String) -> Int? {
         #expect(text.contains("a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:") == srtp)
         let ffmpeg = try launch("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdp,
                                            "-map", "0:v", "-t", "3", "-y", video, "-map", "0:a", "-t", "3", "-y", audio])
-        usleep(1_500_000)
+        #expect(waitForUDPListeners([port, port + 2]), "ffmpeg listens")
+        usleep(300_000)
         var args = ["send", "--to", "127.0.0.1:\(port)", "--duration", "4"]
         if let key { args += ["--srtp-key", key] }
         let sent = try runCallend(args)
