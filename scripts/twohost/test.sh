@@ -12,31 +12,14 @@ if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
   exit 0
 fi
 bin=$(swift build --show-bin-path)/callend
-tag=ce$$
-a=${tag}a b=${tag}b r=${tag}r
+source scripts/netns-topology.sh
 work=$(mktemp -d /tmp/callend-twohost.XXXXXX)
-pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
-  wait 2>/dev/null
-  for ns in "$a" "$b" "$r"; do ip netns del "$ns" 2>/dev/null; done
+  topology_down
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-# A (10.71.1.2) -- R (10.71.1.1 | 10.71.2.1) -- B (10.71.2.2)
-for ns in "$a" "$b" "$r"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
-ip link add "${tag}ar" type veth peer name "${tag}ra"
-ip link add "${tag}br" type veth peer name "${tag}rb"
-ip link set "${tag}ar" netns "$a"; ip link set "${tag}ra" netns "$r"
-ip link set "${tag}br" netns "$b"; ip link set "${tag}rb" netns "$r"
-ip -n "$a" addr add 10.71.1.2/24 dev "${tag}ar"; ip -n "$a" link set "${tag}ar" up
-ip -n "$r" addr add 10.71.1.1/24 dev "${tag}ra"; ip -n "$r" link set "${tag}ra" up
-ip -n "$r" addr add 10.71.2.1/24 dev "${tag}rb"; ip -n "$r" link set "${tag}rb" up
-ip -n "$b" addr add 10.71.2.2/24 dev "${tag}br"; ip -n "$b" link set "${tag}br" up
-ip -n "$a" route add default via 10.71.1.1
-ip -n "$b" route add default via 10.71.2.1
-ip netns exec "$r" sysctl -q -w net.ipv4.ip_forward=1
+topology_up
 
 # The same commands docker-compose.yml runs in its three containers.
 "$bin" token --new-secret > "$work/secret"

@@ -238,7 +238,12 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             roundOver.store(true, ordering: .relaxed)
             current.withLock { $0.media = nil }
         }
-        return try callMedia.run(call, media: media, duration: remaining)
+        var encoding = CallMedia.Encoding()
+        encoding.mode = options.effectiveEncodingMode
+        encoding.maxVideoBitrate = options.encodingParameters?.maxVideoBitrate ?? 2_500_000
+        let log = self.log
+        encoding.onDecision = { decision in log(decision.line) }
+        return try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
     }
 }
 

@@ -14,6 +14,11 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var rttMs: Double?
     public var audioConcealed: Int
     public var latencyMs: Double?
+    /// Auto mode: the bandwidth estimate, the video target and mode, and the last decision.
+    public var estimateKbps: Int?
+    public var videoTargetKbps: Int?
+    public var mode: String?
+    public var lastDecision: EncodingDecision?
 
     /// The one-line form for a terminal.
     public var line: String {
@@ -23,6 +28,7 @@ public struct CallStatus: Sendable, Codable, Equatable {
         if let lossPercent { parts.append(String(format: "loss %.1f %%", lossPercent)) }
         if let rttMs { parts.append(String(format: "RTT %.1f ms", rttMs)) }
         if let latencyMs { parts.append(String(format: "latency %.0f ms", latencyMs)) }
+        if let estimateKbps { parts.append("estimate \(estimateKbps) kbit/s\(mode.map { " " + $0 } ?? "")") }
         return parts.joined(separator: " | ")
     }
 }
@@ -46,7 +52,10 @@ extension CallStatus {
                           lossPercent: after.sent.receiverLossFraction.map { $0 * 100 },
                           rttMs: after.sent.roundTripTime.map { $0.secondsValueForStatus * 1000 },
                           audioConcealed: after.received.audioConcealed,
-                          latencyMs: newLatencies.isEmpty ? nil : newLatencies[newLatencies.count / 2])
+                          latencyMs: newLatencies.isEmpty ? nil : newLatencies[newLatencies.count / 2],
+                          estimateKbps: after.sent.estimateBitrate.map { $0 / 1000 },
+                          videoTargetKbps: after.sent.estimateBitrate == nil ? nil : after.sent.videoTargetBitrate / 1000,
+                          mode: after.sent.mode, lastDecision: after.sent.decisions.last)
     }
 
     private static func size(_ width: Int, _ height: Int) -> String { width == 0 ? "-" : "\(width)x\(height)" }

@@ -39,7 +39,15 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
 
     /// Sends and receives until `duration` passes, the peer says BYE or goes silent, or `stop()`.
     /// The tracks, renderers and speaker belong to the caller and stay open afterwards.
-    public func run(_ call: NegotiatedCall, media: Call.Media, duration: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
+    /// How the encoders are driven in a call: the mode, the video ceiling, and where decisions go.
+    public struct Encoding: Sendable {
+        public var mode: VideoEncodingMode = .auto
+        public var maxVideoBitrate = 2_500_000
+        public var onDecision: (@Sendable (EncodingDecision) -> Void)?
+        public init() {}
+    }
+
+    public func run(_ call: NegotiatedCall, media: Call.Media, encoding: Encoding = Encoding(), duration: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
         guard let videoStream = call.streams.first(where: { $0.kind == "video" }) ?? call.streams.first else {
             throw NegotiationError("no negotiated stream")
         }
@@ -49,6 +57,11 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         let tracks = (video: call.streams.contains { $0.kind == "video" } ? media.videoTrack : nil, audio: audioStream == nil ? nil : media.audioTrack)
         sending.duration = duration
         sending.ssrcs = ssrcs
+        sending.transportSequenceExtensionID = videoStream.kind == "video" ? videoStream.transportSequenceExtensionID : nil
+        sending.encodingMode = encoding.mode
+        sending.maxVideoBitrate = encoding.maxVideoBitrate
+        sending.videoBitrate = min(sending.videoBitrate, encoding.maxVideoBitrate)
+        sending.onDecision = encoding.onDecision
         if let srtp = call.srtp {
             sending.srtp = (srtp.profile, srtp.sendKey)
             sending.srtpReceiveKey = srtp.receiveKey
@@ -65,6 +78,7 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         receiving.idleTimeout = .seconds(4)
         receiving.srtpSendKey = call.srtp?.sendKey
         receiving.videoRenderers = media.renderers
+        receiving.transportSequenceExtensionID = call.streams.first { $0.kind == "video" }?.transportSequenceExtensionID
         receiving.audioPlayout = media.audioPlayout
         let sender = try MediaSender(configuration: sending, sockets: (videoSocket, audioSocket), tracks: tracks)
         let receiver = try MediaReceiver(configuration: receiving, sockets: (videoSocket, audioSocket))

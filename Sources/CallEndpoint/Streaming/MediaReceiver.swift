@@ -16,6 +16,10 @@ public struct MediaReceiverConfiguration: Sendable {
     /// A call's renderers and speaker, which outlive one media session (the call closes them).
     public var videoRenderers: [any VideoRenderer] = []
     public var audioPlayout: (any AudioDevice)?
+    /// The RFC 8285 ID of the transport-wide sequence number on the video port: when set, every
+    /// packet's arrival is reported back in transport-cc feedback every 50 ms (the sender's
+    /// bandwidth estimator reads it).
+    public var transportSequenceExtensionID: UInt8?
     public var duration: Duration?
     /// Stop after this long without any packet, RTP or RTCP, once media has flowed: the sender
     /// went away. RTCP arrives every second even from a muted sender, so silence means gone.
@@ -104,6 +108,8 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var markBufferStart: Duration = .zero
         var lastMark: Duration?
         var errors: [String] = []
+        var transportFeedback: TransportFeedbackGenerator?
+        var lastTransportFeedback: Duration = .zero
     }
     private let state: Mutex<State>
     let renderers: [any VideoRenderer]
@@ -234,6 +240,13 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         state.withLock { s in
             s.videoSender = from
             s.lastPacket = arrival
+            // Every packet on the port counts for congestion control: media, RTX and probe padding.
+            if let id = configuration.transportSequenceExtensionID, let data = packet.headerExtension(id: id),
+               let sequence = TransportSequenceNumber.decode(data) {
+                if s.transportFeedback == nil { s.transportFeedback = TransportFeedbackGenerator(senderSSRC: ssrc, mediaSSRC: packet.ssrc) }
+                s.transportFeedback?.received(sequence: sequence, arrivalMicroseconds: arrival.microseconds)
+            }
+            guard !packet.payload.isEmpty else { return }  // padding only (a bandwidth probe)
             if let rtx = stream.rtxPayloadType, packet.payloadType == rtx {
                 guard let mediaSSRC = s.videoStats?.ssrc,
                       let original = try? RTX.unwrap(packet, mediaSSRC: mediaSSRC, mediaPayloadType: stream.payloadType) else { return }
@@ -293,6 +306,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                     out.append(.nack(GenericNACK(senderSSRC: ssrc, mediaSSRC: media, lost: lost)))
                     s.summary.nacksSent += 1
                 }
+            }
+            if now - s.lastTransportFeedback >= .milliseconds(50), let feedback = s.transportFeedback?.makeFeedback(), !feedback.isEmpty {
+                out += feedback.map { .transportFeedback($0) }
+                s.lastTransportFeedback = now
             }
             let wantsKeyframe = s.needKeyframe || s.videoBuffer.keyframeNeeded || s.nack.keyframeNeeded
             if wantsKeyframe, s.throttle.shouldRequest(now: now) {

@@ -33,6 +33,15 @@ public struct MediaSenderConfiguration: Sendable {
     /// SSRCs to send with (a call announces them in its session description); random when nil.
     public var ssrcs: (video: UInt32, rtx: UInt32, audio: UInt32)?
     public var duration: Duration?
+    /// The RFC 8285 ID to carry the transport-wide sequence number with on the video port. With
+    /// it (and a receiver that sends transport-cc feedback, as a call's does) and `.auto`
+    /// encoding, the bandwidth estimator drives bitrates and the camera mode.
+    public var transportSequenceExtensionID: UInt8?
+    public var encodingMode: VideoEncodingMode = .auto
+    /// The most the video may use (manual mode's cap, auto mode's ceiling).
+    public var maxVideoBitrate = 2_500_000
+    /// Every encoding decision, as it is made.
+    public var onDecision: (@Sendable (EncodingDecision) -> Void)?
 
     public static let videoPayloadType: UInt8 = 96
     public static let rtxPayloadType: UInt8 = 97
@@ -61,6 +70,13 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     /// Size of the last video frame sent.
     public var videoWidth = 0
     public var videoHeight = 0
+    /// The bandwidth estimate (auto mode), the encoder's targets, and the latest decisions.
+    public var estimateBitrate: Int?
+    public var videoTargetBitrate = 0
+    public var audioTargetBitrate = 0
+    public var mode: String?
+    public var decisions: [EncodingDecision] = []
+    public var paddingBytes = 0
 
     public var description: String {
         let seconds = max(elapsed.secondsDouble, 0.001)
@@ -100,6 +116,12 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         var video = StreamCounters(clockRate: 90_000)
         var audio = StreamCounters(clockRate: 48_000)
         var roundTripTime: Duration = .milliseconds(50)
+        var pacer = Pacer<RTPPacket>(pacingRate: 3_000_000)
+        var adapter = TransportFeedbackAdapter()
+        var transportSequence: UInt16 = 0
+        var estimator: BandwidthEstimator?
+        var controller: EncodingController?
+        var decisions: [EncodingDecision] = []
     }
     private let state = Mutex(State())
     let videoTrack: LocalVideoTrack?
@@ -190,7 +212,10 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             thread.name = name
             thread.start()
         }
-        if videoTrack != nil { spawn("video-send") { [self] in try sendVideo() } }
+        if videoTrack != nil {
+            spawn("video-send") { [self] in try sendVideo() }
+            spawn("pacer") { [self] in try pace() }
+        }
         if audioTrack != nil { spawn("audio-send") { [self] in try sendAudio() } }
         spawn("rtcp-send") { [self] in
             var next = Duration.seconds(1)
@@ -217,6 +242,68 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     }
 
     private var mediaThreads: Int { (videoTrack != nil ? 1 : 0) + (audioTrack != nil ? 1 : 0) }
+    private let videoDone = Atomic<Bool>(false)
+
+    /// Sends what the pacer releases, assigning transport-wide sequence numbers at the moment of
+    /// sending, and pads probe clusters; ends when the video thread has and the queue is empty.
+    private func pace() throws {
+        let extensionID = configuration.transportSequenceExtensionID
+        while true {
+            let now = clock.now.microseconds
+            let (batch, done): ([RTPPacket], Bool) = state.withLock { s in
+                if let estimator = s.estimator {
+                    s.pacer.pacingRate = estimator.estimate * 2
+                    if !s.pacer.probing, let probe = s.estimator?.probeToSend(now: now) { s.pacer.startProbe(probe, now: now) }
+                } else {
+                    s.pacer.pacingRate = max(configuration.videoBitrate, configuration.maxVideoBitrate) * 3
+                }
+                var out: [RTPPacket] = []
+                func stamp(_ packet: inout RTPPacket, probe: BandwidthEstimator.ProbeCluster?) {
+                    guard let extensionID else { return }
+                    let sequence = s.transportSequence
+                    s.transportSequence &+= 1
+                    packet.setHeaderExtensionElements([HeaderExtensionElement(id: extensionID, data: TransportSequenceNumber.encode(sequence))])
+                    let size = packet.serializedSize + (outbound == nil ? 0 : 10)
+                    s.adapter.packetSent(sequence: sequence, size: size, atMicroseconds: now)
+                    if let probe { s.estimator?.probePacketSent(id: probe.id, sequence: sequence, size: size, at: now, bitrate: probe.bitrate) }
+                }
+                while let entry = s.pacer.next(now: now) {
+                    var packet = entry.item
+                    stamp(&packet, probe: entry.probe)
+                    out.append(packet)
+                }
+                if s.estimator != nil && s.pacer.probing {
+                    while let bytes = s.pacer.paddingWanted(now: now) {
+                        s.rtxSequence &+= 1
+                        var padding = RTPPacket(payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence, timestamp: 0,
+                                                ssrc: rtxSSRC, paddingLength: min(255, bytes))
+                        stamp(&padding, probe: s.pacer.currentProbe)
+                        s.pacer.paddingSent(size: padding.serializedSize)
+                        s.stats.paddingBytes += padding.serializedSize
+                        out.append(padding)
+                    }
+                }
+                return (out, s.pacer.isEmpty && videoDone.load(ordering: .relaxed))
+            }
+            for packet in batch { try send(packet, on: videoSocket, to: videoDestination) }
+            if done || stopping.load(ordering: .relaxed) { return }
+            usleep(1_000)
+        }
+    }
+
+    /// Applies a bandwidth estimate to the encoders' settings (auto mode).
+    private func adapt(estimator: BandwidthEstimator, cause: String, state s: inout State) {
+        guard var controller = s.controller else { return }
+        let made = controller.update(estimate: estimator.estimate, lossFraction: estimator.lossFraction, cause: cause, now: clock.now)
+        s.controller = controller
+        s.stats.estimateBitrate = estimator.estimate
+        s.stats.videoTargetBitrate = controller.videoBitrate
+        s.stats.audioTargetBitrate = controller.audioBitrate
+        s.stats.mode = controller.mode.description
+        guard !made.isEmpty else { return }
+        s.stats.decisions = Array((s.stats.decisions + made).suffix(20))
+        if let onDecision = configuration.onDecision { for d in made { onDecision(d) } }
+    }
     private let mediaFinished = Atomic<Int>(0)
 
     private func shouldContinue(_ elapsed: Duration) -> Bool {
@@ -242,7 +329,14 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             case .ended: frames.put(nil)
             }
         }
-        defer { ownsTracks ? source.stop() : source.detach() }
+        defer {
+            ownsTracks ? source.stop() : source.detach()
+            videoDone.store(true, ordering: .relaxed)
+        }
+        let auto = configuration.encodingMode == .auto && configuration.transportSequenceExtensionID != nil
+        var appliedBitrate = 0
+        var appliedMode: VideoMode?
+        var lastEncoded: Duration?
         var encoder: VP8Encoder?
         var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
         var sequence = UInt16.random(in: 0...UInt16.max)
@@ -252,6 +346,44 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             guard var frame = item else { break }
             if !track.isEnabled { frame = VideoFrame(width: frame.width, height: frame.height, timestamp: frame.timestamp, luma: 16) }
             let now = clock.now
+            if auto {
+                // The ladder comes from what the source really offers, once it delivers.
+                let (bitrate, mode, ladder) = state.withLock { s -> (Int, VideoMode, ModeLadder) in
+                    if s.controller == nil {
+                        let f = source.format
+                        let native = VideoMode(width: frame.width, height: frame.height, frameRate: max(1, Int(f.frameRate.rounded())))
+                        let ladder: ModeLadder = if case .device = source.input { .forCamera(source.offeredModes, native: native) } else { .forScaling(native: native) }
+                        let estimator = BandwidthEstimator(configuration: {
+                            var c = BandwidthEstimator.Configuration()
+                            c.startBitrate = min(800_000, configuration.maxVideoBitrate)
+                            c.maxBitrate = configuration.maxVideoBitrate + 64_000
+                            return c
+                        }())
+                        s.controller = EncodingController(ladder: ladder, maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: estimator.estimate)
+                        s.estimator = estimator
+                        adapt(estimator: estimator, cause: BandwidthEstimator.Cause.start.rawValue, state: &s)
+                    }
+                    return (s.controller!.videoBitrate, s.controller!.mode, s.controller!.ladder)
+                }
+                if mode != appliedMode {
+                    if ladder.usesCameraModes, case .device(let path, _) = source.input {
+                        // A real mode change: the camera delivers the new size (one keyframe follows).
+                        try? source.select(.device(path: path, mode: CameraModeRequest(width: mode.width, height: mode.height, frameRate: mode.frameRate)))
+                    }
+                    appliedMode = mode
+                }
+                // Sources that cannot change mode get scaled pictures and dropped frames.
+                if (frame.width, frame.height) != (mode.width, mode.height) {
+                    frame = try frame.scaled(width: mode.width, height: mode.height, filter: .bilinear)
+                }
+                let interval = Duration.microseconds(1_000_000 / Int64(max(1, mode.frameRate)))
+                if let last = lastEncoded, now - last < interval - .milliseconds(8) { continue }
+                lastEncoded = now
+                if bitrate != appliedBitrate, let running = encoder {
+                    try running.setTargetBitrate(bitrate)
+                    appliedBitrate = bitrate
+                }
+            }
             if let running = encoder {
                 try running.setResolution(width: frame.width, height: frame.height)
             } else {
@@ -274,8 +406,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                         s.video.record(packet, at: sentAt)
                         s.stats.videoPackets += 1
                         s.stats.videoBytes += packet.serializedSize
+                        s.pacer.enqueue(packet, size: packet.serializedSize, priority: .video, now: sentAt.microseconds)
                     }
-                    try send(packet, on: videoSocket, to: videoDestination)
                 }
                 state.withLock { s in
                     s.stats.videoFrames += 1
@@ -295,6 +427,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         try device.startCapture { blocks.put($0) }
         defer { ownsTracks ? device.stopCapture() : try? device.startCapture { _ in } }
         var encoder: OpusEncoder?
+        var audioSettings = (bitrate: configuration.audioBitrate, fec: -1)
         var sequence = UInt16.random(in: 0...UInt16.max)
         var timestamp = UInt32.random(in: 0...UInt32.max)
         var first = true
@@ -310,6 +443,13 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 encoder = e
             }
             if !track.isEnabled { samples = [Int16](repeating: 0, count: samples.count) }
+            // Auto mode: the controller's Opus bitrate and FEC (expected loss) follow the estimate.
+            if let (bitrate, fec) = state.withLock({ s in s.controller.map { ($0.audioBitrate, $0.fecLossPercent) } }),
+               bitrate != audioSettings.bitrate || fec != audioSettings.fec {
+                try encoder!.setBitrate(bitrate)
+                try encoder!.setInbandFEC(enabled: true, expectedLossPercent: max(fec, 5))
+                audioSettings = (bitrate, fec)
+            }
             let payload = try encoder!.encode(samples)
             let packet = RTPPacket(payloadType: MediaSenderConfiguration.audioPayloadType, sequenceNumber: sequence, timestamp: timestamp,
                                    ssrc: audioSSRC, marker: first, payload: payload)
@@ -374,13 +514,15 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     s.stats.nacksReceived += 1
                     return s.history.answer(nack.lostSequenceNumbers, now: now, roundTripTime: s.roundTripTime)
                 }
-                for original in answer.packets {
-                    let rtx = state.withLock { s -> RTPPacket in
+                // Retransmissions are paced and counted like media (a burst of them must not
+                // flood the bottleneck it was lost in).
+                state.withLock { s in
+                    for original in answer.packets {
                         s.rtxSequence &+= 1
                         s.stats.retransmitted += 1
-                        return RTX.wrap(original, ssrc: rtxSSRC, payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence)
+                        let rtx = RTX.wrap(original, ssrc: rtxSSRC, payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence)
+                        s.pacer.enqueue(rtx, size: rtx.serializedSize, priority: .retransmission, now: now.microseconds)
                     }
-                    try? send(rtx, on: videoSocket, to: videoDestination)
                 }
                 if answer.keyframeInstead { keyframeWanted.store(true, ordering: .relaxed) }
             case .pictureLossIndication(let pli) where pli.mediaSSRC == videoSSRC:
@@ -389,6 +531,14 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             case .fullIntraRequest(let fir) where fir.entries.contains { $0.ssrc == videoSSRC }:
                 keyframeWanted.store(true, ordering: .relaxed)
                 state.withLock { $0.stats.keyframeRequests += 1 }
+            case .transportFeedback(let feedback):
+                let now = clock.now.microseconds
+                state.withLock { s in
+                    guard var estimator = s.estimator, let results = try? s.adapter.results(for: feedback) else { return }
+                    let change = estimator.onFeedback(results, now: now)
+                    s.estimator = estimator
+                    adapt(estimator: estimator, cause: (change?.cause ?? .increase).rawValue, state: &s)
+                }
             case .receiverReport(let rr):
                 absorb(rr.reports, arrivalNTP: arrivalNTP)
             case .senderReport(let sr):

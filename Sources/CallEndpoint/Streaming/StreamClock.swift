@@ -28,6 +28,7 @@ func NTPTimeNow() -> UInt64 {
 
 extension Duration {
     var secondsDouble: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    var microseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
 }
 
 import Devices

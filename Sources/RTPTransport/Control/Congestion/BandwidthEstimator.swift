@@ -191,7 +191,10 @@ public struct BandwidthEstimator: Sendable {
             // One decrease per 200 ms: the queue needs time to answer.
             if let last = lastDecrease, now - last < 200_000 { return nil }
             let basis = Double(acknowledgedBitrate ?? estimate)
-            let target = Int(0.9 * basis)
+            // Far less gets through than is sent (the capacity fell): cut deep, below what
+            // arrives, so the standing queue drains. A small overshoot at the top of the climb:
+            // cut less, so the average stays near capacity.
+            let target = Int((basis < 0.7 * Double(estimate) ? 0.85 : 0.9) * basis)
             guard target < estimate else { return nil }
             estimate = target
             capacityEstimate = basis
@@ -218,14 +221,19 @@ public struct BandwidthEstimator: Sendable {
     }
 
     private mutating func updateLossBased(now: Int64) -> Cause? {
-        if let last = lastLossChange, now - last < 300_000 { return nil }
+        let elapsed = Double(min(now - (lastUpdate ?? now), 1_000_000)) / 1_000_000
         if lossFraction > 0.1 {
+            if let last = lastLossChange, now - last < 300_000 { return nil }
             lossBound = max(configuration.minBitrate, Int(Double(min(estimate, lossBound)) * (1 - 0.5 * lossFraction)))
             lastLossChange = now
+            // Judge the next cut on packets sent at the new rate, not on the queue the old
+            // rate left behind (a tail-drop queue goes on dropping while it drains).
+            lossWindow.removeAll()
+            lossFraction = 0
             return lossBound < estimate ? .loss : nil
         }
         if lossFraction < 0.02 {
-            lossBound = min(configuration.maxBitrate, max(lossBound, estimate) + max(lossBound, estimate) / 20)
+            lossBound = min(configuration.maxBitrate, Int(Double(max(lossBound, estimate)) * (1 + 0.08 * elapsed)))
         }
         return nil
     }

@@ -50,6 +50,7 @@ public struct Pacer<Item: Sendable>: Sendable {
     }
 
     public var probing: Bool { probe != nil }
+    public var currentProbe: BandwidthEstimator.ProbeCluster? { probe?.cluster }
 
     /// The rate in force now: the probe's, or the pacing rate raised to empty a queue that has
     /// waited too long.

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Congestion test (about 30 s): hosts A and B through router R, whose link toward B is a tbf
+# bottleneck (300 ms queue). A sends 640x480@30 + Opus to B in auto mode while the capacity
+# goes 2.5 -> 0.6 -> 2.5 Mbit/s. Checks, from A's per-second stats and its decision log:
+# A's sending rate is below 0.6 Mbit/s within 2 s of the drop, the video mode steps down, and
+# after the capacity returns the mode steps back up. Removes everything it made. Needs root;
+# skips, saying so, without it.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1 || ! command -v tc >/dev/null; then
+  echo "congestion: SKIPPED: needs root, ip netns and tc"
+  exit 0
+fi
+bin=$(swift build --show-bin-path)/callend
+high=${CONGESTION_HIGH:-2500kbit} low=${CONGESTION_LOW:-600kbit}
+phase1=${CONGESTION_PHASE1:-9} phase2=${CONGESTION_PHASE2:-9} phase3=${CONGESTION_PHASE3:-10}
+seconds=$((phase1 + phase2 + phase3 + 1))
+source scripts/netns-topology.sh
+work=$(mktemp -d /tmp/callend-congestion.XXXXXX)
+cleanup() {
+  topology_down
+  rm -rf "$work"
+}
+trap cleanup EXIT
+topology_up
+shape() { tc -n "$r" qdisc replace dev "${tag}rb" root tbf rate "$1" burst 15kb latency 300ms; }
+shape "$high"
+
+# Each output line is prefixed with the wall-clock time it appeared, to line it up with the schedule.
+stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done; }
+"$bin" token --new-secret > "$work/secret"
+ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
+pids+=($!)
+sleep 0.5
+token_a=$("$bin" token --room bottleneck --identity a --secret-file "$work/secret")
+token_b=$("$bin" token --room bottleneck --identity b --secret-file "$work/secret")
+common=(bottleneck --server 10.71.1.2:7000 --video-size 640x480 --fps 30 --duration "$seconds" --no-stdin)
+(ip netns exec "$a" env CALLEND_TOKEN="$token_a" "$bin" join "${common[@]}" 2>&1 | stamp > "$work/a.log") &
+pids+=($!)
+sleep 0.3
+ip netns exec "$b" env CALLEND_TOKEN="$token_b" "$bin" join "${common[@]}" --video-source none > "$work/b.log" 2>&1 &
+pids+=($!)
+start=$(date +%s.%N)
+sleep "$phase1"; drop=$(date +%s.%N); shape "$low"
+sleep "$phase2"; rise=$(date +%s.%N); shape "$high"
+for pid in "${pids[@]:1}"; do
+  timeout 40 tail --pid="$pid" -f /dev/null || echo "congestion: an endpoint did not finish in time"
+done
+
+python3 - "$work/a.log" "$start" "$drop" "$rise" "$low" <<'PY'
+import json, sys
+log, start, drop, rise, low = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+capacity = int(low.replace("kbit", ""))
+stats, decisions = [], []
+for line in open(log):
+    stamp, _, rest = line.partition(" ")
+    t = float(stamp)
+    if rest.startswith("{") and '"receivedFps"' in rest:
+        stats.append((t, json.loads(rest)))
+    elif "encoding: " in rest:
+        decisions.append((t, json.loads(rest.split("encoding: ", 1)[1])))
+ok = True
+def rate(s): return s["sentVideoKbps"] + s["sentAudioKbps"]
+print("congestion: t(s)  sent kbit/s  estimate  mode")
+for t, s in stats:
+    print(f"congestion: {t - start:5.1f} {rate(s):8.0f} {s.get('estimateKbps') or 0:9} {s.get('mode') or '-'}")
+for t, d in decisions:
+    if d["change"] == "mode" or d["cause"] in ("delay", "loss"):
+        print(f"congestion: decision at {t - start:5.1f}s: {d['cause']} {d['change']} {d['from']} -> {d['to']} (estimate {d['estimateKbps']})")
+# Below capacity within 2 s: the one-second stats line that ends 2 s after the drop, and after.
+after = [(t, s) for t, s in stats if drop + 2.0 <= t < rise]
+if not after or any(rate(s) >= capacity for _, s in after[:3]):
+    print(f"congestion: FAILED: sending not below {capacity} kbit/s 2 s after the drop: {[round(rate(s)) for _, s in after[:3]]}"); ok = False
+below = next((t for t, s in stats if t > drop and rate(s) < capacity), None)
+if below is not None:
+    print(f"congestion: below {capacity} kbit/s in the stats line {below - drop:.1f} s after the drop (lines cover one second)")
+def pixels(mode): w, h = mode.split("@")[0].split("x"); return int(w) * int(h)
+down = [d for t, d in decisions if drop <= t < rise and d["change"] == "mode" and pixels(d["to"]) < pixels(d["from"])]
+up = [d for t, d in decisions if t >= rise and d["change"] == "mode" and pixels(d["to"]) > pixels(d["from"])]
+if not down: print("congestion: FAILED: the video mode did not step down after the drop"); ok = False
+if not up: print("congestion: FAILED: the video mode did not step back up after the capacity returned"); ok = False
+late = [s for t, s in stats if t > rise + 5]
+if late and late[-1].get("mode") != "640x480@30":
+    print(f"congestion: FAILED: not back at 640x480@30 at the end: {late[-1].get('mode')}"); ok = False
+print("congestion: " + ("passed" if ok else "FAILED"))
+sys.exit(0 if ok else 1)
+PY
