@@ -92,7 +92,7 @@ final class TestService {
         // The camera mode: the peer decodes the new size; pictures keep coming.
         let switched = alice.perform("camera pattern 160x120@15")
         #expect(switched.contains(#""ok":true"#) && switched.contains(#""size":"160x120""#), "\(switched)")
-        #expect(eventually(3) { renderer.seen.withLock { ($0.width, $0.height) == (160, 120) } })
+        #expect(eventually(3) { renderer.seen.withLock { ($0.width, $0.height) == (160, 120) } }, "\(renderer.seen.withLock { $0 }) \(alice.perform("stats"))")
         let before = renderer.frames
         #expect(eventually(2) { renderer.frames >= before + 10 }, "video goes on after the switch")
 

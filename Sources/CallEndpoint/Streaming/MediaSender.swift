@@ -336,6 +336,14 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         let auto = configuration.encodingMode == .auto && configuration.transportSequenceExtensionID != nil
         var appliedBitrate = 0
         var appliedMode: VideoMode?
+        // The ladder is built for the input it was made from: a switch to another camera, or a
+        // pattern or file of another size or rate, builds a new one (the ladder's own mode
+        // changes of a camera do not: a camera is known by its path).
+        func identity(_ input: CameraInput, _ frame: VideoFrame) -> String {
+            if case .device(let path, _) = input { return path }
+            return "\(frame.width)x\(frame.height)@\(Int(source.format.frameRate.rounded()))"
+        }
+        var ladderInput: String?
         var lastEncoded: Duration?
         var encoder: VP8Encoder?
         var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
@@ -348,7 +356,17 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             let now = clock.now
             if auto {
                 // The ladder comes from what the source really offers, once it delivers.
+                let input = identity(source.input, frame)
+                let rebuild = ladderInput != input
+                ladderInput = input
                 let (bitrate, mode, ladder) = state.withLock { s -> (Int, VideoMode, ModeLadder) in
+                    if rebuild, let estimator = s.estimator, let old = s.controller {
+                        let f = source.format
+                        let native = VideoMode(width: frame.width, height: frame.height, frameRate: max(1, Int(f.frameRate.rounded())))
+                        let ladder: ModeLadder = if case .device = source.input { .forCamera(source.offeredModes, native: native) } else { .forScaling(native: native) }
+                        s.controller = EncodingController(ladder: ladder, maxVideoBitrate: old.maxVideoBitrate, startBitrate: old.videoBitrate)
+                        adapt(estimator: estimator, cause: "switch", state: &s)
+                    }
                     if s.controller == nil {
                         let f = source.format
                         let native = VideoMode(width: frame.width, height: frame.height, frameRate: max(1, Int(f.frameRate.rounded())))
