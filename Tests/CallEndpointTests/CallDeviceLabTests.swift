@@ -21,7 +21,8 @@ struct CallDeviceLab {
         let mic = try ALSAAudioDevice { $0.capturePCM = "plughw:CARD=Loopback,DEV=1"; $0.playbackPCM = nil }
         let feeding = Feeder(pcm: "plughw:CARD=Loopback,DEV=0")
         defer { feeding.stop() }
-        let alice = try service.connect("alice", media: Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: LocalAudioTrack(device: mic)), seconds: 40)
+        let alice = try service.connect("alice", media: Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: LocalAudioTrack(device: mic)), seconds: 40,
+                                      mode: .manual)  // the user's mode switch is under test here, not the ladder's
         usleep(300_000)
         let renderer = RecordingRenderer(), speaker = RecordingSpeaker()
         let bob = try service.connect("bob", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: try SyntheticAudioDevice(source: .silence)),

@@ -59,14 +59,14 @@ final class TestService {
     }
     deinit { server.stop() }
 
-    func options(_ who: String, room: String = "lab") throws -> ConnectOptions {
+    func options(_ who: String, room: String = "lab", mode: VideoEncodingMode = .auto) throws -> ConnectOptions {
         let now = Int64(Date().timeIntervalSince1970)
         let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: room, issuedAt: now, expires: now + 600))
-        return try ConnectOptions(token: token) { $0.roomName = room }
+        return try ConnectOptions(token: token) { $0.roomName = room; $0.videoEncodingMode = mode }
     }
 
-    func connect(_ who: String, media: Call.Media, seconds: Int, delegate: (any RoomDelegate)? = nil) throws -> Room {
-        try Room.connect(options: try options(who), server: ("127.0.0.1", server.port), media: media, duration: .seconds(seconds),
+    func connect(_ who: String, media: Call.Media, seconds: Int, delegate: (any RoomDelegate)? = nil, mode: VideoEncodingMode = .auto) throws -> Room {
+        try Room.connect(options: try options(who, mode: mode), server: ("127.0.0.1", server.port), media: media, duration: .seconds(seconds),
                          advertisedHost: "127.0.0.1", delegate: delegate)
     }
 }

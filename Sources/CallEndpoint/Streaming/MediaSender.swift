@@ -339,8 +339,10 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         // The ladder is built for the input it was made from: a switch to another camera, or a
         // pattern or file of another size or rate, builds a new one (the ladder's own mode
         // changes of a camera do not: a camera is known by its path).
+        var ownRequest: CameraModeRequest?
         func identity(_ input: CameraInput, _ frame: VideoFrame) -> String {
-            if case .device(let path, _) = input { return path }
+            // A mode the user asked for is a new input; one the ladder asked for is not.
+            if case .device(let path, let request) = input { return request == ownRequest ? path : "\(path) \(request?.description ?? "") \(frame.width)x\(frame.height)" }
             return "\(frame.width)x\(frame.height)@\(Int(source.format.frameRate.rounded()))"
         }
         var ladderInput: String?
@@ -386,7 +388,11 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 if mode != appliedMode {
                     if ladder.usesCameraModes, case .device(let path, _) = source.input {
                         // A real mode change: the camera delivers the new size (one keyframe follows).
-                        try? source.select(.device(path: path, mode: CameraModeRequest(width: mode.width, height: mode.height, frameRate: mode.frameRate)))
+                        let request = CameraModeRequest(width: mode.width, height: mode.height, frameRate: mode.frameRate)
+                        if (try? source.select(.device(path: path, mode: request))) != nil {
+                            ownRequest = request
+                            ladderInput = identity(source.input, frame)
+                        }
                     }
                     appliedMode = mode
                 }
