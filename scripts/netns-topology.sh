@@ -1,6 +1,7 @@
 # Three network namespaces for tests: hosts A (10.71.1.2) and B (10.71.2.2) joined through a
-# router R, which forwards between them. Source this file, call `topology_up`, and
-# `topology_down` from an EXIT trap; every namespace, veth pair and listed process goes.
+# router R, which forwards between them. Source this file and call `topology_start NAME`: it
+# makes a scratch folder ($work), the namespaces, and an EXIT trap that removes every
+# namespace, veth pair, process listed in $pids, and the folder.
 # Names carry the caller's PID so parallel runs do not collide.
 tag=ce$$
 a=${tag}a b=${tag}b r=${tag}r
@@ -26,4 +27,10 @@ topology_up() {
   ip -n "$a" route add default via 10.71.1.1
   ip -n "$b" route add default via 10.71.2.1
   ip netns exec "$r" sysctl -q -w net.ipv4.ip_forward=1
+}
+
+topology_start() {
+  work=$(mktemp -d "/tmp/callend-$1.XXXXXX")
+  trap 'topology_down; rm -rf "$work"' EXIT
+  topology_up
 }

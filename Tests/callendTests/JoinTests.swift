@@ -2,22 +2,28 @@ import Foundation
 import Testing
 import TestSupport
 
+/// `callend serve` on a loopback port (0: any free one) and the port it took.
+func startServe(_ secret: SecretFile, port: Int = 0) throws -> (Process, Int) {
+    let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:\(port)", "--secret-file", secret.path])
+    let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+    return (server, try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? "")))
+}
+
+/// A token from `callend token` for `who` in `room`.
+func token(_ who: String, _ secret: SecretFile, room: String = "r") throws -> String {
+    try runCallend(["token", "--room", room, "--identity", who, "--secret-file", secret.path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
 @Suite(.serialized) struct JoinTests {
     /// `callend serve` and two `callend join` processes on loopback: both sides decode the other's video.
     @Test func twoJoinProcessesCallEachOtherThroughServe() throws {
         let secret = try SecretFile()
-        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path])
+        let (server, port) = try startServe(secret)
         defer { terminate(server) }
-        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-        let port = try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? ""))
-        func token(_ who: String) throws -> String {
-            try runCallend(["token", "--room", "call", "--identity", who, "--secret-file", secret.path]).stdout
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        }
         let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--duration", "4", "--advertise", "127.0.0.1"]
-        let (a, aOut, _) = try launchCallend(["join", "call", "--token", try token("roof")] + common)
+        let (a, aOut, _) = try launchCallend(["join", "call", "--token", try token("roof", secret, room: "call")] + common)
         usleep(300_000)
-        let (b, bOut, _) = try launchCallend(["join", "call"] + common, environment: ["CALLEND_TOKEN": try token("bench")])
+        let (b, bOut, _) = try launchCallend(["join", "call"] + common, environment: ["CALLEND_TOKEN": try token("bench", secret, room: "call")])
         let aText = String(decoding: aOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let bText = String(decoding: bOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         a.waitUntilExit()
@@ -58,10 +64,8 @@ import TestSupport
         }
         // A token the server refuses ends the call with exit code 1 and the reason.
         let secret = try SecretFile()
-        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path])
+        let (server, port) = try startServe(secret)
         defer { terminate(server) }
-        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-        let port = try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? ""))
         let refused = try runCallend(["join", "lab", "--token", "a.b.c", "--server", "127.0.0.1:\(port)", "--duration", "2"])
         #expect(refused.status == 1 && refused.stderr.contains("token_"), "\(refused.stderr)")
         // Devices are opened before joining: a missing camera or microphone fails at once, by name.
@@ -75,19 +79,14 @@ import TestSupport
     /// are JSON lines; 'leave' ends the call with exit code 0.
     @Test func controlSocketAndStandardInputDriveARunningCall() throws {
         let secret = try SecretFile()
-        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path])
+        let (server, port) = try startServe(secret)
         defer { terminate(server) }
-        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-        let port = try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? ""))
-        func token(_ who: String) throws -> String {
-            try runCallend(["token", "--room", "ctl", "--identity", who, "--secret-file", secret.path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        }
         let socketPath = FileManager.default.temporaryDirectory.appendingPathComponent("callend-ctl-\(getpid()).sock").path
         let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--advertise", "127.0.0.1", "--duration", "30"]
         let input = Pipe()
-        let (a, aOut, _) = try launchCallend(["join", "ctl", "--token", try token("a"), "--control", socketPath] + common, input: input)
+        let (a, aOut, _) = try launchCallend(["join", "ctl", "--token", try token("a", secret, room: "ctl"), "--control", socketPath] + common, input: input)
         usleep(300_000)
-        let (b, bOut, _) = try launchCallend(["join", "ctl", "--token", try token("b"), "--no-stdin"] + common)
+        let (b, bOut, _) = try launchCallend(["join", "ctl", "--token", try token("b", secret, room: "ctl"), "--no-stdin"] + common)
         defer { terminate(a); terminate(b) }
         let aLog = StreamCollector(aOut), bLog = StreamCollector(bOut)
         #expect(aLog.wait(for: #""receivedFps""#, seconds: 10), "stats lines: \(aLog.text)")
@@ -145,16 +144,6 @@ final class StreamCollector: @unchecked Sendable {  // `buffer` is guarded by `l
 }
 
 @Suite(.serialized) struct CallResilienceTests {
-    func startServe(_ secret: SecretFile, port: Int = 0) throws -> (Process, Int) {
-        let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:\(port)", "--secret-file", secret.path])
-        let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-        return (server, try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? "")))
-    }
-
-    func token(_ who: String, _ secret: SecretFile) throws -> String {
-        try runCallend(["token", "--room", "r", "--identity", who, "--secret-file", secret.path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     /// A peer killed mid-call (no bye) is noticed from RTCP silence within 5 s; the survivor stays
     /// in the room, and the peer joining again gets media without the survivor restarting.
     @Test func aVanishedPeerIsNoticedAndARejoinGetsMediaAgain() throws {

@@ -16,13 +16,7 @@ high=${CONGESTION_HIGH:-2500kbit} low=${CONGESTION_LOW:-600kbit}
 phase1=${CONGESTION_PHASE1:-9} phase2=${CONGESTION_PHASE2:-9} phase3=${CONGESTION_PHASE3:-10}
 seconds=$((phase1 + phase2 + phase3 + 1))
 source scripts/netns-topology.sh
-work=$(mktemp -d /tmp/callend-congestion.XXXXXX)
-cleanup() {
-  topology_down
-  rm -rf "$work"
-}
-trap cleanup EXIT
-topology_up
+topology_start congestion
 shape() { tc -n "$r" qdisc replace dev "${tag}rb" root tbf rate "$1" burst 15kb latency 300ms; }
 shape "$high"
 

@@ -13,13 +13,7 @@ if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
 fi
 bin=$(swift build --show-bin-path)/callend
 source scripts/netns-topology.sh
-work=$(mktemp -d /tmp/callend-twohost.XXXXXX)
-cleanup() {
-  topology_down
-  rm -rf "$work"
-}
-trap cleanup EXIT
-topology_up
+topology_start twohost
 
 # The same commands docker-compose.yml runs in its three containers.
 "$bin" token --new-secret > "$work/secret"

@@ -150,7 +150,8 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         initial.audioDecoder = try OpusDecoder(channels: 2)
         state = Mutex(initial)
         ownedRenderers = configuration.videoOutput.map { [VideoRenderers.forPath($0)] } ?? []
-        ownedPlayout = try configuration.audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
+        // A call's speaker, when given, is where audio goes; an output path is then not opened.
+        ownedPlayout = configuration.audioPlayout != nil ? nil : try configuration.audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
         renderers = configuration.videoRenderers + ownedRenderers
         speaker = configuration.audioPlayout ?? ownedPlayout
     }

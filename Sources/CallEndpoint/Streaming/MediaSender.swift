@@ -243,6 +243,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     private var mediaThreads: Int { (videoTrack != nil ? 1 : 0) + (audioTrack != nil ? 1 : 0) }
     private let videoDone = Atomic<Bool>(false)
+    /// Signalled when packets are queued for the pacer.
+    private let pacerWake = DispatchSemaphore(value: 0)
 
     /// Sends what the pacer releases, assigning transport-wide sequence numbers at the moment of
     /// sending, and pads probe clusters; ends when the video thread has and the queue is empty.
@@ -250,7 +252,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         let extensionID = configuration.transportSequenceExtensionID
         while true {
             let now = clock.now.microseconds
-            let (batch, done): ([RTPPacket], Bool) = state.withLock { s in
+            let (batch, done, wait): ([RTPPacket], Bool, Int64) = state.withLock { s in
                 if let estimator = s.estimator {
                     s.pacer.pacingRate = estimator.estimate * 2
                     if !s.pacer.probing, let probe = s.estimator?.probeToSend(now: now) { s.pacer.startProbe(probe, now: now) }
@@ -283,11 +285,14 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                         out.append(padding)
                     }
                 }
-                return (out, s.pacer.isEmpty && videoDone.load(ordering: .relaxed))
+                // Sleep until the budget allows the next packet, a new packet is queued, or (idle) a
+                // probe may be due; during a probe, pad every millisecond.
+                let wait: Int64 = s.pacer.probing ? 1_000 : s.pacer.isEmpty ? 20_000 : max(500, s.pacer.timeUntilNext(now: now))
+                return (out, s.pacer.isEmpty && videoDone.load(ordering: .relaxed), wait)
             }
             for packet in batch { try send(packet, on: videoSocket, to: videoDestination) }
             if done || stopping.load(ordering: .relaxed) { return }
-            usleep(1_000)
+            _ = pacerWake.wait(timeout: .now() + .microseconds(Int(wait)))
         }
     }
 
@@ -346,6 +351,12 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             return "\(frame.width)x\(frame.height)@\(Int(source.format.frameRate.rounded()))"
         }
         var ladderInput: String?
+        /// The ladder for what the source delivers now: the camera's real modes, or scaling.
+        func ladder(for frame: VideoFrame) -> ModeLadder {
+            let native = VideoMode(width: frame.width, height: frame.height, frameRate: max(1, Int(source.format.frameRate.rounded())))
+            if case .device = source.input { return .forCamera(source.offeredModes, native: native) }
+            return .forScaling(native: native)
+        }
         var lastEncoded: Duration?
         var encoder: VP8Encoder?
         var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
@@ -361,32 +372,26 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 let input = identity(source.input, frame)
                 let rebuild = ladderInput != input
                 ladderInput = input
-                let (bitrate, mode, ladder) = state.withLock { s -> (Int, VideoMode, ModeLadder) in
+                let (bitrate, mode, activeLadder) = state.withLock { s -> (Int, VideoMode, ModeLadder) in
                     if rebuild, let estimator = s.estimator, let old = s.controller {
-                        let f = source.format
-                        let native = VideoMode(width: frame.width, height: frame.height, frameRate: max(1, Int(f.frameRate.rounded())))
-                        let ladder: ModeLadder = if case .device = source.input { .forCamera(source.offeredModes, native: native) } else { .forScaling(native: native) }
-                        s.controller = EncodingController(ladder: ladder, maxVideoBitrate: old.maxVideoBitrate, startBitrate: old.videoBitrate)
+                        s.controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: old.maxVideoBitrate, startBitrate: old.videoBitrate)
                         adapt(estimator: estimator, cause: "switch", state: &s)
                     }
                     if s.controller == nil {
-                        let f = source.format
-                        let native = VideoMode(width: frame.width, height: frame.height, frameRate: max(1, Int(f.frameRate.rounded())))
-                        let ladder: ModeLadder = if case .device = source.input { .forCamera(source.offeredModes, native: native) } else { .forScaling(native: native) }
                         let estimator = BandwidthEstimator(configuration: {
                             var c = BandwidthEstimator.Configuration()
                             c.startBitrate = min(800_000, configuration.maxVideoBitrate)
                             c.maxBitrate = configuration.maxVideoBitrate + 64_000
                             return c
                         }())
-                        s.controller = EncodingController(ladder: ladder, maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: estimator.estimate)
+                        s.controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: estimator.estimate)
                         s.estimator = estimator
                         adapt(estimator: estimator, cause: BandwidthEstimator.Cause.start.rawValue, state: &s)
                     }
                     return (s.controller!.videoBitrate, s.controller!.mode, s.controller!.ladder)
                 }
                 if mode != appliedMode {
-                    if ladder.usesCameraModes, case .device(let path, _) = source.input {
+                    if activeLadder.usesCameraModes, case .device(let path, _) = source.input {
                         // A real mode change: the camera delivers the new size (one keyframe follows).
                         let request = CameraModeRequest(width: mode.width, height: mode.height, frameRate: mode.frameRate)
                         if (try? source.select(.device(path: path, mode: request))) != nil {
@@ -432,6 +437,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                         s.stats.videoBytes += packet.serializedSize
                         s.pacer.enqueue(packet, size: packet.serializedSize, priority: .video, now: sentAt.microseconds)
                     }
+                    pacerWake.signal()
                 }
                 state.withLock { s in
                     s.stats.videoFrames += 1
@@ -548,6 +554,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                         s.pacer.enqueue(rtx, size: rtx.serializedSize, priority: .retransmission, now: now.microseconds)
                     }
                 }
+                pacerWake.signal()
                 if answer.keyframeInstead { keyframeWanted.store(true, ordering: .relaxed) }
             case .pictureLossIndication(let pli) where pli.mediaSSRC == videoSSRC:
                 keyframeWanted.store(true, ordering: .relaxed)
