@@ -29,6 +29,8 @@ let mainHelp = """
                       audio latency (p50/p95), CPU and memory per endpoint
       bench rtp       packets/s and CPU per packet through packetize -> SRTP -> UDP -> unprotect ->
                       depacketize, against the same path without SRTP
+      bench congestion (root) callend and an aiortc pair through a tbf bottleneck whose capacity
+                      follows RFC 8867 §5.1: utilization, queueing delay, loss, reaction times, ratios
       bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and
                       Opus with opusenc/opusdec, side by side; print fps, PSNR, bitrate and ratios
 
@@ -37,9 +39,6 @@ let mainHelp = """
       --version       show the version and the C libraries linked
 
     exit codes: 0 success, 1 the command failed, 2 bad command line
-
-    Not built yet: camera/microphone/speaker in join, live status line, control socket, automatic
-    encoding mode (bitrate and camera-mode adaptation).
     """
 
 let benchCodecsHelp = """
@@ -158,12 +157,13 @@ do {
             let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
             let bench = CallBenchmark(calls: calls, seconds: seconds, executable: executable) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
             print(CallBenchmark.format(try bench.run(), calls: calls, seconds: seconds))
+        case "congestion": try runBenchCongestion(&args)
         case "rtp":
             if args.flag("--help") || args.flag("-h") { print(benchRTPHelp); break }
             let packets = try args.integer("--packets", in: 1000...10_000_000) ?? 200_000
             try args.finish(command: "bench rtp")
             print(RTPBenchmark.format(try RTPBenchmark(packets: packets).run()))
-        default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, signaling, rtp")
+        default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, congestion, signaling, rtp")
         }
     default:
         throw UsageError(description: "unknown command '\(command)'; see 'callend --help'")

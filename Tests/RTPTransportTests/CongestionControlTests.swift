@@ -10,11 +10,22 @@ struct SimulatedLink {
     var busyUntil: Int64 = 0
     var lossEvery: Int?  // drop every Nth packet regardless of the queue
     var count = 0
+    /// A token bucket in front of the link (a policer, like tbf with a large burst): while it
+    /// holds tokens and nothing waits, packets pass at line rate.
+    var bucketBytes = 0
+    var tokens = 0.0
+    var lastSent: Int64 = 0
 
     /// Arrival time of a packet sent at `sent`, or nil when dropped.
     mutating func carry(sent: Int64, size: Int) -> Int64? {
         count += 1
         if let n = lossEvery, count % n == 0 { return nil }
+        tokens = min(Double(bucketBytes), tokens + Double(sent - lastSent) * Double(capacity) / 8 / 1_000_000)
+        lastSent = sent
+        if busyUntil <= sent && tokens >= Double(size) {
+            tokens -= Double(size)
+            return sent + propagation
+        }
         let start = max(sent, busyUntil)
         guard start - sent <= queueLimit else { return nil }
         busyUntil = start + Int64(size * 8) * 1_000_000 / Int64(capacity)
@@ -67,8 +78,12 @@ struct EstimatorSimulation {
             }
             now += 1_000
             if now >= nextFeedback {
-                // Feedback reports what has arrived by now, in order.
-                let ready = pending.prefix { ($0.arrived ?? $0.sent + 400_000) <= now }
+                // Feedback reports what has arrived by now, in order; a lost packet is reported
+                // once a later one has arrived (as transport-cc does), or after 400 ms.
+                let lastArrived = pending.lastIndex { ($0.arrived ?? .max) <= now }
+                let ready = pending.enumerated().prefix { i, r in
+                    r.arrived.map { $0 <= now } ?? (lastArrived.map { i < $0 } == true || r.sent + 400_000 <= now)
+                }.map(\.element)
                 pending.removeFirst(ready.count)
                 if let change = estimator.onFeedback(Array(ready), now: now) { changes.append(change) }
                 trace.append((now, estimator.estimate, link.queueDelay(at: now)))
@@ -109,6 +124,25 @@ struct EstimatorSimulation {
         let start = Int64(60) * 33_000
         let delay = try? #require(detectedAt).self - start
         #expect(delay != nil && delay! < 300_000, "overuse detected \(String(describing: delay)) µs after the queue began to grow")
+    }
+
+    @Test func aStandingQueueAboveTheLimitIsOveruse() {
+        // The queue grows by 80 ms over ten frames, then stands still: the slope flattens, but
+        // 80 ms above the base is more than the 50 ms the detector accepts.
+        var detector = DelayBasedDetector()
+        var usage: [DelayBasedDetector.Usage] = []
+        for (sent, arrived) in trace(frames: 60, growth: 0) + trace(frames: 10, growth: 8).map({ ($0 + 60 * 33_000, $1 + 60 * 33_000) })
+            + trace(frames: 60, growth: 0).map({ ($0 + 70 * 33_000, $1 + 70 * 33_000 + 80_000) }) {
+            usage.append(detector.update(sent: sent, arrived: arrived, size: 1200))
+        }
+        #expect(abs(detector.queueDelay - 80) < 10, "queue delay \(detector.queueDelay) ms")
+        #expect(usage.suffix(30).allSatisfy { $0 == .overusing })
+        // 30 ms standing is within the limit.
+        var calm = DelayBasedDetector()
+        for (sent, arrived) in trace(frames: 60, growth: 0) + trace(frames: 60, growth: 0).map({ ($0 + 60 * 33_000, $1 + 60 * 33_000 + 30_000) }) {
+            calm.update(sent: sent, arrived: arrived, size: 1200)
+        }
+        #expect(calm.usage == .normal)
     }
 
     @Test func drainingQueueIsUnderuse() {
@@ -162,6 +196,45 @@ struct EstimatorSimulation {
         sim.run(seconds: 8)
         let reached = sim.trace.first { $0.time > riseAt && $0.estimate >= 2_250_000 }
         #expect(reached != nil && reached!.time - riseAt <= 5_000_000, "90 % after \(String(describing: reached.map { $0.time - riseAt })) µs")
+    }
+
+    @Test func aRiseFromAKnownCapacityIsFoundWithinSeconds() {
+        // At 1 Mbit/s the probes find no room and back off; the rise must still be found.
+        var sim = EstimatorSimulation(capacity: 1_000_000)
+        sim.run(seconds: 10)
+        let riseAt = sim.now
+        sim.link.capacity = 2_500_000
+        sim.run(seconds: 8)
+        let reached = sim.trace.first { $0.time > riseAt && $0.estimate >= 2_250_000 }
+        print(sim.changes.filter { $0.time > riseAt - 2_000_000 && $0.cause != .increase }.map { "\($0.time / 1000) \($0.cause) \($0.from)->\($0.to)" })
+        #expect(reached != nil && reached!.time - riseAt <= 5_000_000, "90 % after \(String(describing: reached.map { $0.time - riseAt })) µs")
+    }
+
+    @Test func aProbeThroughATokenBucketIsUndoneQuickly() {
+        // A 15 kB bucket on a 600 kbit/s link lets a whole probe through at line rate: the probe
+        // looks like spare room. The queue that follows undoes it within a second.
+        var sim = EstimatorSimulation(capacity: 600_000)
+        sim.link.bucketBytes = 15_000
+        sim.run(seconds: 20)
+        let late = sim.trace.filter { $0.time > 3_000_000 }
+        var longest: Int64 = 0, since: Int64?
+        for point in late {
+            if point.estimate > 720_000 { since = since ?? point.time; longest = max(longest, point.time - since!) } else { since = nil }
+        }
+        #expect(longest <= 1_000_000, "estimate above 1.2 x capacity for \(longest) µs")
+        let mean = late.map(\.estimate).reduce(0, +) / late.count
+        #expect(mean > 400_000 && mean < 700_000, "mean estimate \(mean)")
+    }
+
+    @Test func aProbeIsJudgedOnItsLaterPackets() {
+        // A 4 kB bucket passes the first few packets of a probe at line rate; the rest queue.
+        // Judged on the later half, the probe reports the link, not the bucket.
+        var sim = EstimatorSimulation(capacity: 1_000_000)
+        sim.link.bucketBytes = 4_000
+        sim.run(seconds: 12)
+        let probes = sim.changes.filter { $0.cause == .probe && $0.time > 3_000_000 }
+        #expect(probes.allSatisfy { $0.to <= 1_100_000 }, "\(probes)")
+        #expect(sim.trace.filter { $0.time > 3_000_000 }.allSatisfy { $0.estimate <= 1_200_000 })
     }
 
     @Test func heavyLossCutsTheEstimate() {

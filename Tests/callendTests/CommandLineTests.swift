@@ -50,6 +50,12 @@ func runCallend(_ arguments: [String]) throws -> (status: Int32, stdout: String,
         (["bench", "codecs", "--frames", "ten"], "--frames takes a whole number"),
         (["bench", "codecs", "--sizes", "640by480"], "is not a size"),
         (["bench", "codecs", "--turbo"], "unknown option '--turbo' for 'bench codecs'"),
+        (["bench", "congestion", "--schedule", "1000"], "a phase is KBIT:SECONDS"),
+        (["bench", "congestion", "--schedule", "1000:40,10:20"], "not '10:20'"),
+        (["bench", "congestion", "--schedule", "1000:40,"], "a phase is KBIT:SECONDS"),
+        (["bench", "congestion", "--no-aiortc", "--python", "/usr/bin/python3"], "alternatives"),
+        (["bench", "congestion", "--burst", "100"], "--burst"),
+        (["bench", "congestion", "--fps", "0"], "--fps"),
         (["--version", "extra"], "unexpected argument 'extra'"),
     ])
     func badCommandLinesExitWithCode2(arguments: [String], message: String) throws {

@@ -17,7 +17,8 @@ phase1=${CONGESTION_PHASE1:-9} phase2=${CONGESTION_PHASE2:-9} phase3=${CONGESTIO
 seconds=$((phase1 + phase2 + phase3 + 1))
 source scripts/netns-topology.sh
 topology_start congestion
-shape() { tc -n "$r" qdisc replace dev "${tag}rb" root tbf rate "$1" burst 15kb latency 300ms; }
+# A 4 kB bucket (about three packets): the bottleneck behaves like a link, not a policer.
+shape() { tc -n "$r" qdisc replace dev "${tag}rb" root tbf rate "$1" burst 4000 latency 300ms; }
 shape "$high"
 
 # Each output line is prefixed with the wall-clock time it appeared, to line it up with the schedule.

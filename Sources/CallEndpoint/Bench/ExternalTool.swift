@@ -13,6 +13,10 @@ struct ExternalTool {
     }
 
     static func locate(_ name: String) throws -> String {
+        if name.contains("/") {
+            guard FileManager.default.isExecutableFile(atPath: name) else { throw Failure(description: "\(name) is not an executable file") }
+            return name
+        }
         let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
         guard let found = paths.map({ "\($0)/\(name)" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw Failure(description: "\(name) is not installed; run scripts/install-deps.sh (it installs ffmpeg, vpx-tools and opus-tools)")

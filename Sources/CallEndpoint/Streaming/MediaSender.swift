@@ -77,6 +77,10 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     public var mode: String?
     public var decisions: [EncodingDecision] = []
     public var paddingBytes = 0
+    /// Auto mode: pictures not encoded because the pacer still held earlier ones (encoder
+    /// pushback), and retransmissions refused because the retransmission budget was spent.
+    public var framesHeldBack = 0
+    public var retransmissionsRefused = 0
 
     public var description: String {
         let seconds = max(elapsed.secondsDouble, 0.001)
@@ -122,6 +126,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         var estimator: BandwidthEstimator?
         var controller: EncodingController?
         var decisions: [EncodingDecision] = []
+        /// Retransmitted bytes of the last second (auto mode budget).
+        var retransmissionWindow: [(time: Int64, bytes: Int)] = []
     }
     private let state = Mutex(State())
     let videoTrack: LocalVideoTrack?
@@ -254,7 +260,12 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             let now = clock.now.microseconds
             let (batch, done, wait): ([RTPPacket], Bool, Int64) = state.withLock { s in
                 if let estimator = s.estimator {
-                    s.pacer.pacingRate = estimator.estimate * 2
+                    // Frames go out at 1.5x the estimate (a frame is spread over most of its
+                    // interval, not burst); a backlog drains at no more than 2x.
+                    s.pacer.pacingRate = estimator.estimate * 3 / 2
+                    // Right after a cut the path is known to be full: no faster than the estimate.
+                    if let cut = estimator.lastDecrease, now - cut < 1_000_000 { s.pacer.pacingRate = estimator.estimate }
+                    s.pacer.maxDrainRate = estimator.estimate * 2
                     if !s.pacer.probing, let probe = s.estimator?.probeToSend(now: now) { s.pacer.startProbe(probe, now: now) }
                 } else {
                     s.pacer.pacingRate = max(configuration.videoBitrate, configuration.maxVideoBitrate) * 3
@@ -417,10 +428,20 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 try running.setResolution(width: frame.width, height: frame.height)
             } else {
                 let rate = max(1, Int(source.format.frameRate.rounded()))
-                encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: frame.width, height: frame.height, frameRate: rate,
-                                                                                targetBitrate: configuration.videoBitrate))
+                var settings = VP8EncoderConfiguration(width: frame.width, height: frame.height, frameRate: rate, targetBitrate: configuration.videoBitrate)
+                // Auto mode changes mode under congestion: a keyframe may cost at most three
+                // average frames, so a step down does not overfill the smaller pipe.
+                if auto { settings.maxIntraBitratePercent = 300 }
+                encoder = try VP8Encoder(configuration: settings)
             }
             guard let encoder else { break }
+            if auto, state.withLock({ $0.pacer.queueDelay(now: now.microseconds) > 100_000 }) {
+                // Encoder pushback: the pacer still holds more than 100 ms of earlier frames, so
+                // this picture would only wait behind them; skip it (the rate controller sees
+                // the gap in timestamps and the next frame carries the motion).
+                state.withLock { $0.stats.framesHeldBack += 1 }
+                continue
+            }
             if modeChanged.exchange(false, ordering: .relaxed) || keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
             let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(now.secondsDouble * 90_000))
             for encoded in try encoder.encode(frame) {
@@ -547,7 +568,20 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 // Retransmissions are paced and counted like media (a burst of them must not
                 // flood the bottleneck it was lost in).
                 state.withLock { s in
+                    let at = now.microseconds
+                    s.retransmissionWindow.removeAll { $0.time < at - 1_000_000 }
                     for original in answer.packets {
+                        if let estimator = s.estimator {
+                            // Auto mode: retransmissions may use a quarter of the estimate, and none
+                            // while the pacer is backed up (they would deepen the congestion that
+                            // lost the packets; the receiver asks for a keyframe if it must).
+                            let spent = s.retransmissionWindow.reduce(0) { $0 + $1.bytes }
+                            if (spent + original.serializedSize) * 8 > estimator.estimate / 4 || s.pacer.queueDelay(now: at) > 150_000 {
+                                s.stats.retransmissionsRefused += 1
+                                continue
+                            }
+                            s.retransmissionWindow.append((at, original.serializedSize))
+                        }
                         s.rtxSequence &+= 1
                         s.stats.retransmitted += 1
                         let rtx = RTX.wrap(original, ssrc: rtxSSRC, payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence)

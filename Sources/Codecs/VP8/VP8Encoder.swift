@@ -43,6 +43,7 @@ public final class VP8Encoder {
             try Self.check(cvpx_set_static_threshold(context, UInt32(c.staticThreshold)), context, "set VP8 static threshold")
             try Self.check(cvpx_set_noise_sensitivity(context, UInt32(c.noiseSensitivity)), context, "set VP8 noise sensitivity")
             try Self.check(cvpx_set_token_partitions(context, Int32(c.tokenPartitions)), context, "set VP8 token partitions")
+            try Self.check(cvpx_set_max_intra_bitrate_pct(context, UInt32(c.maxIntraBitratePercent)), context, "set VP8 max intra bitrate")
         } catch {
             vpx_codec_destroy(context)
             throw error

@@ -29,6 +29,10 @@ public struct VP8EncoderConfiguration: Sendable, Equatable {
     public var noiseSensitivity: Int = 0
     /// log2 of the number of DCT token partitions (0 ... 3).
     public var tokenPartitions: Int = 0
+    /// Largest keyframe as a percentage of an average frame at the target rate; 0 is no limit.
+    /// A call that changes mode under congestion caps it, so the keyframe does not flood the
+    /// bottleneck it is trying to fit.
+    public var maxIntraBitratePercent: Int = 0
 
     public init(width: Int, height: Int, frameRate: Int = 30, targetBitrate: Int = 1_000_000) {
         self.width = width
@@ -48,6 +52,7 @@ public struct VP8EncoderConfiguration: Sendable, Equatable {
             "--buf-initial-sz=\(bufferInitialMs)", "--buf-optimal-sz=\(bufferOptimalMs)", "--buf-sz=\(bufferSizeMs)",
             "--drop-frame=\(dropFrameThreshold)", "--static-thresh=\(staticThreshold)",
             "--noise-sensitivity=\(noiseSensitivity)", "--token-parts=\(tokenPartitions)",
+            "--max-intra-rate=\(maxIntraBitratePercent)",
         ]
     }
 
@@ -66,6 +71,7 @@ public struct VP8EncoderConfiguration: Sendable, Equatable {
             throw fail("quantizer range \(minQuantizer) ... \(maxQuantizer); supported: 0 ≤ min ≤ max ≤ 63")
         }
         guard (0...3).contains(tokenPartitions) else { throw fail("token partitions \(tokenPartitions); supported: 0 ... 3") }
+        guard maxIntraBitratePercent >= 0 else { throw fail("max intra bitrate \(maxIntraBitratePercent) %; must be ≥ 0 (0: no limit)") }
         guard keyframeInterval >= 1 else { throw fail("keyframe interval \(keyframeInterval); must be ≥ 1") }
     }
 }

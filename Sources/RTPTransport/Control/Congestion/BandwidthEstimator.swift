@@ -49,21 +49,31 @@ public struct BandwidthEstimator: Sendable {
     public private(set) var changes: [Change] = []
 
     private var lossBound: Int
-    private var lastDecrease: Int64?
+    /// When the estimate was last cut for delay or loss (the sender paces tighter for a while).
+    public private(set) var lastDecrease: Int64?
     /// The rate at the last decrease: the link capacity the additive increase approaches.
     private var capacityEstimate: Double?
     private var lastUpdate: Int64?
     private var arrivals: [(time: Int64, size: Int)] = []
     private var lossWindow: [(time: Int64, lost: Bool)] = []
     private var lastLossChange: Int64?
+    /// Send time of the last loss cut: only packets sent after it judge the new rate.
+    private var lossCutSent: Int64 = .min
     private var pendingProbes: [ProbeCluster] = []
     private var nextProbeID = 1
     private var lastProbeAt: Int64?
     private var probeBackoff: Int64 = 1
     private var probeSent: [Int: (bytes: Int, first: Int64, last: Int64, bitrate: Int)] = [:]
-    private var probeReceived: [Int: (bytes: Int, first: Int64, last: Int64, count: Int, lastSize: Int)] = [:]
+    /// Arrivals of each probe's packets (a lost one is nil).
+    private var probeReceived: [Int: [(arrived: Int64, size: Int)?]] = [:]
     private var probeSequences: [UInt16: Int] = [:]
     private var capacityAtProbe: Double?
+    /// The estimate before the last probe raised it, and when: a probe that only filled a
+    /// token bucket's burst allowance is followed by overuse, and is then undone.
+    private var beforeProbe: (estimate: Int, time: Int64)?
+    /// After a cut made deeper to drain a standing queue: the rate to return to once it has.
+    private var recoverTo: Int?
+    private var lastJudgedProbe = 0
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -97,6 +107,7 @@ public struct BandwidthEstimator: Sendable {
 
     /// The pacer sent a packet of probe `id`.
     public mutating func probePacketSent(id: Int, sequence: UInt16, size: Int, at time: Int64, bitrate: Int) {
+        guard id > lastJudgedProbe else { return }  // a straggler of a cluster already judged
         probeSequences[sequence] = id
         var s = probeSent[id] ?? (0, time, time, bitrate)
         s.bytes += size
@@ -114,19 +125,13 @@ public struct BandwidthEstimator: Sendable {
         let before = estimate
         var cause: Cause?
         for r in results {
-            lossWindow.append((now, r.arrived == nil))
+            if r.sent >= lossCutSent { lossWindow.append((now, r.arrived == nil)) }
+            if let id = probeSequences.removeValue(forKey: r.sequence) {
+                probeReceived[id, default: []].append(r.arrived.map { ($0, r.size) })
+            }
             guard let arrived = r.arrived else { continue }
             delay.update(sent: r.sent, arrived: arrived, size: r.size)
             arrivals.append((arrived, r.size))
-            if let id = probeSequences.removeValue(forKey: r.sequence) {
-                var p = probeReceived[id] ?? (0, arrived, arrived, 0, 0)
-                p.bytes += r.size
-                p.first = min(p.first, arrived)
-                p.last = max(p.last, arrived)
-                p.count += 1
-                p.lastSize = r.size
-                probeReceived[id] = p
-            }
         }
         if let newest = arrivals.last?.time {
             arrivals.removeAll { $0.time < newest - 250_000 }
@@ -138,6 +143,7 @@ public struct BandwidthEstimator: Sendable {
         if lossWindow.count >= 20 { lossFraction = Double(lossWindow.filter(\.lost).count) / Double(lossWindow.count) }
 
         if let probe = finishedProbe(), probe > estimate {
+            beforeProbe = (estimate, now)
             estimate = min(probe, configuration.maxBitrate)
             capacityEstimate = capacityAtProbe
             capacityAtProbe = nil
@@ -158,27 +164,36 @@ public struct BandwidthEstimator: Sendable {
     /// up with the probe; nil otherwise.
     private mutating func finishedProbe() -> Int? {
         var best: Int?
-        for (id, received) in probeReceived {
-            guard let sent = probeSent[id], received.count >= 5 else { continue }
-            let sentSpan = sent.last - sent.first
-            let arrivalSpan = received.last - received.first
-            guard sentSpan > 0, arrivalSpan > 0 else { continue }
-            // Wait until the cluster is over before judging it.
-            if received.count < 8 && probeSequences.values.contains(id) { continue }
-            let sendRate = Double(sent.bytes * 8) * 1_000_000 / Double(sentSpan)
-            let receiveRate = Double((received.bytes - received.lastSize) * 8) * 1_000_000 / Double(arrivalSpan)
+        for (id, reports) in probeReceived {
+            // Judge a cluster once every packet of it has been reported.
+            guard let sent = probeSent[id], !probeSequences.values.contains(id) else { continue }
             probeSent[id] = nil
             probeReceived[id] = nil
-            let delivered = min(sendRate, receiveRate)
+            lastJudgedProbe = max(lastJudgedProbe, id)
+            let received = reports.compactMap { $0 }.sorted { $0.arrived < $1.arrived }
+            let sentSpan = sent.last - sent.first
+            guard received.count >= 5, sentSpan > 0 else { continue }
+            // The rate is read from the later half of the arrivals: the first packets may pass a
+            // bottleneck's token bucket at line rate before the queue starts to pace them.
+            let later = received[(received.count / 2)...]
+            let arrivalSpan = later.last!.arrived - later.first!.arrived
+            guard arrivalSpan > 0 else { continue }
+            let sendRate = Double(sent.bytes * 8) * 1_000_000 / Double(sentSpan)
+            let receiveRate = Double(later.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(arrivalSpan)
+            // Never more than the probe was meant to send: a burst that a full token bucket let
+            // through at line rate says nothing about the rate behind the bucket.
+            let delivered = min(sendRate, receiveRate, Double(sent.bitrate))
             if delivered > Double(estimate) * 1.1 {
                 best = max(best ?? 0, Int(delivered * 0.95))
             }
             if receiveRate < 0.8 * sendRate {
                 // The path could not carry the probe: it knows its capacity; probe less often.
                 capacityAtProbe = delivered
-                probeBackoff = min(probeBackoff * 2, 8)
+                probeBackoff = min(probeBackoff * 2, 2)
             } else {
+                // It carried all of it: there may be more; probe again at once.
                 probeBackoff = 1
+                lastProbeAt = nil
             }
         }
         return best
@@ -191,11 +206,27 @@ public struct BandwidthEstimator: Sendable {
             // One decrease per 200 ms: the queue needs time to answer.
             if let last = lastDecrease, now - last < 200_000 { return nil }
             let basis = Double(acknowledgedBitrate ?? estimate)
-            // Far less gets through than is sent (the capacity fell): cut deep, below what
-            // arrives, so the standing queue drains. A small overshoot at the top of the climb:
-            // cut less, so the average stays near capacity.
-            let target = Int((basis < 0.7 * Double(estimate) ? 0.85 : 0.9) * basis)
+            if let probe = beforeProbe, now - probe.time < 2_000_000, probe.estimate < estimate {
+                // Overuse right after a probe raised the estimate: the probe passed through a
+                // burst allowance, or only just overshot. Back to where it was or to 90 % of what
+                // gets through, whichever is more; probe less often.
+                beforeProbe = nil
+                probeBackoff = 2
+                estimate = min(estimate, max(probe.estimate, Int(0.9 * basis)))
+                capacityEstimate = Double(estimate)
+                lastDecrease = now
+                return .delay
+            }
+            beforeProbe = nil
+            // Far less gets through than is sent (the capacity fell): cut below what arrives.
+            // A small overshoot at the top of the climb: cut less, so the average stays near
+            // capacity. A standing queue is drained within about half a second: the deeper it
+            // is, the deeper the cut, and once it has drained the rate returns to 90 % of what
+            // got through.
+            let factor = min(basis < 0.7 * Double(estimate) ? 0.85 : 0.9, max(0.5, 1 - delay.queueDelay / 500))
+            let target = Int(factor * basis)
             guard target < estimate else { return nil }
+            if factor < 0.85 { recoverTo = Int(0.9 * basis) }
             estimate = target
             capacityEstimate = basis
             lastDecrease = now
@@ -203,6 +234,14 @@ public struct BandwidthEstimator: Sendable {
         case .underusing:
             return nil  // the queue drains; hold
         case .normal:
+            if let target = recoverTo, delay.queueDelay < 10 {
+                // The queue a deep cut was for has drained.
+                recoverTo = nil
+                if target > estimate {
+                    estimate = target
+                    return .delay
+                }
+            }
             var next = Double(estimate)
             if let capacity = capacityEstimate, next > 0.7 * capacity && next < 1.2 * capacity {
                 // Near the last known capacity: creep up (8 % of it per second), so the queue
@@ -230,6 +269,7 @@ public struct BandwidthEstimator: Sendable {
             // rate left behind (a tail-drop queue goes on dropping while it drains).
             lossWindow.removeAll()
             lossFraction = 0
+            lossCutSent = now
             return lossBound < estimate ? .loss : nil
         }
         if lossFraction < 0.02 {

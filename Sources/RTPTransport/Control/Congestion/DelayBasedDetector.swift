@@ -23,6 +23,10 @@ public struct DelayBasedDetector: Sendable {
     public var thresholdDown = 0.039
     /// Overuse must last this long before it is signalled.
     public var overuseTime: Int64 = 10_000
+    /// A standing queue this much above the lowest delay of the last `baseWindow` is overuse
+    /// even when the trend has flattened (a queue the slope alone would leave in place).
+    public var queueLimit = 50.0
+    public var baseWindow: Int64 = 10_000_000
 
     struct Group {
         var firstSent: Int64
@@ -44,6 +48,9 @@ public struct DelayBasedDetector: Sendable {
     public private(set) var usage: Usage = .normal
     /// The last modified trend (ms), for logs and tests.
     public private(set) var trend = 0.0
+    /// Queueing delay estimate, ms: the accumulated delay variation above its recent minimum.
+    public private(set) var queueDelay = 0.0
+    private var minima: [(time: Int64, value: Double)] = []
 
     public init() {}
 
@@ -75,6 +82,11 @@ public struct DelayBasedDetector: Sendable {
         let variation = arrivalDelta - sendDelta
         deltas = min(deltas + 1, 1000)
         accumulated += variation
+        // Sliding minimum of the accumulated delay over the base window (a monotonic queue).
+        while let last = minima.last, last.value >= accumulated { minima.removeLast() }
+        minima.append((b.lastArrival, accumulated))
+        while let first = minima.first, first.time < b.lastArrival - baseWindow { minima.removeFirst() }
+        queueDelay = accumulated - (minima.first?.value ?? accumulated)
         smoothed = smoothing * smoothed + (1 - smoothing) * accumulated
         let origin = firstArrival ?? b.lastArrival
         firstArrival = origin
@@ -107,6 +119,9 @@ public struct DelayBasedDetector: Sendable {
             overuseStart = nil
             overuseCount = 0
             usage = .underusing
+        } else if queueDelay > queueLimit && trend >= 0 {
+            // Not growing, not draining, but standing too high.
+            usage = .overusing
         } else {
             overuseStart = nil
             overuseCount = 0

@@ -23,6 +23,9 @@ public struct Pacer<Item: Sendable>: Sendable {
     /// Bits per second.
     public var pacingRate: Int
     public var maxQueueTime: Int64 = 250_000
+    /// The most the queue-emptying rise may reach, bit/s: under congestion a backlog sent at any
+    /// speed only moves the queue into the bottleneck, so the sender caps it near the estimate.
+    public var maxDrainRate = Int.max
     /// How far ahead of the rate the pacer may run (a small burst allowance).
     public var burstTime: Int64 = 5_000
     private var queues: [[Entry]] = [[], [], [], []]
@@ -59,7 +62,7 @@ public struct Pacer<Item: Sendable>: Sendable {
         let waited = queueDelay(now: now)
         guard waited > maxQueueTime / 2 else { return pacingRate }
         let remaining = max(20_000, maxQueueTime - waited)
-        return max(pacingRate, Int(Double(queuedBytes * 8) * 1_000_000 / Double(remaining)))
+        return max(pacingRate, min(maxDrainRate, Int(Double(queuedBytes * 8) * 1_000_000 / Double(remaining))))
     }
 
     private mutating func refill(now: Int64) {

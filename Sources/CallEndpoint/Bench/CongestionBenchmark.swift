@@ -1,0 +1,311 @@
+import Foundation
+import Signaling
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `callend bench congestion`: a sender in namespace A and a receiver in B, through router R whose
+/// link toward B is a tbf bottleneck following a capacity schedule (RFC 8867 §5.1 by default).
+/// The same clip goes through callend (auto mode) and then through an aiortc pair on the same
+/// bottleneck; the router's counters, read every 100 ms, give each run's per-phase figures.
+public struct CongestionBenchmark {
+    public struct Options: Sendable {
+        public var schedule = CapacitySchedule.rfc8867
+        public var executable: String
+        /// Folder holding aiortc_peer.py and plot.py.
+        public var scripts: String
+        /// A Python with aiortc; nil runs callend alone.
+        public var python: String?
+        /// A Python with matplotlib, for the plot.
+        public var plotPython = "python3"
+        public var outputDirectory: String
+        /// One-way delay added by a user-space relay in R, milliseconds (0: none).
+        public var delayMilliseconds = 0
+        public var videoSize = (width: 640, height: 480)
+        public var fps = 30
+        /// The tbf bucket, bytes: a few packets make the bottleneck behave like a link; a large
+        /// bucket behaves like a policer, which lets short bursts (and probes) through at line rate.
+        public var burstBytes = 4_000
+
+        public init(executable: String, scripts: String, python: String?, outputDirectory: String) {
+            self.executable = executable
+            self.scripts = scripts
+            self.python = python
+            self.outputDirectory = outputDirectory
+        }
+    }
+
+    public struct Run: Sendable {
+        public var name: String
+        public var samples: [BottleneckSample]
+        public var modeSwitchTimes: [Double]
+        public var phases: [PhaseMetrics]
+    }
+
+    public let options: Options
+    let log: (String) -> Void
+
+    public init(options: Options, log: @escaping (String) -> Void) {
+        self.options = options
+        self.log = log
+    }
+
+    public func run() throws -> [Run] {
+        guard geteuid() == 0 else { throw ExternalTool.Failure(description: "bench congestion needs root (network namespaces and tc)") }
+        for tool in ["ip", "tc", "ffmpeg"] { _ = try ExternalTool.locate(tool) }
+        try FileManager.default.createDirectory(atPath: options.outputDirectory, withIntermediateDirectories: true)
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("callend-bench-congestion-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+
+        let clip = try makeClip(in: work)
+        var runs: [Run] = []
+        runs.append(try measure(name: "callend", work: work) { topology, sampler in
+            try startCallend(topology: topology, clip: clip, work: work, sampler: sampler)
+        })
+        if let python = options.python {
+            runs.append(try measure(name: "aiortc", work: work) { topology, _ in
+                try startAiortc(topology: topology, python: python, clip: clip)
+            })
+        }
+        try writeCSV(runs)
+        return runs
+    }
+
+    /// The same pictures for both senders: a noisy moving test picture, hard enough to encode
+    /// that it can fill 2.5 Mbit/s (both also send a 440 Hz tone).
+    private func makeClip(in work: String) throws -> String {
+        let clip = work + "/clip.y4m"
+        let size = "\(options.videoSize.width)x\(options.videoSize.height)"
+        log("making the clip (\(size)@\(options.fps), 4 s, looped by both senders)")
+        try ExternalTool.run("ffmpeg", ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=\(size):rate=\(options.fps)",
+                                        "-vf", "noise=alls=10:allf=t", "-t", "4", "-pix_fmt", "yuv420p", "-y", clip])
+        return clip
+    }
+
+    final class Sampler: @unchecked Sendable {  // `lock` guards `modeSwitches` and `origin`
+        private let lock = NSLock()
+        private var switches: [Double] = []
+        private var startedAt: ContinuousClock.Instant?
+        let clock = ContinuousClock()
+
+        /// Seconds since the schedule began (nil before).
+        var now: Double? {
+            lock.lock(); defer { lock.unlock() }
+            return startedAt.map { (clock.now - $0).seconds }
+        }
+        func begin() { lock.lock(); startedAt = clock.now; lock.unlock() }
+        func modeSwitched() { if let t = now { lock.lock(); switches.append(t); lock.unlock() } }
+        var modeSwitches: [Double] { lock.lock(); defer { lock.unlock() }; return switches }
+    }
+
+    /// Builds the topology, starts a pair, waits for media to flow, then runs the schedule and
+    /// reads the router every 100 ms. Everything made is removed before it returns.
+    private func measure(name: String, work: String, start: (NamespaceTopology, Sampler) throws -> [Process]) throws -> Run {
+        let topology = try NamespaceTopology()
+        defer { topology.remove() }
+        let schedule = options.schedule
+        try topology.shape(bitsPerSecond: schedule.phases[0].capacity, burst: options.burstBytes)
+        let relay: Process? = nil
+        let sampler = Sampler()
+        let processes = try start(topology, sampler)
+        defer {
+            for p in processes + [relay].compactMap({ $0 }) where p.isRunning { p.terminate() }
+            for p in processes + [relay].compactMap({ $0 }) { p.waitUntilExit() }
+        }
+        log("\(name): waiting for media to flow")
+        // The schedule starts when the sender has put 20 kB on the wire (setup time differs
+        // between stacks and is not what this measures).
+        let base = try topology.counters()
+        let deadline = Date().addingTimeInterval(30)
+        while try topology.counters().fromA - base.fromA < 20_000 {
+            guard Date() < deadline, processes.allSatisfy(\.isRunning) else {
+                throw ExternalTool.Failure(description: "\(name): no media within 30 s (or a peer exited); logs in the output folder")
+            }
+            usleep(50_000)
+        }
+        sampler.begin()
+        log("\(name): media flowing; schedule \(schedule.phases.map { "\($0.capacity / 1000)k for \(Int($0.seconds)) s" }.joined(separator: ", "))")
+        var samples: [BottleneckSample] = []
+        var offsets = (delivered: UInt64(0), packets: UInt64(0), drops: UInt64(0))
+        var last = try topology.counters()
+        var phase = 0
+        let starts = schedule.starts
+        while let t = sampler.now, t <= schedule.duration {
+            if phase + 1 < starts.count, t >= starts[phase + 1] {
+                phase += 1
+                try topology.shape(bitsPerSecond: schedule.phases[phase].capacity, burst: options.burstBytes)
+                log(String(format: "%@: %.0f s: capacity %d kbit/s", name, t, schedule.phases[phase].capacity / 1000))
+            }
+            // Reading the counters spawns ip and tc (about 10-30 ms; more on a busy machine). The
+            // sample is stamped at the middle of the read, and a read that took long is skipped (the
+            // next rate then spans the longer interval, which is still right).
+            let before = sampler.now ?? t
+            let c = try topology.counters()
+            let after = sampler.now ?? t
+            if after - before > 0.08 { continue }
+            // A replaced qdisc may start its counters again: carry the old totals over.
+            if c.delivered < last.delivered || c.packets < last.packets || c.drops < last.drops {
+                offsets.delivered += last.delivered; offsets.packets += last.packets; offsets.drops += last.drops
+            }
+            last = c
+            samples.append(BottleneckSample(time: (before + after) / 2, capacity: schedule.phases[phase].capacity, sentBytes: c.fromA - base.fromA,
+                                            deliveredBytes: c.delivered + offsets.delivered, deliveredPackets: c.packets + offsets.packets,
+                                            drops: c.drops + offsets.drops, backlogBytes: c.backlog))
+            if !processes.allSatisfy(\.isRunning) { log("\(name): a peer exited early at \(Int(t)) s") ; break }
+            let next = (t / 0.1).rounded(.down) * 0.1 + 0.1
+            if let now = sampler.now, next > now { usleep(useconds_t((next - now) * 1_000_000)) }
+        }
+        let switches = sampler.modeSwitches
+        return Run(name: name, samples: samples, modeSwitchTimes: switches,
+                   phases: CongestionMetrics.compute(samples: samples, schedule: schedule, modeSwitchTimes: switches))
+    }
+
+    private func startCallend(topology: NamespaceTopology, clip: String, work: String, sampler: Sampler) throws -> [Process] {
+        let secret = TokenSecret.random()
+        let secretFile = work + "/secret"
+        guard FileManager.default.createFile(atPath: secretFile, contents: Data(secret.printable), attributes: [.posixPermissions: 0o600]) else {
+            throw ExternalTool.Failure(description: "cannot write \(secretFile)")
+        }
+        let seconds = Int(options.schedule.duration) + 60
+        let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", secretFile])
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        usleep(300_000)
+        let now = Int64(Date().timeIntervalSince1970)
+        func join(_ who: String, in ns: String, extra: [String]) throws -> (Process, Pipe) {
+            let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "congestion", issuedAt: now, expires: now + 3600))
+            let p = try topology.process(in: ns, options.executable,
+                                         ["join", "congestion", "--server", "\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin"] + extra,
+                                         environment: ["CALLEND_TOKEN": token])
+            p.standardOutput = try newFile(options.outputDirectory + "/callend-\(who).log")
+            let errors = Pipe()
+            p.standardError = errors
+            try p.run()
+            return (p, errors)
+        }
+        let (sender, senderErrors) = try join("a", in: topology.a, extra: ["--video-source", clip])
+        // The sender's decision log, stamped with the bench clock as it arrives.
+        let out = try newFile(options.outputDirectory + "/callend-decisions.log")
+        let thread = Thread { [sampler] in
+            var pending = Data()
+            while true {
+                let chunk = senderErrors.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                    pending.removeSubrange(pending.startIndex...newline)
+                    let stamp = sampler.now.map { String(format: "%.2f", $0) } ?? "-"
+                    out.write(Data("\(stamp) \(line)\n".utf8))
+                    if line.contains("encoding: "), line.contains(#""change":"mode""#) { sampler.modeSwitched() }
+                }
+            }
+            out.closeFile()
+        }
+        thread.start()
+        let (receiver, _) = try join("b", in: topology.b, extra: ["--video-source", "none"])
+        return [server, sender, receiver]
+    }
+
+    private func startAiortc(topology: NamespaceTopology, python: String, clip: String) throws -> [Process] {
+        let seconds = "\(Int(options.schedule.duration) + 60)"
+        let peer = options.scripts + "/aiortc_peer.py"
+        func start(_ ns: String, _ arguments: [String], log name: String) throws -> Process {
+            let p = try topology.process(in: ns, python, [peer] + arguments)
+            let logFile = try newFile(options.outputDirectory + "/aiortc-\(name).log")
+            p.standardOutput = logFile
+            p.standardError = logFile
+            try p.run()
+            return p
+        }
+        let answerer = try start(topology.b, ["answer", "--listen", "\(topology.addressB):7100", "--seconds", seconds], log: "b")
+        usleep(500_000)
+        let offerer = try start(topology.a, ["offer", "--connect", "\(topology.addressB):7100", "--video", clip, "--seconds", seconds], log: "a")
+        return [answerer, offerer]
+    }
+
+    /// An empty file, open for writing (a peer's log).
+    private func newFile(_ path: String) throws -> FileHandle {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+            throw ExternalTool.Failure(description: "cannot write \(path)")
+        }
+        return handle
+    }
+
+    /// congestion.csv: every sample of every run (rates over the 100 ms before the sample);
+    /// phases.csv: the per-phase figures.
+    private func writeCSV(_ runs: [Run]) throws {
+        var lines = ["stack,time_s,capacity_kbps,sent_kbps,delivered_kbps,queue_ms,drops"]
+        for run in runs {
+            for (i, s) in run.samples.enumerated() where i > 0 {
+                let p = run.samples[i - 1], span = s.time - p.time
+                guard span > 0 else { continue }
+                lines.append(String(format: "%@,%.2f,%d,%.0f,%.0f,%.1f,%llu", run.name, s.time, s.capacity / 1000,
+                                    Double(s.sentBytes - p.sentBytes) * 8 / span / 1000, Double(s.deliveredBytes - p.deliveredBytes) * 8 / span / 1000,
+                                    s.queueMilliseconds, s.drops - p.drops))
+            }
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: options.outputDirectory + "/congestion.csv", atomically: true, encoding: .utf8)
+        var phases = ["stack,phase_start_s,capacity_kbps,utilization,queue_p50_ms,queue_p95_ms,loss,fall_below_s,reach_90_s,oscillations,mode_switches"]
+        for run in runs {
+            for m in run.phases {
+                phases.append(String(format: "%@,%.0f,%d,%.3f,%.1f,%.1f,%.4f,%@,%@,%d,%d", run.name, m.start, m.capacity / 1000, m.utilization, m.queueP50, m.queueP95,
+                                     m.loss, m.secondsToFallBelow.map { String(format: "%.1f", $0) } ?? "", m.secondsTo90Percent.map { String(format: "%.1f", $0) } ?? "",
+                                     m.oscillations, m.modeSwitches))
+            }
+        }
+        try (phases.joined(separator: "\n") + "\n").write(toFile: options.outputDirectory + "/phases.csv", atomically: true, encoding: .utf8)
+    }
+
+    /// Draws congestion.csv into congestion.png with matplotlib; returns why it could not.
+    public func plot() -> String? {
+        do {
+            try ExternalTool.run(options.plotPython, [options.scripts + "/plot.py", options.outputDirectory + "/congestion.csv", options.outputDirectory + "/congestion.png"])
+            return nil
+        } catch {
+            return "no plot: \(error)"
+        }
+    }
+
+    public static func report(_ runs: [Run], schedule: CapacitySchedule, delayMilliseconds: Int, burstBytes: Int) -> String {
+        func f(_ v: Double?, _ format: String) -> String { v.map { String(format: format, $0) } ?? "-" }
+        var lines = ["congestion bench: tbf bottleneck (\(burstBytes)-byte bucket, 300 ms queue), schedule " +
+                     schedule.phases.map { "\($0.capacity / 1000)k/\(Int($0.seconds))s" }.joined(separator: " ") +
+                     (delayMilliseconds > 0 ? ", +\(delayMilliseconds) ms one-way delay (user-space relay)" : ""),
+                     "stack    phase       util  q p50  q p95   loss  fall<cap  to 90%  osc  modes"]
+        for run in runs {
+            for m in run.phases {
+                lines.append(String(format: "%-8@ %3.0fs %5dk  %5.2f %5.0fms %5.0fms %5.1f%% %8@ %7@ %4d %6d", run.name as NSString, m.start, m.capacity / 1000,
+                                    m.utilization, m.queueP50, m.queueP95, m.loss * 100, f(m.secondsToFallBelow, "%.1fs") as NSString,
+                                    f(m.secondsTo90Percent, "%.1fs") as NSString, m.oscillations, m.modeSwitches))
+            }
+        }
+        if runs.count == 2 {
+            let (ours, theirs) = (runs[0].phases, runs[1].phases)
+            lines.append("ratios callend / aiortc per phase (utilization: higher is better; queue, fall, reach: lower is better):")
+            for (m, o) in zip(ours, theirs) {
+                func ratio(_ a: Double?, _ b: Double?) -> String {
+                    guard let a, let b, b > 0 else { return "-" }
+                    return String(format: "%.2f", a / b)
+                }
+                lines.append(String(format: "  %3.0fs %5dk: utilization %@, queue p95 %@, fall %@, reach 90%% %@", m.start, m.capacity / 1000,
+                                    ratio(m.utilization, o.utilization), ratio(m.queueP95, o.queueP95),
+                                    ratio(m.secondsToFallBelow, o.secondsToFallBelow), ratio(m.secondsTo90Percent, o.secondsTo90Percent)))
+            }
+        }
+        if let ours = runs.first?.phases, !ours.isEmpty {
+            let fall = ours.compactMap(\.secondsToFallBelow).max()
+            let reachHigh = ours.filter { $0.capacity == ours.map(\.capacity).max() }.compactMap(\.secondsTo90Percent).max()
+            let utilization = ours.map(\.utilization).min() ?? 0
+            let queue = ours.map(\.queueP95).max() ?? 0
+            let targets = [("below capacity <= 0.5 s after the drop", (fall ?? .infinity) <= 0.5),
+                           ("utilization >= 0.9 in every phase", utilization >= 0.9),
+                           ("queueing p95 <= 60 ms in every phase", queue <= 60),
+                           ("90 % of the top capacity within 5 s", (reachHigh ?? .infinity) <= 5)]
+            lines.append("callend targets: " + targets.map { "\($0.0): \($0.1 ? "met" : "NOT met")" }.joined(separator: "; "))
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// Hosts A (10.72.1.2) and B (10.72.2.2) in their own network namespaces, joined through a router
+/// namespace R whose link toward B carries a tbf bottleneck. `remove()` deletes every namespace
+/// (their veth pairs go with them); the names carry the process ID so parallel runs do not collide.
+final class NamespaceTopology {
+    let a: String, b: String, r: String
+    /// R's links: toward A (where A's traffic arrives) and toward B (the bottleneck).
+    let routerToA: String, routerToB: String
+    let addressA = "10.72.1.2", addressB = "10.72.2.2"
+    private var made: [String] = []
+
+    init() throws {
+        let tag = "cb\(getpid())"
+        a = tag + "a"; b = tag + "b"; r = tag + "r"
+        routerToA = tag + "ra"; routerToB = tag + "rb"
+        do {
+            for ns in [a, b, r] {
+                try ip(["netns", "add", ns])
+                made.append(ns)
+                try ip(["-n", ns, "link", "set", "lo", "up"])
+            }
+            try link(host: a, hostSide: tag + "ar", routerSide: routerToA, hostAddress: addressA, routerAddress: "10.72.1.1")
+            try link(host: b, hostSide: tag + "br", routerSide: routerToB, hostAddress: addressB, routerAddress: "10.72.2.1")
+            try ExternalTool.run("ip", ["netns", "exec", r, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+        } catch {
+            remove()
+            throw error
+        }
+    }
+
+    private func link(host: String, hostSide: String, routerSide: String, hostAddress: String, routerAddress: String) throws {
+        try ip(["link", "add", hostSide, "type", "veth", "peer", "name", routerSide])
+        try ip(["link", "set", hostSide, "netns", host])
+        try ip(["link", "set", routerSide, "netns", r])
+        try ip(["-n", host, "addr", "add", hostAddress + "/24", "dev", hostSide])
+        try ip(["-n", host, "link", "set", hostSide, "up"])
+        try ip(["-n", r, "addr", "add", routerAddress + "/24", "dev", routerSide])
+        try ip(["-n", r, "link", "set", routerSide, "up"])
+        try ip(["-n", host, "route", "add", "default", "via", routerAddress])
+    }
+
+    private func ip(_ arguments: [String]) throws { try ExternalTool.run("ip", arguments) }
+
+    /// Sets the bottleneck rate (tbf with a `burst`-byte bucket and a 300 ms queue).
+    func shape(bitsPerSecond: Int, burst: Int) throws {
+        try ExternalTool.run("tc", ["-n", r, "qdisc", "replace", "dev", routerToB, "root", "tbf", "rate", "\(bitsPerSecond / 1000)kbit",
+                                    "burst", "\(burst)", "latency", "300ms"])
+    }
+
+    /// The router's counters: bytes received from A, and the tbf's bytes, packets, drops, backlog.
+    func counters() throws -> (fromA: UInt64, delivered: UInt64, packets: UInt64, drops: UInt64, backlog: Int) {
+        let link = try ExternalTool.run("ip", ["-n", r, "-s", "-j", "link", "show", "dev", routerToA]).output
+        let qdisc = try ExternalTool.run("tc", ["-n", r, "-s", "-j", "qdisc", "show", "dev", routerToB]).output
+        guard let links = try JSONSerialization.jsonObject(with: Data(link.utf8)) as? [[String: Any]],
+              let stats = links.first?["stats64"] as? [String: Any], let rx = stats["rx"] as? [String: Any],
+              let received = (rx["bytes"] as? NSNumber)?.uint64Value,
+              let qdiscs = try JSONSerialization.jsonObject(with: Data(qdisc.utf8)) as? [[String: Any]],
+              let tbf = qdiscs.first(where: { $0["kind"] as? String == "tbf" }),
+              let bytes = (tbf["bytes"] as? NSNumber)?.uint64Value, let packets = (tbf["packets"] as? NSNumber)?.uint64Value,
+              let drops = (tbf["drops"] as? NSNumber)?.uint64Value, let backlog = (tbf["backlog"] as? NSNumber)?.intValue else {
+            throw ExternalTool.Failure(description: "unexpected counters from ip/tc:\n\(link)\n\(qdisc)")
+        }
+        return (received, bytes, packets, drops, backlog)
+    }
+
+    /// A process in namespace `ns`.
+    func process(in ns: String, _ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try ExternalTool.locate("ip"))
+        process.arguments = ["netns", "exec", ns, executable] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardInput = FileHandle.nullDevice
+        return process
+    }
+
+    func remove() {
+        for ns in made { _ = try? ExternalTool.run("ip", ["netns", "del", ns]) }
+        made = []
+    }
+
+    deinit { remove() }
+}

@@ -1,0 +1,96 @@
+import CallEndpoint
+import Foundation
+
+let benchCongestionHelp = """
+    usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH]
+                                    [--video-size WxH] [--fps N] [--burst BYTES] [--scripts DIR]
+
+    Needs root. Builds hosts A and B in network namespaces joined through a router R whose link
+    toward B is a tbf bottleneck (300 ms queue), and sends the same noisy test clip
+    (made with ffmpeg) plus a tone from A to B: first with callend (auto encoding mode), then with an
+    aiortc pair (aiortc from PyPI) through the same bottleneck. The capacity follows the schedule,
+    by default RFC 8867 §5.1: 1000 kbit/s from 0 s, 2500 from 40 s, 600 from 60 s, 1000 from 80 s,
+    100 s in all. The clock starts when a sender has put 20 kB on the wire, so setup time does not
+    count. R's counters are read every 100 ms.
+
+    Per stack and phase it prints: utilization (delivered / capacity), queueing delay p50/p95 at
+    the bottleneck (backlog / capacity), loss (tbf drops / packets offered), the time until the
+    sender's rate (200 ms window) is below the capacity after a fall, the time until the delivered
+    rate (500 ms window) reaches 90 % of the capacity at the start and after a rise, oscillations
+    (swings of the sender's one-second rate from above the capacity to below 80 % of it, from 2 s
+    into the phase), and callend's mode switches; then the ratios callend / aiortc and callend's
+    targets (below capacity <= 0.5 s after the drop, utilization >= 0.9, queueing p95 <= 60 ms,
+    90 % of the top capacity within 5 s).
+
+    Writes DIR/congestion.csv (every sample), DIR/phases.csv (the table), DIR/congestion.png
+    (matplotlib) and each peer's log. Everything it makes in the network is removed at the end.
+
+    options:
+      --schedule LIST     capacity phases as KBIT:SECONDS, comma-separated (default 1000:40,2500:20,600:20,1000:20)
+      --out DIR           output folder (default ./congestion-bench)
+      --no-aiortc         run callend only
+      --python PATH       a Python with aiortc and matplotlib (default .build/bench-venv/bin/python, made by
+                          scripts/congestion/setup-bench.sh)
+      --video-size WxH    clip size (default 640x480); --fps N clip rate (default 30)
+      --burst BYTES       the tbf bucket (default 4000, about three packets: the bottleneck behaves like a
+                          link; a large bucket, e.g. 15000, behaves like a policer that lets short bursts
+                          and probes through at line rate)
+      --scripts DIR       folder with aiortc_peer.py and plot.py (default: found from the executable)
+    """
+
+func runBenchCongestion(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(benchCongestionHelp); return }
+    let schedule = try args.value("--schedule")
+    let out = try args.value("--out") ?? "congestion-bench"
+    let noAiortc = args.flag("--no-aiortc")
+    let python = try args.value("--python")
+    let size = try args.value("--video-size").map(parseSize)
+    let fps = try args.integer("--fps", in: 1...60)
+    let scriptsOption = try args.value("--scripts")
+    let burst = try args.integer("--burst", in: 1_600...1_000_000)
+    try args.finish(command: "bench congestion")
+    if noAiortc && python != nil { throw UsageError(description: "--no-aiortc and --python are alternatives; give one") }
+    var parsedSchedule = CapacitySchedule.rfc8867
+    if let schedule {
+        do { parsedSchedule = try CapacitySchedule(parsing: schedule) } catch { throw UsageError(description: "--schedule: \(error)") }
+    }
+
+    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    let scripts = scriptsOption ?? locateScripts(from: executable)
+    guard let scripts, FileManager.default.fileExists(atPath: scripts + "/aiortc_peer.py") else {
+        throw UsageError(description: "cannot find scripts/congestion (aiortc_peer.py, plot.py); give --scripts DIR")
+    }
+    var interpreter: String?
+    let venv = URL(fileURLWithPath: scripts).deletingLastPathComponent().deletingLastPathComponent().path + "/.build/bench-venv/bin/python"
+    if !noAiortc {
+        let chosen = python ?? venv
+        guard FileManager.default.isExecutableFile(atPath: chosen) else {
+            fail(UsageError(description: "no Python with aiortc at \(chosen): run 'bash scripts/congestion/setup-bench.sh' (makes .build/bench-venv), give --python PATH, or --no-aiortc"), code: .failure)
+        }
+        interpreter = chosen
+    }
+    var options = CongestionBenchmark.Options(executable: executable, scripts: scripts, python: interpreter,
+                                              outputDirectory: URL(fileURLWithPath: out).standardizedFileURL.path)
+    options.schedule = parsedSchedule
+    options.plotPython = interpreter ?? (FileManager.default.isExecutableFile(atPath: venv) ? venv : "python3")
+    if let size { options.videoSize = size }
+    if let fps { options.fps = fps }
+    if let burst { options.burstBytes = burst }
+    let bench = CongestionBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
+    let runs = try bench.run()
+    print(CongestionBenchmark.report(runs, schedule: options.schedule, delayMilliseconds: options.delayMilliseconds, burstBytes: options.burstBytes))
+    let plotProblem = bench.plot()
+    if let plotProblem { print(plotProblem) }
+    print("wrote \(options.outputDirectory)/congestion.csv, phases.csv\(plotProblem == nil ? ", congestion.png" : "") and the peers' logs")
+}
+
+/// scripts/congestion beside the build folder the executable lives in (.build/<config>/callend).
+private func locateScripts(from executable: String) -> String? {
+    var folder = URL(fileURLWithPath: executable).deletingLastPathComponent()
+    for _ in 0..<5 {
+        let candidate = folder.appendingPathComponent("scripts/congestion").path
+        if FileManager.default.fileExists(atPath: candidate + "/aiortc_peer.py") { return candidate }
+        folder.deleteLastPathComponent()
+    }
+    return nil
+}

@@ -1,0 +1,69 @@
+import Testing
+@testable import CallEndpoint
+
+/// The congestion bench's per-phase figures, from sample series whose answers are known.
+@Suite struct CongestionMetricsTests {
+    /// Samples every 100 ms from rate functions (bit/s) and a backlog function (bytes).
+    static func samples(schedule: CapacitySchedule, sent: (Double) -> Double, delivered: (Double) -> Double,
+                        backlog: (Double) -> Int = { _ in 0 }, dropsPerSecond: (Double) -> Double = { _ in 0 }) -> [BottleneckSample] {
+        var result: [BottleneckSample] = []
+        var s = 0.0, d = 0.0, drops = 0.0
+        for i in 0...Int(schedule.duration * 10) {
+            let t = Double(i) / 10
+            if i > 0 {
+                s += sent(t) / 8 / 10
+                d += delivered(t) / 8 / 10
+                drops += dropsPerSecond(t) / 10
+            }
+            result.append(BottleneckSample(time: t, capacity: schedule.capacity(at: t), sentBytes: UInt64(s), deliveredBytes: UInt64(d),
+                                           deliveredPackets: UInt64(d / 1000), drops: UInt64(drops), backlogBytes: backlog(t)))
+        }
+        return result
+    }
+
+    @Test func phaseFiguresFollowTheSamples() {
+        let schedule = CapacitySchedule(phases: [.init(capacity: 1_000_000, seconds: 10), .init(capacity: 500_000, seconds: 10),
+                                                 .init(capacity: 2_000_000, seconds: 10)])
+        // Phase 1: ramps to 1 Mbit/s over the first 2 s, then full. Phase 2: the sender keeps
+        // 1 Mbit/s for 0.8 s after the drop, then 450 kbit/s; a 25 kB queue for those 0.8 s.
+        // Phase 3: 1 Mbit/s for 3 s, then 2 Mbit/s.
+        let sent: (Double) -> Double = { t in
+            t <= 10 ? min(1, t / 2) * 1_000_000 : t <= 10.8 ? 1_000_000 : t <= 20 ? 450_000 : t <= 23 ? 1_000_000 : 2_000_000
+        }
+        let delivered: (Double) -> Double = { t in t > 10 && t <= 10.8 ? 500_000 : sent(t) }
+        let samples = Self.samples(schedule: schedule, sent: sent, delivered: delivered,
+                                   backlog: { t in t > 10 && t <= 10.8 ? 25_000 : 0 }, dropsPerSecond: { t in t > 10 && t <= 10.8 ? 10 : 0 })
+        let phases = CongestionMetrics.compute(samples: samples, schedule: schedule, modeSwitchTimes: [10.5, 23.2, 25])
+        #expect(phases.count == 3)
+        let (first, drop, rise) = (phases[0], phases[1], phases[2])
+        #expect(abs(first.utilization - 0.9) < 0.02, "\(first.utilization)")  // 1 s lost to the 2 s ramp
+        #expect(first.secondsTo90Percent.map { abs($0 - 2.0) < 0.2 } == true, "\(String(describing: first.secondsTo90Percent))")
+        #expect(first.secondsToFallBelow == nil && first.queueP95 == 0 && first.loss == 0)
+        #expect(drop.secondsToFallBelow.map { abs($0 - 0.9) < 0.15 } == true, "\(String(describing: drop.secondsToFallBelow))")
+        #expect(drop.queueP50 == 0 && abs(drop.queueP95 - 400) < 1, "\(drop.queueP95)")  // 25 kB at 500 kbit/s = 400 ms
+        #expect(drop.loss > 0.05 && drop.loss < 0.2, "\(drop.loss)")
+        #expect(drop.modeSwitches == 1 && rise.modeSwitches == 2)
+        #expect(rise.secondsTo90Percent.map { abs($0 - 3.2) < 0.3 } == true, "\(String(describing: rise.secondsTo90Percent))")
+        #expect(rise.secondsToFallBelow == nil)
+        #expect(rise.oscillations == 0)
+    }
+
+    @Test func swingsAcrossTheCapacityCountAsOscillations() {
+        let schedule = CapacitySchedule(phases: [.init(capacity: 1_000_000, seconds: 20)])
+        // Two seconds at 1.3 Mbit/s, two at 0.5, over and over. Counting starts 2 s into the
+        // phase with a one-second window, so the swings ending at 7, 11, 15 and 19 s count.
+        let rate: (Double) -> Double = { t in Int(t / 2) % 2 == 0 ? 1_300_000 : 500_000 }
+        let samples = Self.samples(schedule: schedule, sent: rate, delivered: { min(rate($0), 1_000_000) })
+        let phase = CongestionMetrics.compute(samples: samples, schedule: schedule, modeSwitchTimes: [])[0]
+        #expect(phase.oscillations == 4, "\(phase.oscillations)")
+    }
+
+    @Test func schedulesParseAndRefuseBadPhases() throws {
+        #expect(try CapacitySchedule(parsing: "1000:40,2500:20,600:20,1000:20") == .rfc8867)
+        #expect(CapacitySchedule.rfc8867.duration == 100 && CapacitySchedule.rfc8867.starts == [0, 40, 60, 80])
+        #expect(CapacitySchedule.rfc8867.capacity(at: 65) == 600_000)
+        for bad in ["", "1000", "1000:", ":40", "1000:40:1", "fast:40", "1000:0", "40:10", "1000:40,,600:20", "1000:1e9"] {
+            #expect(throws: CapacitySchedule.ScheduleError.self, "'\(bad)'") { try CapacitySchedule(parsing: bad) }
+        }
+    }
+}
