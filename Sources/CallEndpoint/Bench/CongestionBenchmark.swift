@@ -99,8 +99,45 @@ public struct CongestionBenchmark {
         var modeSwitches: [Double] { lock.lock(); defer { lock.unlock() }; return switches }
     }
 
-    /// Builds the topology, starts a pair, waits for media to flow, then runs the schedule and
-    /// reads the router every 100 ms. Everything made is removed before it returns.
+    /// The router's counters as the sampler in R prints them (every 100 ms), stamped on arrival.
+    final class CounterFeed: @unchecked Sendable {  // `lock` guards `all`
+        private let lock = NSLock()
+        private var all: [(at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)] = []
+        private let process: Process
+
+        init(topology: NamespaceTopology, clock: ContinuousClock) throws {
+            process = try topology.sampler(interval: 0.1)
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            Thread { [self] in
+                var pending = Data()
+                while true {
+                    let chunk = out.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }
+                    let at = clock.now
+                    pending.append(chunk)
+                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                        let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                        pending.removeSubrange(pending.startIndex...newline)
+                        if let counters = try? NamespaceTopology.counters(line: line) { lock.lock(); all.append((at, counters)); lock.unlock() }
+                    }
+                }
+            }.start()
+        }
+
+        var latest: (at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)? { lock.lock(); defer { lock.unlock() }; return all.last }
+        var readings: [(at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)] { lock.lock(); defer { lock.unlock() }; return all }
+
+        func stop() {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+        }
+    }
+
+    /// Builds the topology, starts a pair, waits for media to flow, then runs the schedule while
+    /// the router's counters are read every 100 ms. Everything made is removed before it returns.
     private func measure(name: String, work: String, start: (NamespaceTopology, Sampler) throws -> [Process]) throws -> Run {
         let topology = try NamespaceTopology()
         defer { topology.remove() }
@@ -113,48 +150,50 @@ public struct CongestionBenchmark {
             for p in processes + [relay].compactMap({ $0 }) where p.isRunning { p.terminate() }
             for p in processes + [relay].compactMap({ $0 }) { p.waitUntilExit() }
         }
+        let feed = try CounterFeed(topology: topology, clock: sampler.clock)
+        defer { feed.stop() }
         log("\(name): waiting for media to flow")
         // The schedule starts when the sender has put 20 kB on the wire (setup time differs
         // between stacks and is not what this measures).
-        let base = try topology.counters()
         let deadline = Date().addingTimeInterval(30)
-        while try topology.counters().fromA - base.fromA < 20_000 {
+        var base: NamespaceTopology.Counters?
+        while true {
+            if base == nil { base = feed.latest?.counters }
+            if let base, let now = feed.latest?.counters, now.fromA - base.fromA >= 20_000 { break }
             guard Date() < deadline, processes.allSatisfy(\.isRunning) else {
                 throw ExternalTool.Failure(description: "\(name): no media within 30 s (or a peer exited); logs in the output folder")
             }
             usleep(50_000)
         }
         sampler.begin()
+        let origin = sampler.clock.now
         log("\(name): media flowing; schedule \(schedule.phases.map { "\($0.capacity / 1000)k for \(Int($0.seconds)) s" }.joined(separator: ", "))")
+        var changes: [(time: Double, capacity: Int)] = [(0, schedule.phases[0].capacity)]
+        for (start, phase) in zip(schedule.starts, schedule.phases).dropFirst() {
+            while let t = sampler.now, t < start {
+                if !processes.allSatisfy(\.isRunning) { throw ExternalTool.Failure(description: "\(name): a peer exited early at \(Int(t)) s; logs in the output folder") }
+                usleep(useconds_t(min(0.1, start - t) * 1_000_000))
+            }
+            try topology.shape(bitsPerSecond: phase.capacity, burst: options.burstBytes)
+            changes.append((sampler.now ?? start, phase.capacity))
+            log(String(format: "%@: %.0f s: capacity %d kbit/s", name, start, phase.capacity / 1000))
+        }
+        while let t = sampler.now, t < schedule.duration { usleep(useconds_t(min(0.1, schedule.duration - t) * 1_000_000)) }
         var samples: [BottleneckSample] = []
         var offsets = (delivered: UInt64(0), packets: UInt64(0), drops: UInt64(0))
-        var last = try topology.counters()
-        var phase = 0
-        let starts = schedule.starts
-        while let t = sampler.now, t <= schedule.duration {
-            if phase + 1 < starts.count, t >= starts[phase + 1] {
-                phase += 1
-                try topology.shape(bitsPerSecond: schedule.phases[phase].capacity, burst: options.burstBytes)
-                log(String(format: "%@: %.0f s: capacity %d kbit/s", name, t, schedule.phases[phase].capacity / 1000))
-            }
-            // Reading the counters spawns ip and tc (about 10-30 ms; more on a busy machine). The
-            // sample is stamped at the middle of the read, and a read that took long is skipped (the
-            // next rate then spans the longer interval, which is still right).
-            let before = sampler.now ?? t
-            let c = try topology.counters()
-            let after = sampler.now ?? t
-            if after - before > 0.08 { continue }
+        var last: NamespaceTopology.Counters?
+        for reading in feed.readings {
+            let c = reading.counters
             // A replaced qdisc may start its counters again: carry the old totals over.
-            if c.delivered < last.delivered || c.packets < last.packets || c.drops < last.drops {
-                offsets.delivered += last.delivered; offsets.packets += last.packets; offsets.drops += last.drops
+            if let l = last, c.delivered < l.delivered || c.packets < l.packets || c.drops < l.drops {
+                offsets.delivered += l.delivered; offsets.packets += l.packets; offsets.drops += l.drops
             }
             last = c
-            samples.append(BottleneckSample(time: (before + after) / 2, capacity: schedule.phases[phase].capacity, sentBytes: c.fromA - base.fromA,
-                                            deliveredBytes: c.delivered + offsets.delivered, deliveredPackets: c.packets + offsets.packets,
-                                            drops: c.drops + offsets.drops, backlogBytes: c.backlog))
-            if !processes.allSatisfy(\.isRunning) { log("\(name): a peer exited early at \(Int(t)) s") ; break }
-            let next = (t / 0.1).rounded(.down) * 0.1 + 0.1
-            if let now = sampler.now, next > now { usleep(useconds_t((next - now) * 1_000_000)) }
+            let t = (reading.at - origin).seconds
+            guard t >= 0, t <= schedule.duration, let base else { continue }
+            samples.append(BottleneckSample(time: t, capacity: changes.last { $0.time <= t }?.capacity ?? schedule.phases[0].capacity,
+                                            sentBytes: c.fromA - base.fromA, deliveredBytes: c.delivered + offsets.delivered,
+                                            deliveredPackets: c.packets + offsets.packets, drops: c.drops + offsets.drops, backlogBytes: c.backlog))
         }
         let switches = sampler.modeSwitches
         return Run(name: name, samples: samples, modeSwitchTimes: switches,

@@ -48,18 +48,27 @@ final class NamespaceTopology {
                                     "burst", "\(burst)", "latency", "300ms"])
     }
 
-    /// The router's counters: bytes received from A, and the tbf's bytes, packets, drops, backlog.
-    func counters() throws -> (fromA: UInt64, delivered: UInt64, packets: UInt64, drops: UInt64, backlog: Int) {
-        let link = try ExternalTool.run("ip", ["-n", r, "-s", "-j", "link", "show", "dev", routerToA]).output
-        let qdisc = try ExternalTool.run("tc", ["-n", r, "-s", "-j", "qdisc", "show", "dev", routerToB]).output
-        guard let links = try JSONSerialization.jsonObject(with: Data(link.utf8)) as? [[String: Any]],
-              let stats = links.first?["stats64"] as? [String: Any], let rx = stats["rx"] as? [String: Any],
-              let received = (rx["bytes"] as? NSNumber)?.uint64Value,
-              let qdiscs = try JSONSerialization.jsonObject(with: Data(qdisc.utf8)) as? [[String: Any]],
+    typealias Counters = (fromA: UInt64, delivered: UInt64, packets: UInt64, drops: UInt64, backlog: Int)
+
+    /// A shell in R that prints the router's counters every `interval` seconds, one line each:
+    /// the bytes received from A, then the tbf's statistics as JSON. One long-lived process
+    /// (reading sysfs with a shell builtin) instead of two spawns per sample, which on a busy
+    /// machine took longer than the interval.
+    func sampler(interval: Double) throws -> Process {
+        let script = "while :; do read rx < /sys/class/net/\(routerToA)/statistics/rx_bytes; echo \"$rx $(tc -s -j qdisc show dev \(routerToB))\"; sleep \(interval); done"
+        return try process(in: r, "/bin/sh", ["-c", script])
+    }
+
+    /// Parses one line of the sampler: bytes received from A, and the tbf's bytes, packets,
+    /// drops, backlog.
+    static func counters(line: String) throws -> Counters {
+        let parts = line.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, let received = UInt64(parts[0]),
+              let qdiscs = try JSONSerialization.jsonObject(with: Data(parts[1].utf8)) as? [[String: Any]],
               let tbf = qdiscs.first(where: { $0["kind"] as? String == "tbf" }),
               let bytes = (tbf["bytes"] as? NSNumber)?.uint64Value, let packets = (tbf["packets"] as? NSNumber)?.uint64Value,
               let drops = (tbf["drops"] as? NSNumber)?.uint64Value, let backlog = (tbf["backlog"] as? NSNumber)?.intValue else {
-            throw ExternalTool.Failure(description: "unexpected counters from ip/tc:\n\(link)\n\(qdisc)")
+            throw ExternalTool.Failure(description: "unexpected counters from the sampler: \(line)")
         }
         return (received, bytes, packets, drops, backlog)
     }
