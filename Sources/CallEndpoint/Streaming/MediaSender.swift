@@ -572,11 +572,11 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     s.retransmissionWindow.removeAll { $0.time < at - 1_000_000 }
                     for original in answer.packets {
                         if let estimator = s.estimator {
-                            // Auto mode: retransmissions may use a quarter of the estimate, and none
+                            // Auto mode: retransmissions may use half of the estimate, and none
                             // while the pacer is backed up (they would deepen the congestion that
                             // lost the packets; the receiver asks for a keyframe if it must).
                             let spent = s.retransmissionWindow.reduce(0) { $0 + $1.bytes }
-                            if (spent + original.serializedSize) * 8 > estimator.estimate / 4 || s.pacer.queueDelay(now: at) > 150_000 {
+                            if (spent + original.serializedSize) * 8 > estimator.estimate / 2 || s.pacer.queueDelay(now: at) > 150_000 {
                                 s.stats.retransmissionsRefused += 1
                                 continue
                             }
