@@ -78,7 +78,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     if let burst { options.burstBytes = burst }
     let bench = CongestionBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
     let runs = try bench.run()
-    print(CongestionBenchmark.report(runs, schedule: options.schedule, delayMilliseconds: options.delayMilliseconds, burstBytes: options.burstBytes))
+    print(CongestionBenchmark.report(runs, schedule: options.schedule, burstBytes: options.burstBytes))
     let plotProblem = bench.plot()
     if let plotProblem { print(plotProblem) }
     print("wrote \(options.outputDirectory)/congestion.csv, phases.csv\(plotProblem == nil ? ", congestion.png" : "") and the peers' logs")

@@ -19,8 +19,6 @@ public struct CongestionBenchmark {
         /// A Python with matplotlib, for the plot.
         public var plotPython = "python3"
         public var outputDirectory: String
-        /// One-way delay added by a user-space relay in R, milliseconds (0: none).
-        public var delayMilliseconds = 0
         public var videoSize = (width: 640, height: 480)
         public var fps = 30
         /// The tbf bucket, bytes: a few packets make the bottleneck behave like a link; a large
@@ -60,11 +58,11 @@ public struct CongestionBenchmark {
 
         let clip = try makeClip(in: work)
         var runs: [Run] = []
-        runs.append(try measure(name: "callend", work: work) { topology, sampler in
+        runs.append(try measure(name: "callend") { topology, sampler in
             try startCallend(topology: topology, clip: clip, work: work, sampler: sampler)
         })
         if let python = options.python {
-            runs.append(try measure(name: "aiortc", work: work) { topology, _ in
+            runs.append(try measure(name: "aiortc") { topology, _ in
                 try startAiortc(topology: topology, python: python, clip: clip)
             })
         }
@@ -83,7 +81,7 @@ public struct CongestionBenchmark {
         return clip
     }
 
-    final class Sampler: @unchecked Sendable {  // `lock` guards `modeSwitches` and `origin`
+    final class Sampler: @unchecked Sendable {  // `lock` guards `switches` and `startedAt`
         private let lock = NSLock()
         private var switches: [Double] = []
         private var startedAt: ContinuousClock.Instant?
@@ -138,17 +136,16 @@ public struct CongestionBenchmark {
 
     /// Builds the topology, starts a pair, waits for media to flow, then runs the schedule while
     /// the router's counters are read every 100 ms. Everything made is removed before it returns.
-    private func measure(name: String, work: String, start: (NamespaceTopology, Sampler) throws -> [Process]) throws -> Run {
+    private func measure(name: String, start: (NamespaceTopology, Sampler) throws -> [Process]) throws -> Run {
         let topology = try NamespaceTopology()
         defer { topology.remove() }
         let schedule = options.schedule
         try topology.shape(bitsPerSecond: schedule.phases[0].capacity, burst: options.burstBytes)
-        let relay: Process? = nil
         let sampler = Sampler()
         let processes = try start(topology, sampler)
         defer {
-            for p in processes + [relay].compactMap({ $0 }) where p.isRunning { p.terminate() }
-            for p in processes + [relay].compactMap({ $0 }) { p.waitUntilExit() }
+            for p in processes where p.isRunning { p.terminate() }
+            for p in processes { p.waitUntilExit() }
         }
         let feed = try CounterFeed(topology: topology, clock: sampler.clock)
         defer { feed.stop() }
@@ -308,11 +305,10 @@ public struct CongestionBenchmark {
         }
     }
 
-    public static func report(_ runs: [Run], schedule: CapacitySchedule, delayMilliseconds: Int, burstBytes: Int) -> String {
+    public static func report(_ runs: [Run], schedule: CapacitySchedule, burstBytes: Int) -> String {
         func f(_ v: Double?, _ format: String) -> String { v.map { String(format: format, $0) } ?? "-" }
         var lines = ["congestion bench: tbf bottleneck (\(burstBytes)-byte bucket, 300 ms queue), schedule " +
-                     schedule.phases.map { "\($0.capacity / 1000)k/\(Int($0.seconds))s" }.joined(separator: " ") +
-                     (delayMilliseconds > 0 ? ", +\(delayMilliseconds) ms one-way delay (user-space relay)" : ""),
+                     schedule.phases.map { "\($0.capacity / 1000)k/\(Int($0.seconds))s" }.joined(separator: " "),
                      "stack    phase       util  q p50  q p95   loss  fall<cap  to 90%  osc  modes"]
         for run in runs {
             for m in run.phases {

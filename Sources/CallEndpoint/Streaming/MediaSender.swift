@@ -84,11 +84,13 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
 
     public var description: String {
         let seconds = max(elapsed.secondsDouble, 0.001)
-        return String(format: "sent %.1f s: video %d frames (%d keyframes), %d packets, %.0f kbit/s; audio %d packets, %.0f kbit/s; NACKs %d, retransmitted %d, keyframe requests %d%@%@",
+        return String(format: "sent %.1f s: video %d frames (%d keyframes), %d packets, %.0f kbit/s; audio %d packets, %.0f kbit/s; NACKs %d, retransmitted %d, keyframe requests %d%@%@%@",
                       seconds, videoFrames, keyframes, videoPackets, Double(videoBytes * 8) / seconds / 1000,
                       audioPackets, Double(audioBytes * 8) / seconds / 1000, nacksReceived, retransmitted, keyframeRequests,
                       roundTripTime.map { String(format: "; RTT %.1f ms", $0.secondsDouble * 1000) } ?? "",
-                      receiverLossFraction.map { String(format: "; receiver loss %.1f %%", $0 * 100) } ?? "")
+                      receiverLossFraction.map { String(format: "; receiver loss %.1f %%", $0 * 100) } ?? "",
+                      framesHeldBack + retransmissionsRefused > 0
+                          ? "; held back \(framesHeldBack) frames, refused \(retransmissionsRefused) retransmissions (congestion)" : "")
     }
 }
 
@@ -435,13 +437,14 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 encoder = try VP8Encoder(configuration: settings)
             }
             guard let encoder else { break }
-            if auto, state.withLock({ $0.pacer.queueDelay(now: now.microseconds) > 100_000 }) {
-                // Encoder pushback: the pacer still holds more than 100 ms of earlier frames, so
-                // this picture would only wait behind them; skip it (the rate controller sees
-                // the gap in timestamps and the next frame carries the motion).
-                state.withLock { $0.stats.framesHeldBack += 1 }
-                continue
-            }
+            // Encoder pushback: while the pacer still holds more than 100 ms of earlier frames, a
+            // picture would only wait behind them; skip it (the rate controller sees the gap in
+            // timestamps and the next frame carries the motion).
+            if auto, state.withLock({ s in
+                guard s.pacer.queueDelay(now: now.microseconds) > 100_000 else { return false }
+                s.stats.framesHeldBack += 1
+                return true
+            }) { continue }
             if modeChanged.exchange(false, ordering: .relaxed) || keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
             let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(now.secondsDouble * 90_000))
             for encoded in try encoder.encode(frame) {

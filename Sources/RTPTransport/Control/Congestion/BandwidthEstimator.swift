@@ -15,7 +15,7 @@ public struct BandwidthEstimator: Sendable {
         /// Later probes go to this multiple of the estimate.
         public var probeMultiple = 2.0
         public var probeDuration: Int64 = 50_000
-        /// Minimum time between later probes; doubles after each probe that finds no more room (to 8x).
+        /// Minimum time between later probes; doubled while probes find no more room.
         public var probeInterval: Int64 = 1_500_000
         public init() {}
     }
@@ -189,7 +189,7 @@ public struct BandwidthEstimator: Sendable {
             if receiveRate < 0.8 * sendRate {
                 // The path could not carry the probe: it knows its capacity; probe less often.
                 capacityAtProbe = delivered
-                probeBackoff = min(probeBackoff * 2, 2)
+                probeBackoff = 2
             } else {
                 // It carried all of it: there may be more; probe again at once.
                 probeBackoff = 1
