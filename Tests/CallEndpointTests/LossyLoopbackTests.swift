@@ -18,7 +18,7 @@ final class LossyRelay: Sendable {
     init(receiverPort: Int, shouldDrop: @escaping @Sendable (_ index: Int, _ packet: RTPPacket) -> Bool) throws {
         socket = try UDPSocket(bindHost: "127.0.0.1", port: 0)
         receiver = try UDPAddress(host: "127.0.0.1", port: receiverPort)
-        socket.startReceiving(name: "relay") { [self] bytes, from in
+        socket.startReceiving(name: "relay") { [self] bytes, from, _ in
             if from == receiver {
                 if let back = sender.withLock({ $0 }) { try? socket.send(bytes, to: back) }
                 return

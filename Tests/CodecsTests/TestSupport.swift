@@ -53,9 +53,10 @@ struct ToolFailed: Error, CustomStringConvertible {
 /// Makes a Y4M clip of ffmpeg's moving test pattern.
 /// `testsrc2` has more motion and detail than `testsrc`, so at 1 Mbit/s it uses the whole rate.
 func makeTestClip(in directory: TemporaryDirectory, width: Int, height: Int, frames: Int,
-                  source: String = "testsrc", name: String = "clip.y4m") throws -> String {
+                  source: String = "testsrc", noise: Bool = false, name: String = "clip.y4m") throws -> String {
     let path = directory.file(name)
-    try runTool("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "\(source)=size=\(width)x\(height):rate=30",
-                           "-frames:v", "\(frames)", "-pix_fmt", "yuv420p", path])
+    // Temporal noise makes every picture cost bits, as a camera's sensor noise does.
+    try runTool("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "\(source)=size=\(width)x\(height):rate=30"]
+                + (noise ? ["-vf", "noise=alls=10:allf=t"] : []) + ["-frames:v", "\(frames)", "-pix_fmt", "yuv420p", path])
     return path
 }

@@ -51,6 +51,45 @@ func readAllFrames(_ path: String) throws -> [VideoFrame] {
         #expect(abs(after * 8 * 30 - 300_000) < 150_000, "rate in the second after the change: \(after * 8 * 30)")
     }
 
+    /// Every other picture of a 30 fps clip whose timestamps start again (a looping file), at
+    /// 400 kbit/s: given the times they are shown, the encoder spends the budget of 15 fps.
+    /// Sized from the repeated timestamps it spent half (it took them for 30 fps).
+    @Test(arguments: [true, false])
+    func skippedPicturesOfALoopingClipGetTheirShare(passingTimes: Bool) throws {
+        let dir = try TemporaryDirectory()
+        let clip = try readAllFrames(try makeTestClip(in: dir, width: 320, height: 240, frames: 30, source: "testsrc2", noise: true))
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240, frameRate: 30, targetBitrate: 400_000))
+        var bytes = 0
+        for index in stride(from: 0, to: 180, by: 2) {  // 6 s at 15 fps
+            let shown = Duration.milliseconds(index * 100 / 3)
+            let sizes = try encoder.encode(clip[index % 30], at: passingTimes ? shown : nil).map(\.data.count)
+            if index >= 60 { bytes += sizes.reduce(0, +) }
+        }
+        let bitrate = Double(bytes * 8) / 4
+        if passingTimes {
+            #expect(abs(bitrate - 400_000) < 80_000, "\(bitrate) bit/s")
+        } else {
+            #expect(bitrate < 300_000, "the failure this guards against: \(bitrate) bit/s")
+        }
+    }
+
+    /// A step down in size and rate together (auto mode under congestion): the second after it
+    /// stays near the new target instead of carrying the old quantizer.
+    @Test func aStepDownInSizeAndRateStaysNearTheNewTarget() throws {
+        let dir = try TemporaryDirectory()
+        let clip = try readAllFrames(try makeTestClip(in: dir, width: 640, height: 480, frames: 60, source: "testsrc2", noise: true))
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 640, height: 480, frameRate: 30, targetBitrate: 2_000_000))
+        for (index, frame) in clip.prefix(30).enumerated() { _ = try encoder.encode(frame, at: .milliseconds(index * 100 / 3)) }
+        try encoder.setTargetBitrate(300_000)
+        try encoder.setResolution(width: 640, height: 360)
+        var bytes = 0
+        for index in stride(from: 30, to: 60, by: 2) {  // the next second at 15 fps
+            let small = try clip[index].scaled(width: 640, height: 360)
+            bytes += try encoder.encode(small, at: .milliseconds(index * 100 / 3)).reduce(0) { $0 + $1.data.count }
+        }
+        #expect(bytes * 8 < 450_000, "\(bytes * 8) bits in the second after the step down to 300 kbit/s")
+    }
+
     @Test func forcedKeyframeIsAKeyframe() throws {
         let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: 320, height: 240))
         var pattern = VideoFrame(width: 320, height: 240, luma: 90)

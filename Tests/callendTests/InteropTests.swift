@@ -216,8 +216,8 @@ func framesDecoded(_ output: String) -> Int? {
         let rtp = try UDPSocket(bindHost: "127.0.0.1", port: port)
         let rtcp = try UDPSocket(bindHost: "127.0.0.1", port: port + 1)
         let captured = CaptureBox()
-        rtp.startReceiving(name: "capture-rtp") { bytes, _ in captured.add(bytes, rtcp: false) }
-        rtcp.startReceiving(name: "capture-rtcp") { bytes, _ in captured.add(bytes, rtcp: true) }
+        rtp.startReceiving(name: "capture-rtp") { bytes, _, _ in captured.add(bytes, rtcp: false) }
+        rtcp.startReceiving(name: "capture-rtcp") { bytes, _, _ in captured.add(bytes, rtcp: true) }
         let ffmpeg = try launch("ffmpeg", ["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-frames:v", "90",
                                            "-c:v", "libvpx", "-deadline", "realtime", "-b:v", "400k", "-f", "rtp", "rtp://127.0.0.1:\(port)"])
         finish(ffmpeg, within: 10)

@@ -54,7 +54,7 @@ public struct RTPBenchmark {
         let destination = try UDPAddress(host: "127.0.0.1", port: receiver.localPort)
         let received = Atomic<Int>(0)
         let bytesOut = Atomic<Int>(0)
-        receiver.startReceiving(name: "bench-receive") { datagram, _ in
+        receiver.startReceiving(name: "bench-receive") { datagram, _, _ in
             var bytes = datagram
             if let unprotect {
                 guard let clear = try? unprotect.unprotectRTP(datagram) else { return }

@@ -85,11 +85,11 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         parts.withLock { $0 = (sender, receiver) }
         // One receive thread per socket routes: RTP to the receiver, RTCP to both (SR and BYE
         // concern the receiver; RR, NACK, PLI and FIR the sender).
-        videoSocket.startReceiving(name: "call-video") { bytes, from in
+        videoSocket.startReceiving(name: "call-video") { bytes, from, age in
             if isRTCP(bytes) { sender.handleRTCP(bytes) }
-            receiver.receiveVideo(bytes, from: from)
+            receiver.receiveVideo(bytes, from: from, age: age)
         }
-        audioSocket.startReceiving(name: "call-audio") { bytes, from in
+        audioSocket.startReceiving(name: "call-audio") { bytes, from, _ in
             if isRTCP(bytes) { sender.handleRTCP(bytes) }
             receiver.receiveAudio(bytes, from: from)
         }

@@ -166,8 +166,8 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     public func run() throws -> ReceiverSummary {
         if ownsSockets {
-            videoSocket?.startReceiving(name: "video-receive") { [self] bytes, from in receiveVideo(bytes, from: from) }
-            audioSocket?.startReceiving(name: "audio-receive") { [self] bytes, from in receiveAudio(bytes, from: from) }
+            videoSocket?.startReceiving(name: "video-receive") { [self] bytes, from, age in receiveVideo(bytes, from: from, age: age) }
+            audioSocket?.startReceiving(name: "audio-receive") { [self] bytes, from, _ in receiveAudio(bytes, from: from) }
         }
         if audioStream != nil {
             try speaker?.startPlayout()
@@ -234,9 +234,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     // MARK: Video
 
-    func receiveVideo(_ datagram: [UInt8], from: UDPAddress) {
+    func receiveVideo(_ datagram: [UInt8], from: UDPAddress, age: Duration = .zero) {
         guard let stream = videoStream else { return }
-        let arrival = clock.now
+        // When the kernel stamped the datagram, not when this thread got to it.
+        let arrival = clock.now - age
         guard var packet = demultiplex(datagram, inbound: inboundVideo, arrival: arrival) else { return }
         state.withLock { s in
             s.videoSender = from
@@ -252,8 +253,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 guard let mediaSSRC = s.videoStats?.ssrc,
                       let original = try? RTX.unwrap(packet, mediaSSRC: mediaSSRC, mediaPayloadType: stream.payloadType) else { return }
                 packet = original
-                s.summary.retransmissionsReceived += 1
+                // An RTX packet nobody asked for is a probe's payload padding: it counts for
+                // congestion control above, and the jitter buffer drops it as a duplicate.
                 if let asked = s.nackSentAt.removeValue(forKey: original.sequenceNumber) {
+                    s.summary.retransmissionsReceived += 1
                     s.roundTripTime = s.roundTripTime * 7 / 8 + (arrival - asked) / 8
                     s.videoBuffer.retransmissionWait = Self.retransmissionWait(roundTripTime: s.roundTripTime)
                 }

@@ -118,6 +118,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     struct State {
         var history = RetransmissionHistory()
         var rtxSequence = UInt16.random(in: 0...UInt16.max)
+        var probePaddingCursor = 0
         var stats = SenderStatistics()
         var video = StreamCounters(clockRate: 90_000)
         var audio = StreamCounters(clockRate: 48_000)
@@ -200,8 +201,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     /// Sends until the duration passes, the sources end, or `stop()`; returns the statistics.
     public func run() throws -> SenderStatistics {
         if ownsSockets {
-            videoSocket.startReceiving(name: "rtcp-video") { [self] bytes, _ in handleRTCP(bytes) }
-            audioSocket.startReceiving(name: "rtcp-audio") { [self] bytes, _ in handleRTCP(bytes) }
+            videoSocket.startReceiving(name: "rtcp-video") { [self] bytes, _, _ in handleRTCP(bytes) }
+            audioSocket.startReceiving(name: "rtcp-audio") { [self] bytes, _, _ in handleRTCP(bytes) }
         }
         defer {
             if ownsSockets {
@@ -265,9 +266,13 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     // Frames go out at 1.5x the estimate (a frame is spread over most of its
                     // interval, not burst); a backlog drains at no more than 2x.
                     s.pacer.pacingRate = estimator.estimate * 3 / 2
-                    // Right after a cut the path is known to be full: no faster than the estimate.
-                    if let cut = estimator.lastDecrease, now - cut < 1_000_000 { s.pacer.pacingRate = estimator.estimate }
                     s.pacer.maxDrainRate = estimator.estimate * 2
+                    // Right after a cut the path is known to be full: no faster than the estimate,
+                    // backlog included (frames encoded before the cut wait; pushback skips more).
+                    if let cut = estimator.lastDecrease, now - cut < 1_000_000 {
+                        s.pacer.pacingRate = estimator.estimate
+                        s.pacer.maxDrainRate = estimator.estimate
+                    }
                     if !s.pacer.probing, let probe = s.estimator?.probeToSend(now: now) { s.pacer.startProbe(probe, now: now) }
                 } else {
                     s.pacer.pacingRate = max(configuration.videoBitrate, configuration.maxVideoBitrate) * 3
@@ -280,7 +285,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     packet.setHeaderExtensionElements([HeaderExtensionElement(id: extensionID, data: TransportSequenceNumber.encode(sequence))])
                     let size = packet.serializedSize + (outbound == nil ? 0 : 10)
                     s.adapter.packetSent(sequence: sequence, size: size, atMicroseconds: now)
-                    if let probe { s.estimator?.probePacketSent(id: probe.id, sequence: sequence, size: size, at: now, bitrate: probe.bitrate) }
+                    if let probe { s.estimator?.probePacketSent(probe, sequence: sequence, size: size, at: now) }
                 }
                 while let entry = s.pacer.next(now: now) {
                     var packet = entry.item
@@ -290,8 +295,16 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 if s.estimator != nil && s.pacer.probing {
                     while let bytes = s.pacer.paddingWanted(now: now) {
                         s.rtxSequence &+= 1
-                        var padding = RTPPacket(payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence, timestamp: 0,
+                        // Recent video packets sent again on the RTX stream, full size; plain RTP
+                        // padding (at most 255 bytes) only when there is nothing to resend.
+                        var padding: RTPPacket
+                        if bytes > 300, let recent = s.history.recent(s.probePaddingCursor % 16) {
+                            s.probePaddingCursor += 1
+                            padding = RTX.wrap(recent, ssrc: rtxSSRC, payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence)
+                        } else {
+                            padding = RTPPacket(payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence, timestamp: 0,
                                                 ssrc: rtxSSRC, paddingLength: min(255, bytes))
+                        }
                         stamp(&padding, probe: s.pacer.currentProbe)
                         s.pacer.paddingSent(size: padding.serializedSize)
                         s.stats.paddingBytes += padding.serializedSize
@@ -371,6 +384,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             return .forScaling(native: native)
         }
         var lastEncoded: Duration?
+        /// The time libvpx was last told, and the sender's clock then.
+        var shown: (encoder: Duration, clock: Duration)?
         var encoder: VP8Encoder?
         var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
         var sequence = UInt16.random(in: 0...UInt16.max)
@@ -447,7 +462,16 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             }) { continue }
             if modeChanged.exchange(false, ordering: .relaxed) || keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
             let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(now.secondsDouble * 90_000))
-            for encoded in try encoder.encode(frame) {
+            // The time libvpx is told follows the sender's clock, not the source's timestamps (a
+            // looping file repeats them, and auto mode skips pictures to lower the frame rate);
+            // but a gap of more than one and a half frame intervals (pictures held back by
+            // pushback, a stalled source) counts as one interval: libvpx budgets a frame for the
+            // time since the last, and a held-back gap became one oversized frame that filled
+            // the pacer again.
+            let frameInterval = Duration.microseconds(1_000_000 / Int64(max(1, appliedMode?.frameRate ?? Int(source.format.frameRate.rounded()))))
+            let encoderTime = shown.map { $0.encoder + (now - $0.clock <= frameInterval * 3 / 2 ? now - $0.clock : frameInterval) } ?? now
+            shown = (encoderTime, now)
+            for encoded in try encoder.encode(frame, at: encoderTime) {
                 let payloads = packetizer.packetize(encoded.data)
                 for (i, payload) in payloads.enumerated() {
                     let packet = RTPPacket(payloadType: MediaSenderConfiguration.videoPayloadType, sequenceNumber: sequence, timestamp: timestamp,

@@ -13,9 +13,6 @@ public final class VP8Encoder {
     private var keyframeRequested = false
     private var lastPts: Int64 = -1
     private var firstTimestamp: Duration?
-    /// libvpx sizes its buffers at initialisation and refuses larger pictures later.
-    private var initialWidth = 0
-    private var initialHeight = 0
 
     public init(configuration: VP8EncoderConfiguration) throws(CodecError) {
         try configuration.validate()
@@ -48,8 +45,6 @@ public final class VP8Encoder {
             vpx_codec_destroy(context)
             throw error
         }
-        initialWidth = c.width
-        initialHeight = c.height
     }
 
     deinit {
@@ -93,33 +88,24 @@ public final class VP8Encoder {
         configuration = next
     }
 
-    /// Changes the picture size of the running encoder; the next frame is a keyframe. Sizes up to
-    /// the one the encoder started with are a reconfiguration; a larger one restarts libvpx's
-    /// context, which keeps the rate settings but not the rate controller's history.
+    /// Changes the picture size: restarts libvpx's context with the rate settings in force, and
+    /// the next frame is a keyframe. A restart rather than a reconfiguration because the rate
+    /// controller's history belongs to the old size: after a step down under congestion it kept
+    /// the old quantizer and sent frames of 8-10 kB at a 230 kbit/s target for a second.
     public func setResolution(width: Int, height: Int) throws(CodecError) {
         guard width != configuration.width || height != configuration.height else { return }
         var next = configuration
         next.width = width
         next.height = height
         try next.validate()
-        if width > initialWidth || height > initialHeight {
-            vpx_codec_destroy(context)
-            do {
-                try start(next)
-            } catch {
-                // Leave a working encoder at the old size rather than a destroyed context.
-                try start(configuration)
-                throw error
-            }
-            configuration = next
-            keyframeRequested = true
-            return
+        vpx_codec_destroy(context)
+        do {
+            try start(next)
+        } catch {
+            // Leave a working encoder at the old size rather than a destroyed context.
+            try start(configuration)
+            throw error
         }
-        var cfg = config
-        cfg.g_w = UInt32(width)
-        cfg.g_h = UInt32(height)
-        try Self.check(vpx_codec_enc_config_set(context, &cfg), context, "set VP8 resolution \(width)x\(height)")
-        config = cfg
         configuration = next
         keyframeRequested = true
     }
@@ -128,14 +114,17 @@ public final class VP8Encoder {
     public func requestKeyframe() { keyframeRequested = true }
 
     /// Encodes one picture. Returns the frames libvpx produced for it: usually one, none when the
-    /// rate controller drops the picture.
-    public func encode(_ frame: VideoFrame, forceKeyframe: Bool = false) throws(CodecError) -> [EncodedVideoFrame] {
+    /// rate controller drops the picture. `time` is when the picture is shown, if not its own
+    /// timestamp: libvpx sizes each frame from the time between pictures, so a caller that
+    /// skips pictures of a source whose timestamps repeat (a looping file) must pass real times,
+    /// or every picture gets one nominal interval and half the budget at half the frame rate.
+    public func encode(_ frame: VideoFrame, at time: Duration? = nil, forceKeyframe: Bool = false) throws(CodecError) -> [EncodedVideoFrame] {
         guard frame.width == configuration.width, frame.height == configuration.height else {
             throw CodecError(.invalidArgument, "VP8 encode",
                              "frame is \(frame.width)x\(frame.height) but the encoder is set to \(configuration.width)x\(configuration.height); call setResolution first")
         }
         let nominal = Int64(Self.clockRate / configuration.frameRate)
-        let pts = nextPts(for: frame.timestamp, nominal: nominal)
+        let pts = nextPts(for: time ?? frame.timestamp, nominal: nominal)
         var flags: vpx_enc_frame_flags_t = 0
         if forceKeyframe || keyframeRequested { flags |= cvpx_flag_force_keyframe() }
         keyframeRequested = false

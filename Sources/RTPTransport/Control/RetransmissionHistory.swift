@@ -50,6 +50,15 @@ public struct RetransmissionHistory: Sendable {
         }
     }
 
+    /// The `offset`-th most recently stored packet (0 is the newest): what a probe sends again as
+    /// padding, so that its packets are full size (RTP padding alone is at most 255 bytes, and a
+    /// token bucket lets many small packets through at line rate).
+    public func recent(_ offset: Int) -> RTPPacket? {
+        let index = order.count - 1 - offset
+        guard offset >= 0, index >= head else { return nil }
+        return entries[order[index]]?.packet
+    }
+
     public mutating func answer(_ requested: [UInt16], now: Duration, roundTripTime: Duration) -> Answer {
         var packets: [RTPPacket] = []
         var unavailable = 0

@@ -127,28 +127,76 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
         return UDPAddress(local).host
     }
 
-    /// Starts a thread that calls `handler` for every datagram until `stop()`.
-    public func startReceiving(name: String, handler: @escaping @Sendable ([UInt8], UDPAddress) -> Void) {
+    /// Starts a thread that calls `handler` for every datagram until `stop()`, with how long ago
+    /// the kernel received it (SO_TIMESTAMPNS): a receiver busy decoding reads late, and arrival
+    /// times read from its own clock would show that as queueing on the path.
+    public func startReceiving(name: String, handler: @escaping @Sendable ([UInt8], UDPAddress, Duration) -> Void) {
         finished.withLock { $0 = false }
+        var on: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, socklen_t(MemoryLayout<Int32>.size))
         let thread = Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: 65536)
+            var control = [UInt8](repeating: 0, count: 128)
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             while !stopping.load(ordering: .relaxed) {
                 // Wake every 100 ms to notice stop().
                 guard poll(&pfd, 1, 100) > 0 else { continue }
                 var from = sockaddr_in()
-                var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                var stamp: timespec?
                 let count = buffer.withUnsafeMutableBytes { raw in
-                    withUnsafeMutablePointer(to: &from) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, raw.baseAddress, raw.count, 0, $0, &length) }
+                    control.withUnsafeMutableBytes { controlRaw in
+                        withUnsafeMutablePointer(to: &from) { fromPointer in
+                            var vector = iovec(iov_base: raw.baseAddress, iov_len: raw.count)
+                            return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                                var message = msghdr()
+                                message.msg_name = UnsafeMutableRawPointer(fromPointer)
+                                message.msg_namelen = socklen_t(MemoryLayout<sockaddr_in>.size)
+                                message.msg_iov = vectorPointer
+                                message.msg_iovlen = 1
+                                message.msg_control = controlRaw.baseAddress
+                                message.msg_controllen = numericCast(controlRaw.count)
+                                let count = recvmsg(fd, &message, 0)
+                                if count > 0 { stamp = Self.receiveTimestamp(UnsafeRawBufferPointer(rebasing: controlRaw[..<Int(message.msg_controllen)])) }
+                                return count
+                            }
+                        }
                     }
                 }
-                if count > 0 { handler(Array(buffer[0..<count]), UDPAddress(from)) }
+                guard count > 0 else { continue }
+                var age = Duration.zero
+                if let stamp {
+                    var now = timespec()
+                    clock_gettime(CLOCK_REALTIME, &now)
+                    let nanoseconds = Int64(now.tv_sec - stamp.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec - stamp.tv_nsec)
+                    // A stamp in the future or from long ago means the wall clock stepped: ignore it.
+                    if (0..<1_000_000_000).contains(nanoseconds) { age = .nanoseconds(nanoseconds) }
+                }
+                handler(Array(buffer[0..<count]), UDPAddress(from), age)
             }
             finished.withLock { $0 = true }
         }
         thread.name = name
         thread.start()
+    }
+
+    /// The SCM_TIMESTAMPNS time in a received message's control data, if there is one.
+    static func receiveTimestamp(_ control: UnsafeRawBufferPointer) -> timespec? {
+        // Each control message is a cmsghdr, its data aligned to the size of size_t, and the next
+        // message aligned the same way (the CMSG_* macros, which Swift does not import).
+        let align = MemoryLayout<Int>.size
+        func aligned(_ n: Int) -> Int { (n + align - 1) / align * align }
+        let headerSize = aligned(MemoryLayout<cmsghdr>.size)
+        var offset = 0
+        while offset + headerSize <= control.count {
+            let header = control.loadUnaligned(fromByteOffset: offset, as: cmsghdr.self)
+            let length = Int(header.cmsg_len)
+            guard length >= headerSize, offset + length <= control.count else { return nil }
+            if header.cmsg_level == SOL_SOCKET, header.cmsg_type == SO_TIMESTAMPNS, length - headerSize >= MemoryLayout<timespec>.size {
+                return control.loadUnaligned(fromByteOffset: offset + headerSize, as: timespec.self)
+            }
+            offset += aligned(length)
+        }
+        return nil
     }
 
     /// Stops the receive thread and waits for it.

@@ -12,9 +12,16 @@ public struct BandwidthEstimator: Sendable {
         public var maxBitrate = 2_500_000
         /// Probe rates at the start, as multiples of the start bitrate.
         public var initialProbes: [Double] = [3, 6]
-        /// Later probes go to this multiple of the estimate.
+        /// Later probes go to this multiple of the estimate...
         public var probeMultiple = 2.0
+        /// ...or, while the estimate is near a capacity the path has shown, these multiples, one
+        /// step further after each probe the path carried (a probe at twice a full link's rate
+        /// leaves a queue as long as the probe).
+        public var gentleProbeMultiples = [1.25, 1.5]
         public var probeDuration: Int64 = 50_000
+        /// A probe lasts long enough to carry this much, so that the later half of it, which is
+        /// what is measured, comes after a token bucket's burst allowance.
+        public var probeMinimumBytes = 12_000
         /// Minimum time between later probes; doubled while probes find no more room.
         public var probeInterval: Int64 = 1_500_000
         public init() {}
@@ -44,6 +51,8 @@ public struct BandwidthEstimator: Sendable {
     public private(set) var delay = DelayBasedDetector()
     /// Bitrate the receiver acknowledged over the last 250 ms of arrivals, bit/s.
     public private(set) var acknowledgedBitrate: Int?
+    /// The same over the last 100 ms (nil with fewer than 5 packets in it).
+    public private(set) var recentBitrate: Int?
     /// Loss fraction over the last second of feedback.
     public private(set) var lossFraction = 0.0
     public private(set) var changes: [Change] = []
@@ -51,6 +60,9 @@ public struct BandwidthEstimator: Sendable {
     private var lossBound: Int
     /// When the estimate was last cut for delay or loss (the sender paces tighter for a while).
     public private(set) var lastDecrease: Int64?
+    /// The queueing delay at the last delay cut: while the queue shrinks from there, the cut is
+    /// working and another would only undershoot.
+    private var queueAtDecrease = 0.0
     /// The rate at the last decrease: the link capacity the additive increase approaches.
     private var capacityEstimate: Double?
     private var lastUpdate: Int64?
@@ -63,25 +75,28 @@ public struct BandwidthEstimator: Sendable {
     private var nextProbeID = 1
     private var lastProbeAt: Int64?
     private var probeBackoff: Int64 = 1
-    private var probeSent: [Int: (bytes: Int, first: Int64, last: Int64, bitrate: Int)] = [:]
+    /// Bytes of each probe after its first packet (the span from first to last send carries
+    /// those), the first and last send times, and the cluster.
+    private var probeSent: [Int: (bytes: Int, first: Int64, last: Int64, cluster: ProbeCluster)] = [:]
     /// Arrivals of each probe's packets (a lost one is nil).
     private var probeReceived: [Int: [(arrived: Int64, size: Int)?]] = [:]
     private var probeSequences: [UInt16: Int] = [:]
-    private var capacityAtProbe: Double?
     /// The estimate before the last probe raised it, and when: a probe that only filled a
     /// token bucket's burst allowance is followed by overuse, and is then undone.
     private var beforeProbe: (estimate: Int, time: Int64)?
     /// After a cut made deeper to drain a standing queue: the rate to return to once it has.
     private var recoverTo: Int?
     private var lastJudgedProbe = 0
+    private var probeQueueUntil: Int64?
+    /// Which of the gentle multiples the next probe near capacity uses.
+    private var gentleLevel = 0
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         estimate = configuration.startBitrate
         lossBound = configuration.maxBitrate
         pendingProbes = configuration.initialProbes.enumerated().map { i, multiple in
-            ProbeCluster(id: i + 1, bitrate: min(configuration.maxBitrate, Int(Double(configuration.startBitrate) * multiple)),
-                         duration: configuration.probeDuration)
+            Self.cluster(id: i + 1, bitrate: min(configuration.maxBitrate, Int(Double(configuration.startBitrate) * multiple)), configuration)
         }
         nextProbeID = pendingProbes.count + 1
     }
@@ -99,17 +114,28 @@ public struct BandwidthEstimator: Sendable {
         if let last = lastProbeAt, now - last < configuration.probeInterval * probeBackoff { return nil }
         if let decrease = lastDecrease, now - decrease < 1_000_000 { return nil }
         lastProbeAt = now
-        let cluster = ProbeCluster(id: nextProbeID, bitrate: min(configuration.maxBitrate * 6 / 5, Int(Double(estimate) * configuration.probeMultiple)),
-                                   duration: configuration.probeDuration)
+        let nearCapacity = capacityEstimate.map { Double(estimate) > 0.7 * $0 } ?? false
+        let gentle = configuration.gentleProbeMultiples
+        let multiple = nearCapacity && gentleLevel < gentle.count ? gentle[gentleLevel] : configuration.probeMultiple
+        let cluster = Self.cluster(id: nextProbeID, bitrate: min(configuration.maxBitrate * 6 / 5, Int(Double(estimate) * multiple)), configuration)
         nextProbeID += 1
         return cluster
     }
 
-    /// The pacer sent a packet of probe `id`.
-    public mutating func probePacketSent(id: Int, sequence: UInt16, size: Int, at time: Int64, bitrate: Int) {
+    private static func cluster(id: Int, bitrate: Int, _ configuration: Configuration) -> ProbeCluster {
+        let carrying = Int64(configuration.probeMinimumBytes) * 8 * 1_000_000 / Int64(max(bitrate, 1))
+        return ProbeCluster(id: id, bitrate: bitrate, duration: max(configuration.probeDuration, carrying))
+    }
+
+    /// The pacer sent a packet of probe `cluster`.
+    public mutating func probePacketSent(_ cluster: ProbeCluster, sequence: UInt16, size: Int, at time: Int64) {
+        let id = cluster.id
         guard id > lastJudgedProbe else { return }  // a straggler of a cluster already judged
         probeSequences[sequence] = id
-        var s = probeSent[id] ?? (0, time, time, bitrate)
+        guard var s = probeSent[id] else {
+            probeSent[id] = (0, time, time, cluster)
+            return
+        }
         s.bytes += size
         s.last = time
         probeSent[id] = s
@@ -138,15 +164,21 @@ public struct BandwidthEstimator: Sendable {
             if let oldest = arrivals.first?.time, newest - oldest >= 100_000 {
                 acknowledgedBitrate = Int(Double(arrivals.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(newest - oldest))
             }
+            let recent = arrivals.drop { $0.time < newest - 100_000 }
+            if recent.count >= 5, let oldest = recent.first?.time, newest - oldest >= 50_000 {
+                recentBitrate = Int(Double(recent.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(newest - oldest))
+            } else {
+                recentBitrate = nil
+            }
         }
         lossWindow.removeAll { $0.time < now - 1_000_000 }
         if lossWindow.count >= 20 { lossFraction = Double(lossWindow.filter(\.lost).count) / Double(lossWindow.count) }
 
-        if let probe = finishedProbe(), probe > estimate {
-            beforeProbe = (estimate, now)
-            estimate = min(probe, configuration.maxBitrate)
-            capacityEstimate = capacityAtProbe
-            capacityAtProbe = nil
+        if let probe = finishedProbe(now: now), probe.rate > estimate {
+            beforeProbe = probe.carried ? (estimate, now) : nil
+            // A probe that found the capacity left its own queue behind; that is not overuse.
+            probeQueueUntil = probe.carried ? nil : now + 300_000
+            estimate = min(probe.rate, configuration.maxBitrate)
             cause = .probe
         }
         if let delayCause = updateDelayBased(now: now) { cause = cause ?? delayCause }
@@ -160,13 +192,15 @@ public struct BandwidthEstimator: Sendable {
         return change
     }
 
-    /// A probe whose packets have (mostly) been reported: its delivered rate, when the path kept
-    /// up with the probe; nil otherwise.
-    private mutating func finishedProbe() -> Int? {
-        var best: Int?
+    /// A finished probe that found more room than the estimate: the rate to take, and whether
+    /// the path carried all of it (then a token bucket may have passed it whole, and the overuse
+    /// that follows undoes it) or queued it (then its later half measured the capacity).
+    private mutating func finishedProbe(now: Int64) -> (rate: Int, carried: Bool)? {
+        var best: (rate: Int, carried: Bool)?
         for (id, reports) in probeReceived {
-            // Judge a cluster once every packet of it has been reported.
-            guard let sent = probeSent[id], !probeSequences.values.contains(id) else { continue }
+            // Judge a cluster once it has ended and every packet of it has been reported (feedback
+            // in the middle of a probe covers only its first packets).
+            guard let sent = probeSent[id], now > sent.first + sent.cluster.duration, !probeSequences.values.contains(id) else { continue }
             probeSent[id] = nil
             probeReceived[id] = nil
             lastJudgedProbe = max(lastJudgedProbe, id)
@@ -182,18 +216,26 @@ public struct BandwidthEstimator: Sendable {
             let receiveRate = Double(later.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(arrivalSpan)
             // Never more than the probe was meant to send: a burst that a full token bucket let
             // through at line rate says nothing about the rate behind the bucket.
-            let delivered = min(sendRate, receiveRate, Double(sent.bitrate))
-            if delivered > Double(estimate) * 1.1 {
-                best = max(best ?? 0, Int(delivered * 0.95))
-            }
-            if receiveRate < 0.8 * sendRate {
-                // The path could not carry the probe: it knows its capacity; probe less often.
-                capacityAtProbe = delivered
+            let delivered = min(sendRate, receiveRate, Double(sent.cluster.bitrate))
+            // Judged against what the probe meant to send: media frames sent at the pacing rate
+            // during a probe may raise its send rate above the probe's own.
+            let carried = receiveRate >= 0.9 * min(sendRate, Double(sent.cluster.bitrate))
+            // Just below a capacity the queue measured; at what was carried, a little below it.
+            let rate = Int(delivered * (carried ? 0.95 : 0.9))
+            if delivered > Double(estimate) * 1.1, rate > best?.rate ?? 0 { best = (rate, carried) }
+            if !carried {
+                // The path could not carry the probe: that is its capacity; probe less often,
+                // and gently while the estimate is near it.
+                capacityEstimate = delivered
                 probeBackoff = 2
-            } else {
-                // It carried all of it: there may be more; probe again at once.
+                gentleLevel = 0
+            } else if delivered > Double(estimate) * 1.1 {
+                // It carried all of it: there may be more; probe again at once, one step further.
+                gentleLevel += 1
                 probeBackoff = 1
                 lastProbeAt = nil
+            } else {
+                probeBackoff = 1
             }
         }
         return best
@@ -201,11 +243,25 @@ public struct BandwidthEstimator: Sendable {
 
     private mutating func updateDelayBased(now: Int64) -> Cause? {
         let elapsed = Double(min(now - (lastUpdate ?? now), 1_000_000)) / 1_000_000
+        if let target = recoverTo, delay.usage != .overusing, delay.queueDelay < 10 {
+            // The queue a deep cut was for has drained.
+            recoverTo = nil
+            if target > estimate {
+                estimate = target
+                return .delay
+            }
+        }
         switch delay.usage {
         case .overusing:
-            // One decrease per 200 ms: the queue needs time to answer.
+            // One decrease per 200 ms: the queue needs time to answer; and within a second of a
+            // cut, another only while the queue still grows (a draining queue keeps the trend
+            // near zero and above its minimum for a while: cutting again then only undershoots).
             if let last = lastDecrease, now - last < 200_000 { return nil }
-            let basis = Double(acknowledgedBitrate ?? estimate)
+            if let until = probeQueueUntil, now < until { return nil }
+            if let last = lastDecrease, now - last < 1_000_000, delay.queueDelay < queueAtDecrease + 5 { return nil }
+            // What arrived over the last 100 ms, when the path is full, is its capacity now; the
+            // 250 ms figure still holds some of the rate from before a capacity drop.
+            let basis = Double(min(acknowledgedBitrate ?? estimate, recentBitrate ?? .max))
             if let probe = beforeProbe, now - probe.time < 2_000_000, probe.estimate < estimate {
                 // Overuse right after a probe raised the estimate: the probe passed through a
                 // burst allowance, or only just overshot. Back to where it was or to 90 % of what
@@ -215,6 +271,7 @@ public struct BandwidthEstimator: Sendable {
                 estimate = min(estimate, max(probe.estimate, Int(0.9 * basis)))
                 capacityEstimate = Double(estimate)
                 lastDecrease = now
+                queueAtDecrease = delay.queueDelay
                 return .delay
             }
             beforeProbe = nil
@@ -223,25 +280,18 @@ public struct BandwidthEstimator: Sendable {
             // capacity. A standing queue is drained within about half a second: the deeper it
             // is, the deeper the cut, and once it has drained the rate returns to 90 % of what
             // got through.
-            let factor = min(basis < 0.7 * Double(estimate) ? 0.85 : 0.9, max(0.5, 1 - delay.queueDelay / 500))
+            let factor = min(basis < 0.7 * Double(estimate) ? 0.85 : 0.9, max(0.35, 1 - delay.queueDelay / 400))
             let target = Int(factor * basis)
             guard target < estimate else { return nil }
             if factor < 0.85 { recoverTo = Int(0.9 * basis) }
             estimate = target
             capacityEstimate = basis
             lastDecrease = now
+            queueAtDecrease = delay.queueDelay
             return .delay
         case .underusing:
             return nil  // the queue drains; hold
         case .normal:
-            if let target = recoverTo, delay.queueDelay < 10 {
-                // The queue a deep cut was for has drained.
-                recoverTo = nil
-                if target > estimate {
-                    estimate = target
-                    return .delay
-                }
-            }
             var next = Double(estimate)
             if let capacity = capacityEstimate, next > 0.7 * capacity && next < 1.2 * capacity {
                 // Near the last known capacity: creep up (8 % of it per second), so the queue
