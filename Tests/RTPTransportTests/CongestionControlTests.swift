@@ -322,4 +322,23 @@ struct EstimatorSimulation {
         #expect(padding > 10_000 && padding < 15_500, "\(padding) bytes of padding")
         #expect(!pacer.probing)
     }
+
+    /// A gentle probe (1.25x the estimate) is below the pacing rate (1.5x): media and padding
+    /// together go at the probe's rate, not the pacing rate.
+    @Test func aProbeBelowThePacingRateKeepsToItsOwnRate() {
+        var pacer = Pacer<Int>(pacingRate: 1_500_000)
+        pacer.startProbe(.init(id: 1, bitrate: 1_250_000, duration: 100_000), now: 0)
+        var sent = 0
+        var now: Int64 = 0
+        while now < 100_000 {
+            if now % 33_000 == 0 { for i in 0..<4 { pacer.enqueue(i, size: 1_200, priority: .video, now: now) } }
+            while let entry = pacer.next(now: now) { sent += entry.size }
+            while let bytes = pacer.paddingWanted(now: now) { pacer.paddingSent(size: bytes); sent += bytes }
+            now += 1_000
+        }
+        // 1.25 Mbit/s for 100 ms is 15,625 bytes, plus the burst allowance and one packet (at
+        // the pacing rate it was 22,000).
+        #expect(sent < 20_000, "\(sent) bytes in the probe's 100 ms")
+        #expect(sent > 13_000, "\(sent) bytes in the probe's 100 ms")
+    }
 }

@@ -76,13 +76,17 @@ public struct EncodingDecision: Sendable, Codable, Equatable {
 
 /// Turns the bandwidth estimate into encoder settings: the audio bitrate and FEC first (audio
 /// is small and matters most), the VP8 target from what is left, and the mode from the ladder
-/// with hysteresis: down at once (after `downDwell`) when the video target falls below 70 % of
-/// what the current mode needs; up only when the target has covered 110 % of the next mode's
-/// need for `upDwell`. Pure: time is passed in.
+/// with hysteresis: down when the video target has stayed below 70 % of what the current mode
+/// needs for `downHold` (at once below 50 %: a capacity drop), never sooner than `downDwell`
+/// after the last change; up only when the target has covered 110 % of the next mode's need
+/// for `upDwell`. Pure: time is passed in.
 public struct EncodingController: Sendable {
     public let ladder: ModeLadder
     public var maxVideoBitrate: Int
     public var downDwell: Duration = .seconds(1)
+    /// How long a target merely below the mode's need (not far below) must last: the estimate
+    /// dips for a moment after every probe and at the start.
+    public var downHold: Duration = .milliseconds(700)
     public var upDwell: Duration = .seconds(3)
     public private(set) var rung = 0
     public private(set) var videoBitrate: Int
@@ -91,6 +95,7 @@ public struct EncodingController: Sendable {
     public private(set) var decisions: [EncodingDecision] = []
     private var lastModeChange: Duration?
     private var upSince: Duration?
+    private var downSince: Duration?
     private var loggedVideoBitrate: Int
 
     public init(ladder: ModeLadder, maxVideoBitrate: Int, startBitrate: Int) {
@@ -135,12 +140,17 @@ public struct EncodingController: Sendable {
         while target < ladder.rungs.count - 1 && Double(video) < 0.7 * Double(ladder.rungs[target].neededBitrate) { target += 1 }
         if target > rung {
             upSince = nil
-            if sinceChange >= downDwell {
+            let since = downSince ?? now
+            downSince = since
+            let farBelow = Double(video) < 0.5 * Double(ladder.rungs[rung].neededBitrate)
+            if sinceChange >= downDwell && (farBelow || now - since >= downHold) {
+                downSince = nil
                 record("mode", ladder.rungs[rung].description, ladder.rungs[target].description)
                 rung = target
                 lastModeChange = now
             }
         } else if rung > 0 && Double(video) >= 1.1 * Double(ladder.rungs[rung - 1].neededBitrate) {
+            downSince = nil
             let since = upSince ?? now
             upSince = since
             if now - since >= upDwell && sinceChange >= upDwell {
@@ -151,6 +161,7 @@ public struct EncodingController: Sendable {
             }
         } else {
             upSince = nil
+            downSince = nil
         }
         decisions += made
         if decisions.count > 500 { decisions.removeFirst(decisions.count - 500) }

@@ -88,6 +88,8 @@ public struct BandwidthEstimator: Sendable {
     private var recoverTo: Int?
     private var lastJudgedProbe = 0
     private var probeQueueUntil: Int64?
+    /// When a probe or the end of a drain last raised the estimate in one step.
+    private var lastJump: Int64?
     /// Which of the gentle multiples the next probe near capacity uses.
     private var gentleLevel = 0
 
@@ -119,6 +121,7 @@ public struct BandwidthEstimator: Sendable {
         let multiple = nearCapacity && gentleLevel < gentle.count ? gentle[gentleLevel] : configuration.probeMultiple
         let cluster = Self.cluster(id: nextProbeID, bitrate: min(configuration.maxBitrate * 6 / 5, Int(Double(estimate) * multiple)), configuration)
         nextProbeID += 1
+        probeQueueUntil = now + cluster.duration + 150_000
         return cluster
     }
 
@@ -176,9 +179,11 @@ public struct BandwidthEstimator: Sendable {
 
         if let probe = finishedProbe(now: now), probe.rate > estimate {
             beforeProbe = probe.carried ? (estimate, now) : nil
-            // A probe that found the capacity left its own queue behind; that is not overuse.
-            probeQueueUntil = probe.carried ? nil : now + 300_000
+            // A probe leaves its own queue behind; that is not overuse. (One a token bucket let
+            // through whole is undone by the overuse the raised rate causes after this.)
+            probeQueueUntil = now + 300_000
             estimate = min(probe.rate, configuration.maxBitrate)
+            lastJump = now
             cause = .probe
         }
         if let delayCause = updateDelayBased(now: now) { cause = cause ?? delayCause }
@@ -223,17 +228,25 @@ public struct BandwidthEstimator: Sendable {
             // Just below a capacity the queue measured; at what was carried, a little below it.
             let rate = Int(delivered * (carried ? 0.95 : 0.9))
             if delivered > Double(estimate) * 1.1, rate > best?.rate ?? 0 { best = (rate, carried) }
+            // A gentle probe costs little queue: near capacity it comes back every interval, so
+            // a rise is found within about a second and a half.
+            let gentle = Double(sent.cluster.bitrate) <= 1.6 * Double(estimate)
             if !carried {
                 // The path could not carry the probe: that is its capacity; probe less often,
                 // and gently while the estimate is near it.
                 capacityEstimate = delivered
-                probeBackoff = 2
+                probeBackoff = gentle ? 1 : 2
                 gentleLevel = 0
             } else if delivered > Double(estimate) * 1.1 {
-                // It carried all of it: there may be more; probe again at once, one step further.
-                gentleLevel += 1
+                // It carried all of it: there may be more. Past the capacity known so far (or
+                // with none known), the next probe goes one step further: at once when far from
+                // any known capacity, half a second later near one (the raised rate first shows
+                // whether it holds). Below it, that was only room the estimate had left.
                 probeBackoff = 1
-                lastProbeAt = nil
+                if delivered > 1.05 * (capacityEstimate ?? 0) {
+                    gentleLevel += 1
+                    lastProbeAt = gentle ? now - configuration.probeInterval + 500_000 : nil
+                }
             } else {
                 probeBackoff = 1
             }
@@ -248,6 +261,7 @@ public struct BandwidthEstimator: Sendable {
             recoverTo = nil
             if target > estimate {
                 estimate = target
+                lastJump = now
                 return .delay
             }
         }
@@ -256,12 +270,20 @@ public struct BandwidthEstimator: Sendable {
             // One decrease per 200 ms: the queue needs time to answer; and within a second of a
             // cut, another only while the queue still grows (a draining queue keeps the trend
             // near zero and above its minimum for a while: cutting again then only undershoots).
-            if let last = lastDecrease, now - last < 200_000 { return nil }
-            if let until = probeQueueUntil, now < until { return nil }
+            // A queue that has grown by another 20 ms since the last cut (a capacity drop still
+            // filling it) may be cut again after 100 ms.
+            let growing = delay.queueDelay > queueAtDecrease + 20
+            if let last = lastDecrease, now - last < (growing ? 100_000 : 200_000) { return nil }
+            // A probe's own queue is not overuse (at most its excess over the link: tens of ms);
+            // a queue beyond that is, probe or not.
+            if let until = probeQueueUntil, now < until, delay.queueDelay < 60 { return nil }
             if let last = lastDecrease, now - last < 1_000_000, delay.queueDelay < queueAtDecrease + 5 { return nil }
             // What arrived over the last 100 ms, when the path is full, is its capacity now; the
             // 250 ms figure still holds some of the rate from before a capacity drop.
-            let basis = Double(min(acknowledgedBitrate ?? estimate, recentBitrate ?? .max))
+            var basis = Double(min(acknowledgedBitrate ?? estimate, recentBitrate ?? .max))
+            // Within half a second of a jump up, what arrives still shows the rate from before
+            // it: a cut from there would undo a good probe for a passing queue.
+            if let raised = lastJump, now - raised < 500_000 { basis = max(basis, 0.85 * Double(estimate)) }
             if let probe = beforeProbe, now - probe.time < 2_000_000, probe.estimate < estimate {
                 // Overuse right after a probe raised the estimate: the probe passed through a
                 // burst allowance, or only just overshot. Back to where it was or to 90 % of what
@@ -293,12 +315,14 @@ public struct BandwidthEstimator: Sendable {
             return nil  // the queue drains; hold
         case .normal:
             var next = Double(estimate)
-            if let capacity = capacityEstimate, next > 0.7 * capacity && next < 1.2 * capacity {
+            // A capacity the estimate has passed is stale; one far above it (after a deep cut)
+            // still says where the climb should slow down, and keeps probes there gentle.
+            if let capacity = capacityEstimate, next >= 1.2 * capacity { capacityEstimate = nil }
+            if let capacity = capacityEstimate, next > 0.7 * capacity {
                 // Near the last known capacity: creep up (8 % of it per second), so the queue
                 // that ends the climb stays short.
                 next += max(10_000, 0.08 * capacity) * elapsed
             } else {
-                capacityEstimate = nil
                 next *= pow108(elapsed)
             }
             // Never far above what actually gets through.

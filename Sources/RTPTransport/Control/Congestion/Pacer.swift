@@ -58,7 +58,9 @@ public struct Pacer<Item: Sendable>: Sendable {
     /// The rate in force now: the probe's, or the pacing rate raised to empty a queue that has
     /// waited too long.
     public func effectiveRate(now: Int64) -> Int {
-        if let probe, now < probe.until { return max(probe.cluster.bitrate, pacingRate) }
+        // A probe's rate, even below the pacing rate: padding fills up to it, and a gentle probe
+        // just above the estimate must not go out at the pacing rate's 1.5x.
+        if let probe, now < probe.until { return probe.cluster.bitrate }
         let waited = queueDelay(now: now)
         guard waited > maxQueueTime / 2 else { return pacingRate }
         let remaining = max(20_000, maxQueueTime - waited)

@@ -1,0 +1,90 @@
+import Devices
+import Testing
+@testable import CallEndpoint
+
+@Suite struct EncodingControllerTests {
+    /// The scaled ladder of a 640x480@30 source: 640x480@30 (needs 737 kbit/s), 640x360@15
+    /// (276 kbit/s), 320x240@15 (92 kbit/s).
+    let ladder = ModeLadder.forScaling(native: VideoMode(width: 640, height: 480, frameRate: 30))
+
+    /// Feeds `estimate` every 100 ms for `seconds`, from `start`; returns the time after.
+    func feed(_ controller: inout EncodingController, estimate: Int, from start: Duration, seconds: Double) -> Duration {
+        var now = start
+        while now < start + .milliseconds(Int(seconds * 1000)) {
+            controller.update(estimate: estimate, lossFraction: 0, cause: "delay", now: now)
+            now += .milliseconds(100)
+        }
+        return now
+    }
+
+    func modeChanges(_ controller: EncodingController) -> [String] {
+        controller.decisions.filter { $0.change == "mode" }.map(\.to)
+    }
+
+    @Test func theLadderIsTheNativeModeAndTheStandardRungsBelowIt() {
+        #expect(ladder.rungs.map(\.description) == ["640x480@30", "640x360@15", "320x240@15"])
+        #expect(!ladder.usesCameraModes)
+        // A camera offering the standard modes gets them as camera modes; one with a single mode
+        // gets the scaled ladder.
+        let offered = [CameraMode(fourCC: "YUYV", width: 1280, height: 720, frameRate: FrameRate(frames: 30)),
+                       CameraMode(fourCC: "YUYV", width: 640, height: 480, frameRate: FrameRate(frames: 30)),
+                       CameraMode(fourCC: "YUYV", width: 320, height: 240, frameRate: FrameRate(frames: 30))]
+        let camera = ModeLadder.forCamera(offered, native: VideoMode(width: 1280, height: 720, frameRate: 30))
+        #expect(camera.usesCameraModes)
+        #expect(camera.rungs.map(\.description) == ["1280x720@30", "640x480@30", "320x240@15"])
+        #expect(!ModeLadder.forCamera([offered[1]], native: VideoMode(width: 640, height: 480, frameRate: 30)).usesCameraModes)
+    }
+
+    @Test func aFarDropStepsDownAtOnceAndARiseStepsBackUpAfterTheDwell() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 2_000_000)
+        var now = feed(&controller, estimate: 2_000_000, from: .zero, seconds: 5)
+        #expect(controller.mode.description == "640x480@30")
+        // 2.0 -> 0.4 Mbit/s: far below what 640x480@30 needs; down within one update.
+        let drop = now
+        now = feed(&controller, estimate: 400_000, from: now, seconds: 0.1)
+        #expect(controller.mode.description == "640x360@15")
+        #expect(controller.decisions.last { $0.change == "mode" }!.time <= (drop + .milliseconds(100)).secondsDouble)
+        now = feed(&controller, estimate: 400_000, from: now, seconds: 10)
+        #expect(modeChanges(controller) == ["640x360@15"], "no further step while the estimate holds")
+        // Back to 2 Mbit/s: up only after three seconds above 110 % of the better mode's need.
+        let rise = now
+        now = feed(&controller, estimate: 2_000_000, from: now, seconds: 2.5)
+        #expect(controller.mode.description == "640x360@15", "still dwelling")
+        now = feed(&controller, estimate: 2_000_000, from: now, seconds: 1)
+        #expect(controller.mode.description == "640x480@30")
+        let up = controller.decisions.last { $0.change == "mode" }!
+        #expect(up.time - rise.secondsDouble >= 3)
+    }
+
+    @Test func dipsShorterThanTheHoldDoNotChangeTheMode() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 800_000)
+        var now = feed(&controller, estimate: 800_000, from: .zero, seconds: 3)
+        #expect(controller.mode.description == "640x480@30")
+        // A probe's aftermath: 0.5 s at 480 kbit/s (below 70 % of 737k, above 50 %), then back;
+        // ten times over. The mode never moves.
+        for _ in 0..<10 {
+            now = feed(&controller, estimate: 540_000, from: now, seconds: 0.5)
+            now = feed(&controller, estimate: 800_000, from: now, seconds: 2)
+        }
+        #expect(modeChanges(controller).isEmpty, "\(modeChanges(controller))")
+        // The same level held past the hold is a step down.
+        now = feed(&controller, estimate: 540_000, from: now, seconds: 1)
+        #expect(modeChanges(controller) == ["640x360@15"])
+    }
+
+    @Test func anEstimateSwingingAroundAThresholdDoesNotFlap() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 800_000)
+        var now: Duration = .zero
+        // 1.5 s low, 1.5 s high, for a minute: down once the hold has passed, never up again
+        // (the high half never lasts the three-second dwell); at most one change per dwell.
+        for _ in 0..<20 {
+            now = feed(&controller, estimate: 500_000, from: now, seconds: 1.5)
+            now = feed(&controller, estimate: 1_000_000, from: now, seconds: 1.5)
+        }
+        #expect(modeChanges(controller).count <= 1, "\(modeChanges(controller))")
+    }
+}
+
+extension Duration {
+    fileprivate var secondsDouble: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
