@@ -232,6 +232,50 @@ struct EstimatorSimulation {
         #expect(queues[queues.count * 95 / 100] <= 30_000, "p95 queue \(queues[queues.count * 95 / 100]) µs")
     }
 
+    /// A probe in flight when the capacity drops is reported after the cut that drop caused;
+    /// it measured the old path and must not raise the estimate back up.
+    @Test func aProbeSentBeforeACutRaisesNothing() throws {
+        var configuration = BandwidthEstimator.Configuration()
+        configuration.initialProbes = []
+        configuration.startBitrate = 1_000_000
+        var estimator = BandwidthEstimator(configuration: configuration)
+        var sequence: UInt16 = 0
+        var pending: [TransportFeedbackAdapter.Result] = []
+        var now: Int64 = 0
+        // Two calm seconds: a 1200-byte packet every 10 ms, 20 ms one way.
+        while now < 2_000_000 {
+            pending.append(.init(sequence: sequence, size: 1200, sent: now, arrived: now + 20_000))
+            sequence &+= 1
+            now += 10_000
+            if now % 50_000 == 0 { estimator.onFeedback(pending, now: now); pending = [] }
+        }
+        // A probe goes out (its reports held back, as if they were still in flight)...
+        let due = estimator.probeToSend(now: now)
+        let probe = try #require(due)
+        var probePackets: [TransportFeedbackAdapter.Result] = []
+        for i in 0..<20 {
+            let sent = now + Int64(i) * probe.duration / 20
+            estimator.probePacketSent(probe, sequence: sequence, size: 1200, at: sent)
+            probePackets.append(.init(sequence: sequence, size: 1200, sent: sent, arrived: sent + 20_000))
+            sequence &+= 1
+        }
+        now += probe.duration
+        // ...then the queue grows 4 ms per packet until the estimate is cut.
+        var queue: Int64 = 0
+        while estimator.lastDecrease == nil && now < 4_000_000 {
+            queue += 4_000
+            pending.append(.init(sequence: sequence, size: 1200, sent: now, arrived: now + 20_000 + queue))
+            sequence &+= 1
+            now += 10_000
+            if now % 50_000 == 0 { estimator.onFeedback(pending, now: now); pending = [] }
+        }
+        let cut = estimator.estimate
+        #expect(estimator.lastDecrease != nil && cut < 1_000_000, "the growing queue cuts the estimate")
+        // The probe's reports arrive now: it was carried whole at its rate, before the cut.
+        estimator.onFeedback(probePackets, now: now + 10_000)
+        #expect(estimator.estimate <= cut, "\(cut) -> \(estimator.estimate)")
+    }
+
     @Test func aProbeIsJudgedOnItsLaterPackets() {
         // A 4 kB bucket passes the first few packets of a probe at line rate; the rest queue.
         // Judged on the later half, the probe reports the link, not the bucket. (All probes at

@@ -17,13 +17,13 @@ public struct BandwidthEstimator: Sendable {
         /// ...or, while the estimate is near a capacity the path has shown, these multiples, one
         /// step further after each probe the path carried (a probe at twice a full link's rate
         /// leaves a queue as long as the probe).
-        public var gentleProbeMultiples = [1.25, 1.5]
+        public var gentleProbeMultiples = [1.25, 1.25, 1.5]
         public var probeDuration: Int64 = 50_000
         /// A probe lasts long enough to carry this much, so that the later half of it, which is
         /// what is measured, comes after a token bucket's burst allowance.
         public var probeMinimumBytes = 12_000
         /// Minimum time between later probes; doubled while probes find no more room.
-        public var probeInterval: Int64 = 1_500_000
+        public var probeInterval: Int64 = 1_000_000
         public init() {}
     }
 
@@ -227,7 +227,10 @@ public struct BandwidthEstimator: Sendable {
             let carried = receiveRate >= 0.9 * min(sendRate, Double(sent.cluster.bitrate))
             // Just below a capacity the queue measured; at what was carried, a little below it.
             let rate = Int(delivered * (carried ? 0.95 : 0.9))
-            if delivered > Double(estimate) * 1.1, rate > best?.rate ?? 0 { best = (rate, carried) }
+            // A probe sent before the last cut measured a path that has changed since (a capacity
+            // drop during it): it raises nothing.
+            let beforeCut = lastDecrease.map { sent.first < $0 } ?? false
+            if !beforeCut, delivered > Double(estimate) * 1.1, rate > best?.rate ?? 0 { best = (rate, carried) }
             // A gentle probe costs little queue: near capacity it comes back every interval, so
             // a rise is found within about a second and a half.
             let gentle = Double(sent.cluster.bitrate) <= 1.6 * Double(estimate)
@@ -287,9 +290,10 @@ public struct BandwidthEstimator: Sendable {
             if let probe = beforeProbe, now - probe.time < 2_000_000, probe.estimate < estimate {
                 // Overuse right after a probe raised the estimate: the probe passed through a
                 // burst allowance, or only just overshot. Back to where it was or to 90 % of what
-                // gets through, whichever is more; probe less often.
+                // gets through, whichever is more; the next probe is a gentle one (the capacity
+                // is known now), at the usual interval.
                 beforeProbe = nil
-                probeBackoff = 2
+                probeBackoff = 1
                 estimate = min(estimate, max(probe.estimate, Int(0.9 * basis)))
                 capacityEstimate = Double(estimate)
                 lastDecrease = now
@@ -302,12 +306,15 @@ public struct BandwidthEstimator: Sendable {
             // capacity. A standing queue is drained within about half a second: the deeper it
             // is, the deeper the cut, and once it has drained the rate returns to 90 % of what
             // got through.
-            let factor = min(basis < 0.7 * Double(estimate) ? 0.85 : 0.9, max(0.35, 1 - delay.queueDelay / 400))
+            let factor = min(basis < 0.7 * Double(estimate) ? 0.85 : 0.92, max(0.35, 1 - delay.queueDelay / 400))
             let target = Int(factor * basis)
             guard target < estimate else { return nil }
             if factor < 0.85 { recoverTo = Int(0.9 * basis) }
             estimate = target
-            capacityEstimate = basis
+            // The capacity is what got through at best: the cut is from the lower figure, to be
+            // safe; the capacity from the higher one (an overuse spike while the sender was not
+            // filling the path leaves a low 250 ms figure).
+            capacityEstimate = Double(max(acknowledgedBitrate ?? 0, recentBitrate ?? 0, Int(basis)))
             lastDecrease = now
             queueAtDecrease = delay.queueDelay
             return .delay
@@ -315,9 +322,10 @@ public struct BandwidthEstimator: Sendable {
             return nil  // the queue drains; hold
         case .normal:
             var next = Double(estimate)
-            // A capacity the estimate has passed is stale; one far above it (after a deep cut)
-            // still says where the climb should slow down, and keeps probes there gentle.
-            if let capacity = capacityEstimate, next >= 1.2 * capacity { capacityEstimate = nil }
+            // The capacity stays known until a cut or a probe measures it again: one taken from
+            // a cut while the sender was not filling the path is low, and dropping it when the
+            // estimate passed it made the next probe a full 2x one into a full link. (Probes
+            // past it step up to 2x by themselves.)
             if let capacity = capacityEstimate, next > 0.7 * capacity {
                 // Near the last known capacity: creep up (8 % of it per second), so the queue
                 // that ends the climb stays short.
