@@ -242,13 +242,14 @@ public struct BandwidthEstimator: Sendable {
                 gentleLevel = 0
             } else if delivered > Double(estimate) * 1.1 {
                 // It carried all of it: there may be more. Past the capacity known so far (or
-                // with none known), the next probe goes one step further: at once when far from
-                // any known capacity, half a second later near one (the raised rate first shows
-                // whether it holds). Below it, that was only room the estimate had left.
+                // with none known), the next probe goes one step further: half a second later
+                // after the first gentle step (the raised rate first shows whether it holds), at
+                // once after that or far from any known capacity. Below it, that was only room
+                // the estimate had left.
                 probeBackoff = 1
                 if delivered > 1.05 * (capacityEstimate ?? 0) {
                     gentleLevel += 1
-                    lastProbeAt = gentle ? now - configuration.probeInterval + 500_000 : nil
+                    lastProbeAt = gentle && gentleLevel < 2 ? now - configuration.probeInterval + 500_000 : nil
                 }
             } else {
                 probeBackoff = 1
