@@ -83,6 +83,51 @@ import Testing
         }
         #expect(modeChanges(controller).count <= 1, "\(modeChanges(controller))")
     }
+
+    /// Feeds one encoder report per frame interval (30 fps) for `seconds`, with the estimate
+    /// held at `estimate` (updated every 100 ms); returns the time after.
+    func encode(_ controller: inout EncodingController, quantizer: Int, encodeTime: Duration, estimate: Int,
+                from start: Duration, seconds: Double) -> Duration {
+        var now = start
+        var nextUpdate = start
+        while now < start + .milliseconds(Int(seconds * 1000)) {
+            if now >= nextUpdate {
+                controller.update(estimate: estimate, lossFraction: 0, cause: "increase", now: now)
+                nextUpdate += .milliseconds(100)
+            }
+            controller.encoderReport(quantizer: quantizer, encodeTime: encodeTime, now: now)
+            now += .microseconds(33_333)
+        }
+        return now
+    }
+
+    @Test func anEncoderThatCannotKeepUpStepsDownForCPUAndStaysDown() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 2_000_000)
+        // Plenty of rate; 20 ms of a 33 ms interval (60 %) is fine.
+        var now = encode(&controller, quantizer: 30, encodeTime: .milliseconds(20), estimate: 2_000_000, from: .zero, seconds: 5)
+        #expect(modeChanges(controller).isEmpty)
+        // 30 ms of 33 (90 %) for two seconds: down, cause cpu.
+        now = encode(&controller, quantizer: 30, encodeTime: .milliseconds(30), estimate: 2_000_000, from: now, seconds: 2.5)
+        let down = controller.decisions.filter { $0.change == "mode" }
+        #expect(down.map(\.cause) == ["cpu"] && down.map(\.to) == ["640x360@15"], "\(down)")
+        // The rate would carry 640x480@30 again, but not for the ceiling's 30 s...
+        now = encode(&controller, quantizer: 30, encodeTime: .milliseconds(20), estimate: 2_000_000, from: now, seconds: 20)
+        #expect(controller.mode.description == "640x360@15")
+        // ...after which the bitrate rule steps back up.
+        now = encode(&controller, quantizer: 30, encodeTime: .milliseconds(20), estimate: 2_000_000, from: now, seconds: 15)
+        #expect(controller.mode.description == "640x480@30")
+    }
+
+    @Test func aQuantizerAtItsLimitStepsDownForQP() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 900_000)
+        var now = encode(&controller, quantizer: 45, encodeTime: .milliseconds(5), estimate: 900_000, from: .zero, seconds: 5)
+        #expect(modeChanges(controller).isEmpty, "a high but not extreme quantizer is kept")
+        now = encode(&controller, quantizer: 56, encodeTime: .milliseconds(5), estimate: 900_000, from: now, seconds: 3)
+        let down = controller.decisions.filter { $0.change == "mode" }
+        #expect(down.map(\.cause) == ["qp"] && down.map(\.to) == ["640x360@15"], "\(down)")
+        now = encode(&controller, quantizer: 40, encodeTime: .milliseconds(5), estimate: 900_000, from: now, seconds: 10)
+        #expect(controller.mode.description == "640x360@15", "held by the ceiling")
+    }
 }
 
 extension Duration {

@@ -59,7 +59,8 @@ public struct ModeLadder: Sendable, Equatable {
 public struct EncodingDecision: Sendable, Codable, Equatable {
     /// Seconds since the media session started.
     public var time: Double
-    /// delay, loss, probe, increase, start (the bandwidth estimator's causes) or cap (manual limit).
+    /// delay, loss, probe, increase, start (the bandwidth estimator's causes), cpu or qp (the
+    /// encoder's own reports) or cap (manual limit).
     public var cause: String
     public var estimateKbps: Int
     /// What changed: video-bitrate, audio-bitrate, fec or mode.
@@ -79,7 +80,11 @@ public struct EncodingDecision: Sendable, Codable, Equatable {
 /// with hysteresis: down when the video target has stayed below 70 % of what the current mode
 /// needs for `downHold` (at once below 50 %: a capacity drop), never sooner than `downDwell`
 /// after the last change; up only when the target has covered 110 % of the next mode's need
-/// for `upDwell`. Pure: time is passed in.
+/// for `upDwell`. The encoder's reports step the mode down too: when encoding takes more than
+/// `cpuLimit` of the frame interval (cause cpu; a small board cannot keep up), or the quantizer
+/// stays at `quantizerLimit` or above (cause qp; the rate is too low for the picture size),
+/// both over `reportWindow`; the mode then stays at or below the new rung for `cpuCeiling` or
+/// `quantizerCeiling`, so the bitrate rule does not step straight back up. Pure: time is passed in.
 public struct EncodingController: Sendable {
     public let ladder: ModeLadder
     public var maxVideoBitrate: Int
@@ -88,6 +93,12 @@ public struct EncodingController: Sendable {
     /// dips for a moment after every probe and at the start.
     public var downHold: Duration = .milliseconds(700)
     public var upDwell: Duration = .seconds(3)
+    public var reportWindow: Duration = .seconds(2)
+    public var cpuLimit = 0.8
+    public var cpuCeiling: Duration = .seconds(30)
+    /// Near VP8's maximum quantizer in callend's encoder settings (56).
+    public var quantizerLimit = 54.0
+    public var quantizerCeiling: Duration = .seconds(20)
     public private(set) var rung = 0
     public private(set) var videoBitrate: Int
     public private(set) var audioBitrate = 32_000
@@ -97,6 +108,11 @@ public struct EncodingController: Sendable {
     private var upSince: Duration?
     private var downSince: Duration?
     private var loggedVideoBitrate: Int
+    /// The encoder's reports since the last mode change: time, quantizer, share of the interval.
+    private var reports: [(time: Duration, quantizer: Int?, load: Double)] = []
+    /// The best rung allowed until a time, after a cpu or qp step down.
+    private var ceiling: (rung: Int, until: Duration)?
+    private var lastEstimate = 0
 
     public init(ladder: ModeLadder, maxVideoBitrate: Int, startBitrate: Int) {
         self.ladder = ladder
@@ -113,6 +129,7 @@ public struct EncodingController: Sendable {
     @discardableResult
     public mutating func update(estimate: Int, lossFraction: Double, cause: String, now: Duration) -> [EncodingDecision] {
         var made: [EncodingDecision] = []
+        lastEstimate = estimate
         func record(_ change: String, _ from: String, _ to: String) {
             made.append(EncodingDecision(time: Double(now.components.seconds) + Double(now.components.attoseconds) / 1e18, cause: cause,
                                          estimateKbps: estimate / 1000, change: change, from: from, to: to))
@@ -149,7 +166,8 @@ public struct EncodingController: Sendable {
                 rung = target
                 lastModeChange = now
             }
-        } else if rung > 0 && Double(video) >= 1.1 * Double(ladder.rungs[rung - 1].neededBitrate) {
+        } else if rung > 0 && Double(video) >= 1.1 * Double(ladder.rungs[rung - 1].neededBitrate)
+                    && (ceiling.map({ now >= $0.until || rung - 1 >= $0.rung }) ?? true) {
             downSince = nil
             let since = upSince ?? now
             upSince = since
@@ -163,8 +181,47 @@ public struct EncodingController: Sendable {
             upSince = nil
             downSince = nil
         }
+        keep(made)
+        return made
+    }
+
+    /// One encoded picture: its quantizer (nil when libvpx dropped it) and how long encoding it
+    /// took against the mode's frame interval. Returns the mode change it caused, if any.
+    @discardableResult
+    public mutating func encoderReport(quantizer: Int?, encodeTime: Duration, now: Duration) -> [EncodingDecision] {
+        let interval = Duration.microseconds(1_000_000 / Int64(max(1, mode.frameRate)))
+        reports.append((now, quantizer, encodeTime / interval))
+        reports.removeAll { $0.time < now - reportWindow }
+        guard let first = reports.first?.time, now - first >= reportWindow * 9 / 10, rung < ladder.rungs.count - 1,
+              lastModeChange.map({ now - $0 >= downDwell }) ?? true else { return [] }
+        let load = reports.map(\.load).reduce(0, +) / Double(reports.count)
+        let quantizers = reports.compactMap(\.quantizer)
+        let quantizer = quantizers.isEmpty ? 0 : Double(quantizers.reduce(0, +)) / Double(quantizers.count)
+        let cause: String
+        let hold: Duration
+        if load > cpuLimit {
+            (cause, hold) = ("cpu", cpuCeiling)
+        } else if quantizer >= quantizerLimit {
+            (cause, hold) = ("qp", quantizerCeiling)
+        } else {
+            return []
+        }
+        let seconds = Double(now.components.seconds) + Double(now.components.attoseconds) / 1e18
+        let decision = EncodingDecision(time: seconds, cause: cause, estimateKbps: lastEstimate / 1000, change: "mode",
+                                        from: ladder.rungs[rung].description, to: ladder.rungs[rung + 1].description)
+        rung += 1
+        lastModeChange = now
+        ceiling = (rung, now + hold)
+        upSince = nil
+        downSince = nil
+        reports = []
+        keep([decision])
+        return [decision]
+    }
+
+    private mutating func keep(_ made: [EncodingDecision]) {
         decisions += made
         if decisions.count > 500 { decisions.removeFirst(decisions.count - 500) }
-        return made
+        if made.contains(where: { $0.change == "mode" }) { reports = [] }
     }
 }

@@ -326,8 +326,13 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     private func adapt(estimator: BandwidthEstimator, cause: String, state s: inout State) {
         guard var controller = s.controller else { return }
         let made = controller.update(estimate: estimator.estimate, lossFraction: estimator.lossFraction, cause: cause, now: clock.now)
-        s.controller = controller
         s.stats.estimateBitrate = estimator.estimate
+        publish(made, controller: controller, state: &s)
+    }
+
+    /// Keeps the controller's new state and reports what it decided (stats, decision log).
+    private func publish(_ made: [EncodingDecision], controller: EncodingController, state s: inout State) {
+        s.controller = controller
         s.stats.videoTargetBitrate = controller.videoBitrate
         s.stats.audioTargetBitrate = controller.audioBitrate
         s.stats.mode = controller.mode.description
@@ -471,7 +476,19 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             let frameInterval = Duration.microseconds(1_000_000 / Int64(max(1, appliedMode?.frameRate ?? Int(source.format.frameRate.rounded()))))
             let encoderTime = shown.map { $0.encoder + (now - $0.clock <= frameInterval * 3 / 2 ? now - $0.clock : frameInterval) } ?? now
             shown = (encoderTime, now)
-            for encoded in try encoder.encode(frame, at: encoderTime) {
+            let encodeStart = ContinuousClock.now
+            let encodedFrames = try encoder.encode(frame, at: encoderTime)
+            if auto {
+                // The encoder's own state may step the mode down: too slow for the frame rate
+                // (cpu) or at its coarsest quantizer (qp).
+                let took = ContinuousClock.now - encodeStart
+                state.withLock { s in
+                    guard var controller = s.controller else { return }
+                    let made = controller.encoderReport(quantizer: encodedFrames.first?.quantizer, encodeTime: took, now: now)
+                    publish(made, controller: controller, state: &s)
+                }
+            }
+            for encoded in encodedFrames {
                 let payloads = packetizer.packetize(encoded.data)
                 for (i, payload) in payloads.enumerated() {
                     let packet = RTPPacket(payloadType: MediaSenderConfiguration.videoPayloadType, sequenceNumber: sequence, timestamp: timestamp,

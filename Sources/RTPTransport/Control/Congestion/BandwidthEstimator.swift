@@ -1,9 +1,11 @@
 /// Send-side bandwidth estimation: the delay-based detector (queue growth), a loss-based bound
 /// (RFC 8836-style: more than 10 % loss cuts the rate, under 2 % lets it grow), the bitrate the
 /// receiver acknowledges, and probing: a probe cluster is a short burst at a multiple of the
-/// estimate whose delivered rate, when the path carries it without queueing, becomes the new
-/// estimate at once, so the rate climbs in seconds at the start and after a drop instead of
-/// creeping up by 8 % a second. The lower of the delay and loss estimates wins.
+/// estimate whose delivered rate (read from its later half, past a token bucket's allowance)
+/// becomes the new estimate at once, so the rate climbs in seconds at the start and after a
+/// drop instead of creeping up by 8 % a second. Near a capacity the path has shown, probes go
+/// only a little above the estimate and step up while the path carries them. The lower of the
+/// delay and loss estimates wins.
 /// Pure: times are microseconds on the sender's clock, passed in.
 public struct BandwidthEstimator: Sendable {
     public struct Configuration: Sendable, Equatable {
@@ -22,7 +24,7 @@ public struct BandwidthEstimator: Sendable {
         /// A probe lasts long enough to carry this much, so that the later half of it, which is
         /// what is measured, comes after a token bucket's burst allowance.
         public var probeMinimumBytes = 12_000
-        /// Minimum time between later probes; doubled while probes find no more room.
+        /// Minimum time between later probes; doubled after a full (2x) probe found no more room.
         public var probeInterval: Int64 = 1_000_000
         public init() {}
     }
