@@ -36,7 +36,7 @@ let package = Package(
         .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling"]),
         .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "Devices"]),
         .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "Codecs", "RTPTransport", "Signaling", "Devices"]),
-        .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Codecs", "RTPTransport"]),
+        .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Codecs", "RTPTransport", "CallEndpoint"]),
     ],
     swiftLanguageModes: [.v6]
 )

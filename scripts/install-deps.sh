@@ -13,6 +13,8 @@ packages=(
   python3 python3-jwt openssl
   # GStreamer peers for the RTP interop tests
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  # namespaces, tbf and the path's round trip for the namespace tests and the congestion bench
+  iproute2 iputils-ping
 )
 
 missing=()

@@ -3,7 +3,7 @@ import Foundation
 
 let benchCongestionHelp = """
     usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH]
-                                    [--video-size WxH] [--fps N] [--burst BYTES] [--scripts DIR]
+                                    [--video-size WxH] [--fps N] [--burst BYTES] [--delay MS] [--scripts DIR]
 
     Needs root. Builds hosts A and B in network namespaces joined through a router R whose link
     toward B is a tbf bottleneck (300 ms queue), and sends the same noisy test clip
@@ -35,8 +35,39 @@ let benchCongestionHelp = """
       --burst BYTES       the tbf bucket (default 4000, about three packets: the bottleneck behaves like a
                           link; a large bucket, e.g. 15000, behaves like a policer that lets short bursts
                           and probes through at line rate)
+      --delay MS          one-way delay added in each direction by a user-space relay in R (a TUN device
+                          and policy routing; 'callend bench delay-relay'), 1-1000 ms; RFC 8867 §5.1 uses
+                          50 (default: none, the path's only delay is its queue)
       --scripts DIR       folder with aiortc_peer.py and plot.py (default: found from the executable)
     """
+
+let benchDelayRelayHelp = """
+    usage: callend bench delay-relay --device NAME --delay-ms MS
+
+    Needs root. Creates the TUN device NAME and writes every packet read from it back after MS
+    milliseconds (1-1000), in order, until it is stopped (SIGTERM or SIGINT). 'bench congestion
+    --delay' runs it in its router namespace and routes the forwarded traffic through it.
+    """
+
+func runBenchDelayRelay(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(benchDelayRelayHelp); return }
+    let device = try args.value("--device")
+    let delay = try args.integer("--delay-ms", in: 1...1000)
+    try args.finish(command: "bench delay-relay")
+    guard let device, let delay else { throw UsageError(description: "bench delay-relay needs --device NAME and --delay-ms MS") }
+    let relay: DelayRelay
+    do { relay = try DelayRelay(device: device, delay: .milliseconds(delay)) } catch { fail(error, code: .failure) }
+    // Stopped by a signal: make sure the default action holds even when the parent spawned this
+    // from a thread that blocks signals (the mask is inherited; a test runner's threads do).
+    var stopSignals = sigset_t()
+    sigemptyset(&stopSignals)
+    for stop in [SIGTERM, SIGINT] {
+        signal(stop, SIG_DFL)
+        sigaddset(&stopSignals, stop)
+    }
+    pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
+    relay.run()
+}
 
 func runBenchCongestion(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(benchCongestionHelp); return }
@@ -48,6 +79,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     let fps = try args.integer("--fps", in: 1...60)
     let scriptsOption = try args.value("--scripts")
     let burst = try args.integer("--burst", in: 1_600...1_000_000)
+    let delay = try args.integer("--delay", in: 1...1000)
     try args.finish(command: "bench congestion")
     if noAiortc && python != nil { throw UsageError(description: "--no-aiortc and --python are alternatives; give one") }
     var parsedSchedule = CapacitySchedule.rfc8867
@@ -76,9 +108,10 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     if let size { options.videoSize = size }
     if let fps { options.fps = fps }
     if let burst { options.burstBytes = burst }
+    if let delay { options.delayMilliseconds = delay }
     let bench = CongestionBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
     let runs = try bench.run()
-    print(CongestionBenchmark.report(runs, schedule: options.schedule, burstBytes: options.burstBytes))
+    print(CongestionBenchmark.report(runs, schedule: options.schedule, burstBytes: options.burstBytes, delayMilliseconds: options.delayMilliseconds))
     let plotProblem = bench.plot()
     if let plotProblem { print(plotProblem) }
     print("wrote \(options.outputDirectory)/congestion.csv, phases.csv\(plotProblem == nil ? ", congestion.png" : "") and the peers' logs")

@@ -31,6 +31,8 @@ let mainHelp = """
                       depacketize, against the same path without SRTP
       bench congestion (root) callend and an aiortc pair through a tbf bottleneck whose capacity
                       follows RFC 8867 §5.1: utilization, queueing delay, loss, reaction times, ratios
+      bench delay-relay (root) a TUN device that holds every packet for a fixed delay (used by
+                      'bench congestion --delay')
       bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and
                       Opus with opusenc/opusdec, side by side; print fps, PSNR, bitrate and ratios
 
@@ -158,12 +160,13 @@ do {
             let bench = CallBenchmark(calls: calls, seconds: seconds, executable: executable) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
             print(CallBenchmark.format(try bench.run(), calls: calls, seconds: seconds))
         case "congestion": try runBenchCongestion(&args)
+        case "delay-relay": try runBenchDelayRelay(&args)
         case "rtp":
             if args.flag("--help") || args.flag("-h") { print(benchRTPHelp); break }
             let packets = try args.integer("--packets", in: 1000...10_000_000) ?? 200_000
             try args.finish(command: "bench rtp")
             print(RTPBenchmark.format(try RTPBenchmark(packets: packets).run()))
-        default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, congestion, signaling, rtp")
+        default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, congestion, delay-relay, signaling, rtp")
         }
     default:
         throw UsageError(description: "unknown command '\(command)'; see 'callend --help'")

@@ -56,6 +56,10 @@ func runCallend(_ arguments: [String]) throws -> (status: Int32, stdout: String,
         (["bench", "congestion", "--no-aiortc", "--python", "/usr/bin/python3"], "alternatives"),
         (["bench", "congestion", "--burst", "100"], "--burst"),
         (["bench", "congestion", "--fps", "0"], "--fps"),
+        (["bench", "congestion", "--delay", "0"], "--delay"),
+        (["bench", "congestion", "--delay", "5000"], "--delay"),
+        (["bench", "delay-relay"], "needs --device NAME and --delay-ms MS"),
+        (["bench", "delay-relay", "--device", "cbtest0", "--delay-ms", "0"], "--delay-ms"),
         (["--version", "extra"], "unexpected argument 'extra'"),
     ])
     func badCommandLinesExitWithCode2(arguments: [String], message: String) throws {

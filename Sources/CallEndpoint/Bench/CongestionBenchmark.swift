@@ -24,6 +24,8 @@ public struct CongestionBenchmark {
         /// The tbf bucket, bytes: a few packets make the bottleneck behave like a link; a large
         /// bucket behaves like a policer, which lets short bursts (and probes) through at line rate.
         public var burstBytes = 4_000
+        /// One-way delay added in each direction by a user-space relay in the router, ms (0: none).
+        public var delayMilliseconds = 0
 
         public init(executable: String, scripts: String, python: String?, outputDirectory: String) {
             self.executable = executable
@@ -141,6 +143,12 @@ public struct CongestionBenchmark {
         defer { topology.remove() }
         let schedule = options.schedule
         try topology.shape(bitsPerSecond: schedule.phases[0].capacity, burst: options.burstBytes)
+        let relay = options.delayMilliseconds > 0 ? try topology.addDelay(executable: options.executable, milliseconds: options.delayMilliseconds) : nil
+        defer {
+            relay?.terminate()
+            relay?.waitUntilExit()
+        }
+        if relay != nil { log("\(name): path round trip \(try topology.roundTrip())") }
         let sampler = Sampler()
         let processes = try start(topology, sampler)
         defer {
@@ -305,9 +313,10 @@ public struct CongestionBenchmark {
         }
     }
 
-    public static func report(_ runs: [Run], schedule: CapacitySchedule, burstBytes: Int) -> String {
+    public static func report(_ runs: [Run], schedule: CapacitySchedule, burstBytes: Int, delayMilliseconds: Int = 0) -> String {
         func f(_ v: Double?, _ format: String) -> String { v.map { String(format: format, $0) } ?? "-" }
-        var lines = ["congestion bench: tbf bottleneck (\(burstBytes)-byte bucket, 300 ms queue), schedule " +
+        let delay = delayMilliseconds > 0 ? ", \(delayMilliseconds) ms each way" : ""
+        var lines = ["congestion bench: tbf bottleneck (\(burstBytes)-byte bucket, 300 ms queue\(delay)), schedule " +
                      schedule.phases.map { "\($0.capacity / 1000)k/\(Int($0.seconds))s" }.joined(separator: " "),
                      "stack    phase       util  q p50  q p95   loss  fall<cap  to 90%  osc  modes"]
         for run in runs {

@@ -48,6 +48,41 @@ final class NamespaceTopology {
                                     "burst", "\(burst)", "latency", "300ms"])
     }
 
+    /// Adds `milliseconds` of one-way delay in each direction: `executable bench delay-relay`
+    /// runs in R on a TUN device, and policy routing sends everything R forwards from A or B
+    /// through it (the relay writes packets back into R, which then routes them normally, to the
+    /// bottleneck toward B or back to A). Returns the relay process; `remove()` ends it with R.
+    func addDelay(executable: String, milliseconds: Int) throws -> Process {
+        let device = "\(r)d"
+        let relay = try process(in: r, executable, ["bench", "delay-relay", "--device", device, "--delay-ms", "\(milliseconds)"])
+        relay.standardOutput = FileHandle.nullDevice
+        try relay.run()
+        var appeared = false
+        for _ in 0..<50 where !appeared {
+            appeared = (try? ip(["-n", r, "link", "show", "dev", device])) != nil
+            if !appeared { usleep(100_000) }
+        }
+        guard appeared, relay.isRunning else {
+            relay.terminate()
+            throw ExternalTool.Failure(description: "the delay relay did not create \(device) in \(r)")
+        }
+        try ip(["-n", r, "link", "set", device, "up"])
+        // Packets come back from the relay on the TUN device with A's or B's source address;
+        // reverse-path filtering would drop them.
+        for key in ["all", "default", device] {
+            try ExternalTool.run("ip", ["netns", "exec", r, "sysctl", "-q", "-w", "net.ipv4.conf.\(key).rp_filter=0"])
+        }
+        try ip(["-n", r, "route", "add", "default", "dev", device, "table", "100"])
+        for inbound in [routerToA, routerToB] { try ip(["-n", r, "rule", "add", "iif", inbound, "lookup", "100"]) }
+        return relay
+    }
+
+    /// The round trip from A to B as ping measures it (three pings), for the log.
+    func roundTrip() throws -> String {
+        let output = try ExternalTool.run("ip", ["netns", "exec", a, "ping", "-c", "3", "-i", "0.2", "-q", addressB])
+        return output.output.split(separator: "\n").last { $0.contains("min/avg/max") }.map(String.init) ?? "unknown"
+    }
+
     typealias Counters = (fromA: UInt64, delivered: UInt64, packets: UInt64, drops: UInt64, backlog: Int)
 
     /// A shell in R that prints the router's counters every `interval` seconds, one line each:
