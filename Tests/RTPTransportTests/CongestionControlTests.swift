@@ -367,6 +367,20 @@ struct EstimatorSimulation {
         #expect(!pacer.probing)
     }
 
+    /// The congestion window: while held, only audio leaves; video waits in order.
+    @Test func heldVideoWaitsAndAudioDoesNot() {
+        var pacer = Pacer<Int>(pacingRate: 1_000_000)
+        pacer.enqueue(1, size: 1_200, priority: .video, now: 0)
+        pacer.enqueue(2, size: 1_200, priority: .retransmission, now: 0)
+        pacer.enqueue(3, size: 200, priority: .audio, now: 0)
+        pacer.holdVideo = true
+        #expect(pacer.next(now: 10_000)?.item == 3)
+        #expect(pacer.next(now: 20_000) == nil)
+        pacer.holdVideo = false
+        #expect(pacer.next(now: 30_000)?.item == 2)
+        #expect(pacer.next(now: 40_000)?.item == 1)
+    }
+
     /// A gentle probe (1.25x the estimate) is below the pacing rate (1.5x): media and padding
     /// together go at the probe's rate, not the pacing rate.
     @Test func aProbeBelowThePacingRateKeepsToItsOwnRate() {

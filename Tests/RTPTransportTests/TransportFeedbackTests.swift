@@ -40,4 +40,22 @@ import Testing
         generator.received(sequence: 11, arrivalMicroseconds: 10_002_000)  // already reported: ignored
         #expect(generator.makeFeedback().map(\.feedbackPacketCount) == [2])
     }
+
+    /// What the path still holds: bytes sent after the newest packet feedback has covered.
+    @Test func outstandingBytesAreWhatFeedbackHasNotCovered() throws {
+        var generator = TransportFeedbackGenerator(senderSSRC: 1, mediaSSRC: 2)
+        var adapter = TransportFeedbackAdapter()
+        for i in 0..<10 { adapter.packetSent(sequence: UInt16(i), size: 1000, atMicroseconds: Int64(i) * 10_000) }
+        #expect(adapter.outstandingBytes == 10_000)
+        #expect(adapter.newestReported == nil)
+        // The first six arrive (5 lost); the feedback covers up to 5: 6-9 are still out.
+        for i in 0..<5 { generator.received(sequence: UInt16(i), arrivalMicroseconds: 500_000 + Int64(i) * 10_000) }
+        generator.received(sequence: 6, arrivalMicroseconds: 560_000)
+        let feedback = try #require(generator.makeFeedback().first)
+        _ = try adapter.results(for: feedback, now: 600_000)
+        #expect(adapter.outstandingBytes == 3_000, "7, 8 and 9")
+        #expect(adapter.newestReported?.sent == 60_000 && adapter.newestReported?.at == 600_000)
+        adapter.packetSent(sequence: 10, size: 500, atMicroseconds: 100_000)
+        #expect(adapter.outstandingBytes == 3_500)
+    }
 }

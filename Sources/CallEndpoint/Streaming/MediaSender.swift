@@ -119,6 +119,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         var history = RetransmissionHistory()
         var rtxSequence = UInt16.random(in: 0...UInt16.max)
         var probePaddingCursor = 0
+        /// (when, send-to-feedback delay of the newest packet reported), microseconds.
+        var feedbackDelays: [(time: Int64, delay: Int64)] = []
         var stats = SenderStatistics()
         var video = StreamCounters(clockRate: 90_000)
         var audio = StreamCounters(clockRate: 48_000)
@@ -267,6 +269,16 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     // interval, not burst); a backlog drains at no more than 2x.
                     s.pacer.pacingRate = estimator.estimate * 3 / 2
                     s.pacer.maxDrainRate = estimator.estimate * 2
+                    // Congestion window: video waits while the path holds more than the estimate
+                    // times (the shortest feedback delay + 100 ms), so a queue left by a capacity
+                    // drop drains at the full link rate instead of at what the cut leaves over.
+                    // Only while feedback flows (no feedback must not mean no video).
+                    if let newest = s.adapter.newestReported, now - newest.at < 500_000, let base = s.feedbackDelays.map(\.delay).min() {
+                        let window = Int64(estimator.estimate) * (base + 100_000) / 8_000_000
+                        s.pacer.holdVideo = Int64(s.adapter.outstandingBytes) > max(window, 6_000)
+                    } else {
+                        s.pacer.holdVideo = false
+                    }
                     // Right after a cut the path is known to be full: no faster than the estimate,
                     // backlog included (frames encoded before the cut wait; pushback skips more).
                     if let cut = estimator.lastDecrease, now - cut < 1_000_000 {
@@ -313,7 +325,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 }
                 // Sleep until the budget allows the next packet, a new packet is queued, or (idle) a
                 // probe may be due; during a probe, pad every millisecond.
-                let wait: Int64 = s.pacer.probing ? 1_000 : s.pacer.isEmpty ? 20_000 : max(500, s.pacer.timeUntilNext(now: now))
+                let wait: Int64 = s.pacer.probing ? 1_000 : s.pacer.isEmpty ? 20_000 : s.pacer.holdVideo ? 5_000 : max(500, s.pacer.timeUntilNext(now: now))
                 return (out, s.pacer.isEmpty && videoDone.load(ordering: .relaxed), wait)
             }
             for packet in batch { try send(packet, on: videoSocket, to: videoDestination) }
@@ -643,7 +655,13 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             case .transportFeedback(let feedback):
                 let now = clock.now.microseconds
                 state.withLock { s in
-                    guard var estimator = s.estimator, let results = try? s.adapter.results(for: feedback) else { return }
+                    guard var estimator = s.estimator, let results = try? s.adapter.results(for: feedback, now: now) else { return }
+                    if let newest = s.adapter.newestReported {
+                        // The shortest time from sending to hearing back, over the last 10 s: the
+                        // path's round trip plus the feedback interval, without queueing.
+                        s.feedbackDelays.append((now, now - newest.sent))
+                        s.feedbackDelays.removeAll { $0.time < now - 10_000_000 }
+                    }
                     let change = estimator.onFeedback(results, now: now)
                     s.estimator = estimator
                     adapt(estimator: estimator, cause: (change?.cause ?? .increase).rawValue, state: &s)

@@ -72,6 +72,10 @@ public struct TransportFeedbackAdapter: Sendable {
     private var sent: [UInt16: (time: Int64, size: Int)] = [:]
     private var order: [UInt16] = []
     public var capacity = 4096
+    /// Bytes sent after the newest packet any feedback has covered: what is still in the path.
+    public private(set) var outstandingBytes = 0
+    /// Send time of the newest packet feedback has covered, and when that feedback came.
+    public private(set) var newestReported: (sent: Int64, at: Int64)?
 
     public init() {}
 
@@ -79,13 +83,24 @@ public struct TransportFeedbackAdapter: Sendable {
         if sent[sequence] == nil { order.append(sequence) }
         sent[sequence] = (time, size)
         if order.count > capacity { sent[order.removeFirst()] = nil }
+        outstandingBytes += size
     }
 
-    /// Results for the packets a feedback packet covers that this sender remembers, in sequence order.
-    public mutating func results(for feedback: TransportCCFeedback) throws(ParseError) -> [Result] {
-        try feedback.arrivals().compactMap { entry in
+    /// Results for the packets a feedback packet covers that this sender remembers, in sequence
+    /// order. `now` updates what is still outstanding.
+    public mutating func results(for feedback: TransportCCFeedback, now: Int64? = nil) throws(ParseError) -> [Result] {
+        let results: [Result] = try feedback.arrivals().compactMap { entry in
             guard let record = sent[entry.sequenceNumber] else { return nil }
             return Result(sequence: entry.sequenceNumber, size: record.size, sent: record.time, arrived: entry.arrival)
         }
+        if let now, let newest = results.map(\.sent).max(), newest >= newestReported?.sent ?? .min {
+            newestReported = (newest, now)
+            outstandingBytes = 0
+            for sequence in order.reversed() {
+                guard let record = sent[sequence], record.time > newest else { break }
+                outstandingBytes += record.size
+            }
+        }
+        return results
     }
 }

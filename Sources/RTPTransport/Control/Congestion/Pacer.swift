@@ -28,6 +28,8 @@ public struct Pacer<Item: Sendable>: Sendable {
     public var maxDrainRate = Int.max
     /// How far ahead of the rate the pacer may run (a small burst allowance).
     public var burstTime: Int64 = 5_000
+    /// While set, only audio leaves (a congestion window: the path already holds too much).
+    public var holdVideo = false
     private var queues: [[Entry]] = [[], [], [], []]
     private var budget = 0.0
     private var lastTime: Int64?
@@ -87,7 +89,7 @@ public struct Pacer<Item: Sendable>: Sendable {
             queues[Priority.audio.rawValue].removeFirst()
             return sent(&audio)
         }
-        guard budget > 0 else { return nil }
+        guard budget > 0, !holdVideo else { return nil }
         for p in 1..<queues.count where !queues[p].isEmpty {
             var entry = queues[p].removeFirst()
             return sent(&entry)
