@@ -128,8 +128,17 @@ import Testing
         now = encode(&controller, quantizer: 40, encodeTime: .milliseconds(5), estimate: 900_000, from: now, seconds: 10)
         #expect(controller.mode.description == "640x360@15", "held by the ceiling")
     }
-}
 
-extension Duration {
-    fileprivate var secondsDouble: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    /// A quantizer at its limit because the rate had collapsed (right after a capacity drop): once
+    /// the rate has grown by half, the bitrate rule may step back up before the ceiling's 20 s.
+    @Test func aQPCeilingLiftsWhenTheRateRecovers() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 300_000)
+        #expect(controller.mode.description == "640x360@15")
+        var now = encode(&controller, quantizer: 56, encodeTime: .milliseconds(5), estimate: 260_000, from: .zero, seconds: 3)
+        #expect(modeChanges(controller) == ["320x240@15"])
+        // 260 -> 500 kbit/s: the target (about 440k) covers 110 % of 640x360@15's 276k and is more
+        // than half again the 216k of the step down.
+        now = encode(&controller, quantizer: 40, encodeTime: .milliseconds(5), estimate: 500_000, from: now, seconds: 4)
+        #expect(controller.mode.description == "640x360@15", "\(modeChanges(controller))")
+    }
 }

@@ -55,6 +55,7 @@ import Testing
         _ = try adapter.results(for: feedback, now: 600_000)
         #expect(adapter.outstandingBytes == 3_000, "7, 8 and 9")
         #expect(adapter.newestReported?.sent == 60_000 && adapter.newestReported?.at == 600_000)
+        #expect(adapter.shortestFeedbackDelay == 540_000)
         adapter.packetSent(sequence: 10, size: 500, atMicroseconds: 100_000)
         #expect(adapter.outstandingBytes == 3_500)
     }

@@ -143,12 +143,10 @@ public struct CongestionBenchmark {
         defer { topology.remove() }
         let schedule = options.schedule
         try topology.shape(bitsPerSecond: schedule.phases[0].capacity, burst: options.burstBytes)
-        let relay = options.delayMilliseconds > 0 ? try topology.addDelay(executable: options.executable, milliseconds: options.delayMilliseconds) : nil
-        defer {
-            relay?.terminate()
-            relay?.waitUntilExit()
+        if options.delayMilliseconds > 0 {
+            try topology.addDelay(executable: options.executable, milliseconds: options.delayMilliseconds)
+            log("\(name): path round trip \(try topology.roundTrip())")
         }
-        if relay != nil { log("\(name): path round trip \(try topology.roundTrip())") }
         let sampler = Sampler()
         let processes = try start(topology, sampler)
         defer {

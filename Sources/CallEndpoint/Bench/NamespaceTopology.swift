@@ -9,6 +9,8 @@ final class NamespaceTopology {
     let routerToA: String, routerToB: String
     let addressA = "10.72.1.2", addressB = "10.72.2.2"
     private var made: [String] = []
+    /// Processes the topology started (the delay relay); `remove()` stops them first.
+    private var started: [Process] = []
 
     init() throws {
         let tag = "cb\(getpid())"
@@ -51,19 +53,19 @@ final class NamespaceTopology {
     /// Adds `milliseconds` of one-way delay in each direction: `executable bench delay-relay`
     /// runs in R on a TUN device, and policy routing sends everything R forwards from A or B
     /// through it (the relay writes packets back into R, which then routes them normally, to the
-    /// bottleneck toward B or back to A). Returns the relay process; `remove()` ends it with R.
-    func addDelay(executable: String, milliseconds: Int) throws -> Process {
+    /// bottleneck toward B or back to A). `remove()` stops the relay.
+    func addDelay(executable: String, milliseconds: Int) throws {
         let device = "\(r)d"
         let relay = try process(in: r, executable, ["bench", "delay-relay", "--device", device, "--delay-ms", "\(milliseconds)"])
         relay.standardOutput = FileHandle.nullDevice
         try relay.run()
+        started.append(relay)
         var appeared = false
         for _ in 0..<50 where !appeared {
             appeared = (try? ip(["-n", r, "link", "show", "dev", device])) != nil
             if !appeared { usleep(100_000) }
         }
         guard appeared, relay.isRunning else {
-            relay.terminate()
             throw ExternalTool.Failure(description: "the delay relay did not create \(device) in \(r)")
         }
         try ip(["-n", r, "link", "set", device, "up"])
@@ -74,7 +76,6 @@ final class NamespaceTopology {
         }
         try ip(["-n", r, "route", "add", "default", "dev", device, "table", "100"])
         for inbound in [routerToA, routerToB] { try ip(["-n", r, "rule", "add", "iif", inbound, "lookup", "100"]) }
-        return relay
     }
 
     /// The round trip from A to B as ping measures it (three pings), for the log.
@@ -119,6 +120,9 @@ final class NamespaceTopology {
     }
 
     func remove() {
+        for process in started where process.isRunning { process.terminate() }
+        for process in started { process.waitUntilExit() }
+        started = []
         for ns in made { _ = try? ExternalTool.run("ip", ["netns", "del", ns]) }
         made = []
     }

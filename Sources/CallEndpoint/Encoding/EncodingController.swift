@@ -84,7 +84,8 @@ public struct EncodingDecision: Sendable, Codable, Equatable {
 /// `cpuLimit` of the frame interval (cause cpu; a small board cannot keep up), or the quantizer
 /// stays at `quantizerLimit` or above (cause qp; the rate is too low for the picture size),
 /// both over `reportWindow`; the mode then stays at or below the new rung for `cpuCeiling` or
-/// `quantizerCeiling`, so the bitrate rule does not step straight back up. Pure: time is passed in.
+/// `quantizerCeiling` (a qp ceiling lifts early once the target has grown by half), so the
+/// bitrate rule does not step straight back up. Pure: time is passed in.
 public struct EncodingController: Sendable {
     public let ladder: ModeLadder
     public var maxVideoBitrate: Int
@@ -110,8 +111,9 @@ public struct EncodingController: Sendable {
     private var loggedVideoBitrate: Int
     /// The encoder's reports since the last mode change: time, quantizer, share of the interval.
     private var reports: [(time: Duration, quantizer: Int?, load: Double)] = []
-    /// The best rung allowed until a time, after a cpu or qp step down.
-    private var ceiling: (rung: Int, until: Duration)?
+    /// The best rung allowed until a time, after a cpu or qp step down; a qp one also ends when
+    /// the video target has grown by half since (the rate, not the picture, was the problem).
+    private var ceiling: (rung: Int, until: Duration, liftAbove: Int?)?
     private var lastEstimate = 0
 
     public init(ladder: ModeLadder, maxVideoBitrate: Int, startBitrate: Int) {
@@ -131,7 +133,7 @@ public struct EncodingController: Sendable {
         var made: [EncodingDecision] = []
         lastEstimate = estimate
         func record(_ change: String, _ from: String, _ to: String) {
-            made.append(EncodingDecision(time: Double(now.components.seconds) + Double(now.components.attoseconds) / 1e18, cause: cause,
+            made.append(EncodingDecision(time: now.secondsDouble, cause: cause,
                                          estimateKbps: estimate / 1000, change: change, from: from, to: to))
         }
         let audio = estimate < 150_000 ? 16_000 : estimate < 300_000 ? 24_000 : 32_000
@@ -167,7 +169,7 @@ public struct EncodingController: Sendable {
                 lastModeChange = now
             }
         } else if rung > 0 && Double(video) >= 1.1 * Double(ladder.rungs[rung - 1].neededBitrate)
-                    && (ceiling.map({ now >= $0.until || rung - 1 >= $0.rung }) ?? true) {
+                    && (ceiling.map({ now >= $0.until || rung - 1 >= $0.rung || video > $0.liftAbove ?? .max }) ?? true) {
             downSince = nil
             let since = upSince ?? now
             upSince = since
@@ -206,19 +208,19 @@ public struct EncodingController: Sendable {
         } else {
             return []
         }
-        let seconds = Double(now.components.seconds) + Double(now.components.attoseconds) / 1e18
-        let decision = EncodingDecision(time: seconds, cause: cause, estimateKbps: lastEstimate / 1000, change: "mode",
+        let decision = EncodingDecision(time: now.secondsDouble, cause: cause, estimateKbps: lastEstimate / 1000, change: "mode",
                                         from: ladder.rungs[rung].description, to: ladder.rungs[rung + 1].description)
         rung += 1
         lastModeChange = now
-        ceiling = (rung, now + hold)
+        ceiling = (rung, now + hold, cause == "qp" ? videoBitrate * 3 / 2 : nil)
         upSince = nil
         downSince = nil
-        reports = []
         keep([decision])
         return [decision]
     }
 
+    /// Records decisions; a mode change starts the encoder's reports afresh (they were about the
+    /// old mode).
     private mutating func keep(_ made: [EncodingDecision]) {
         decisions += made
         if decisions.count > 500 { decisions.removeFirst(decisions.count - 500) }

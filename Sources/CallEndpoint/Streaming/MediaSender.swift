@@ -119,8 +119,6 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         var history = RetransmissionHistory()
         var rtxSequence = UInt16.random(in: 0...UInt16.max)
         var probePaddingCursor = 0
-        /// (when, send-to-feedback delay of the newest packet reported), microseconds.
-        var feedbackDelays: [(time: Int64, delay: Int64)] = []
         var stats = SenderStatistics()
         var video = StreamCounters(clockRate: 90_000)
         var audio = StreamCounters(clockRate: 48_000)
@@ -273,7 +271,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     // times (the shortest feedback delay + 100 ms), so a queue left by a capacity
                     // drop drains at the full link rate instead of at what the cut leaves over.
                     // Only while feedback flows (no feedback must not mean no video).
-                    if let newest = s.adapter.newestReported, now - newest.at < 500_000, let base = s.feedbackDelays.map(\.delay).min() {
+                    // (Never below 6 kB: a few packets always fit, whatever the estimate.)
+                    if let newest = s.adapter.newestReported, now - newest.at < 500_000, let base = s.adapter.shortestFeedbackDelay {
                         let window = Int64(estimator.estimate) * (base + 100_000) / 8_000_000
                         s.pacer.holdVideo = Int64(s.adapter.outstandingBytes) > max(window, 6_000)
                     } else {
@@ -656,12 +655,6 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 let now = clock.now.microseconds
                 state.withLock { s in
                     guard var estimator = s.estimator, let results = try? s.adapter.results(for: feedback, now: now) else { return }
-                    if let newest = s.adapter.newestReported {
-                        // The shortest time from sending to hearing back, over the last 10 s: the
-                        // path's round trip plus the feedback interval, without queueing.
-                        s.feedbackDelays.append((now, now - newest.sent))
-                        s.feedbackDelays.removeAll { $0.time < now - 10_000_000 }
-                    }
                     let change = estimator.onFeedback(results, now: now)
                     s.estimator = estimator
                     adapt(estimator: estimator, cause: (change?.cause ?? .increase).rawValue, state: &s)

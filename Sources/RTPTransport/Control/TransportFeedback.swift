@@ -76,6 +76,10 @@ public struct TransportFeedbackAdapter: Sendable {
     public private(set) var outstandingBytes = 0
     /// Send time of the newest packet feedback has covered, and when that feedback came.
     public private(set) var newestReported: (sent: Int64, at: Int64)?
+    /// From sending a packet to the feedback that covers it, over the last 10 s.
+    private var feedbackDelays: [(at: Int64, delay: Int64)] = []
+    /// The shortest of those: the path's round trip plus the feedback interval, without queueing.
+    public var shortestFeedbackDelay: Int64? { feedbackDelays.map(\.delay).min() }
 
     public init() {}
 
@@ -95,6 +99,8 @@ public struct TransportFeedbackAdapter: Sendable {
         }
         if let now, let newest = results.map(\.sent).max(), newest >= newestReported?.sent ?? .min {
             newestReported = (newest, now)
+            feedbackDelays.append((now, now - newest))
+            feedbackDelays.removeAll { $0.at < now - 10_000_000 }
             outstandingBytes = 0
             for sequence in order.reversed() {
                 guard let record = sent[sequence], record.time > newest else { break }

@@ -65,7 +65,8 @@ public struct BandwidthEstimator: Sendable {
     /// The queueing delay at the last delay cut: while the queue shrinks from there, the cut is
     /// working and another would only undershoot.
     private var queueAtDecrease = 0.0
-    /// The rate at the last decrease: the link capacity the additive increase approaches.
+    /// The capacity the path has shown (at the last delay cut, or by a probe it could not carry):
+    /// the additive increase slows near it and probes there are gentle.
     private var capacityEstimate: Double?
     private var lastUpdate: Int64?
     private var arrivals: [(time: Int64, size: Int)] = []
@@ -166,15 +167,13 @@ public struct BandwidthEstimator: Sendable {
         }
         if let newest = arrivals.last?.time {
             arrivals.removeAll { $0.time < newest - 250_000 }
-            if let oldest = arrivals.first?.time, newest - oldest >= 100_000 {
-                acknowledgedBitrate = Int(Double(arrivals.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(newest - oldest))
+            // Bytes after the first arrival over the span from it to the newest.
+            func rate(_ window: ArraySlice<(time: Int64, size: Int)>) -> Int {
+                Int(Double(window.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(newest - window.first!.time))
             }
+            if let oldest = arrivals.first?.time, newest - oldest >= 100_000 { acknowledgedBitrate = rate(arrivals[...]) }
             let recent = arrivals.drop { $0.time < newest - 100_000 }
-            if recent.count >= 5, let oldest = recent.first?.time, newest - oldest >= 50_000 {
-                recentBitrate = Int(Double(recent.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(newest - oldest))
-            } else {
-                recentBitrate = nil
-            }
+            recentBitrate = recent.count >= 5 && newest - recent.first!.time >= 50_000 ? rate(recent) : nil
         }
         lossWindow.removeAll { $0.time < now - 1_000_000 }
         if lossWindow.count >= 20 { lossFraction = Double(lossWindow.filter(\.lost).count) / Double(lossWindow.count) }
