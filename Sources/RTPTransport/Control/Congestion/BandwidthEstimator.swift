@@ -19,7 +19,7 @@ public struct BandwidthEstimator: Sendable {
         /// ...or, while the estimate is near a capacity the path has shown, these multiples, one
         /// step further after each probe the path carried (a probe at twice a full link's rate
         /// leaves a queue as long as the probe).
-        public var gentleProbeMultiples = [1.25, 1.25, 1.5]
+        public var gentleProbeMultiples = [1.25, 1.5]
         public var probeDuration: Int64 = 50_000
         /// A probe lasts long enough to carry this much, so that the later half of it, which is
         /// what is measured, comes after a token bucket's burst allowance.
@@ -226,8 +226,9 @@ public struct BandwidthEstimator: Sendable {
             // Judged against what the probe meant to send: media frames sent at the pacing rate
             // during a probe may raise its send rate above the probe's own.
             let carried = receiveRate >= 0.9 * min(sendRate, Double(sent.cluster.bitrate))
-            // Just below a capacity the queue measured; at what was carried, a little below it.
-            let rate = Int(delivered * (carried ? 0.95 : 0.9))
+            // A little below what the path carried or its queue measured. (0.9 of a measured
+            // capacity started every climb 10 % short, and creeping up the rest took seconds.)
+            let rate = Int(delivered * 0.95)
             // A probe sent before the last cut measured a path that has changed since (a capacity
             // drop during it): it raises nothing.
             let beforeCut = lastDecrease.map { sent.first < $0 } ?? false
@@ -243,14 +244,16 @@ public struct BandwidthEstimator: Sendable {
                 gentleLevel = 0
             } else if delivered > Double(estimate) * 1.1 {
                 // It carried all of it: there may be more. Past the capacity known so far (or
-                // with none known), the next probe goes one step further: half a second later
-                // after the first gentle step (the raised rate first shows whether it holds), at
-                // once after that or far from any known capacity. Below it, that was only room
-                // the estimate had left.
+                // with none known), the next probe goes one step further: a quarter of a second
+                // later after the first gentle step (the raised rate first shows whether it
+                // holds: at 600 kbit/s gentle probes from a low estimate are carried now and
+                // then, and a second one at once queued up 60 ms; half a second cost that much
+                // of every climb), at once after that or far from any known capacity. Below it,
+                // that was only room the estimate had left.
                 probeBackoff = 1
                 if delivered > 1.05 * (capacityEstimate ?? 0) {
                     gentleLevel += 1
-                    lastProbeAt = gentle && gentleLevel < 2 ? now - configuration.probeInterval + 500_000 : nil
+                    lastProbeAt = gentle && gentleLevel < 2 ? now - configuration.probeInterval + 250_000 : nil
                 }
             } else {
                 probeBackoff = 1
