@@ -227,6 +227,68 @@ struct EstimatorSimulation {
         #expect(tops.allSatisfy { $0 >= to * 93 / 100 }, "highest probe results \(tops)")
     }
 
+    /// A gentle probe carried only a little past the known capacity (a token bucket passes a
+    /// probe just above the link whole, so it may say nothing) is followed by the same small
+    /// step half a second later, not by a 1.5x one at once (at 600 kbit/s that queued up 100 ms
+    /// every two seconds). One carried well past it (by 15 % or more) steps to 1.5x at once.
+    @Test(arguments: [(1_100_000, 1.25, 500_000), (nil, 1.5, 0)] as [(Int?, Double, Int64)])
+    func aGentleProbeJustPastTheCapacityStepsSmall(arrivalRate: Int?, nextMultiple: Double, wait: Int64) throws {
+        var configuration = BandwidthEstimator.Configuration()
+        configuration.initialProbes = []
+        configuration.startBitrate = 800_000
+        var estimator = BandwidthEstimator(configuration: configuration)
+        var sequence: UInt16 = 0
+        var now: Int64 = 0
+        var pending: [TransportFeedbackAdapter.Result] = []
+        func calm(until end: Int64) {
+            // Media at 600 kbit/s (the estimate stays where the probe put it: it grows to at most
+            // 1.5x what arrives): a 750-byte packet every 10 ms, 20 ms one way.
+            while now < end {
+                pending.append(.init(sequence: sequence, size: 750, sent: now, arrived: now + 20_000))
+                sequence &+= 1
+                now += 10_000
+                if now % 50_000 == 0 { estimator.onFeedback(pending, now: now); pending = [] }
+            }
+        }
+        /// Sends `probe` as 20 packets arriving at `rate` (nil: as sent), reported at the next
+        /// 50 ms after it.
+        func send(_ probe: BandwidthEstimator.ProbeCluster, arrivingAt rate: Int?) {
+            var results: [TransportFeedbackAdapter.Result] = []
+            let size = Int(Double(probe.bitrate) * Double(probe.duration) / 8_000_000 / 20)
+            var arrival: Int64 = 0
+            for i in 0..<20 {
+                let sent = now + Int64(i) * probe.duration / 20
+                estimator.probePacketSent(probe, sequence: sequence, size: size, at: sent)
+                arrival = max(sent + 20_000, rate.map { arrival + Int64(size * 8) * 1_000_000 / Int64($0) } ?? 0)
+                results.append(.init(sequence: sequence, size: size, sent: sent, arrived: arrival))
+                sequence &+= 1
+            }
+            now = (arrival / 50_000 + 1) * 50_000
+            estimator.onFeedback(results, now: now)
+        }
+        calm(until: 1_000_000)
+        // The first probe (2x: no capacity known) finds a 1 Mbit/s link; the estimate is 0.95 of it.
+        let due = estimator.probeToSend(now: now)
+        send(try #require(due), arrivingAt: 1_000_000)
+        // The next is gentle (1.25x the estimate: 1.19 Mbit/s) and carried, a little past the
+        // capacity found (1.1 Mbit/s arrive) or well past it (all of it).
+        var gentle: BandwidthEstimator.ProbeCluster?
+        while gentle == nil && now < 5_000_000 { calm(until: now + 50_000); gentle = estimator.probeToSend(now: now) }
+        let probe = try #require(gentle)
+        #expect(abs(Double(probe.bitrate) / Double(estimator.estimate) - 1.25) < 0.01)
+        send(probe, arrivingAt: arrivalRate)
+        let judged = now
+        var next: BandwidthEstimator.ProbeCluster?
+        while next == nil && now < judged + 2_000_000 {
+            next = estimator.probeToSend(now: now)
+            if next == nil { calm(until: now + 10_000) }
+        }
+        let following = try #require(next)
+        #expect(abs(Double(following.bitrate) / Double(estimator.estimate) - nextMultiple) < 0.01, "\(following.bitrate) at \(estimator.estimate)")
+        // (The probe's own queue delays the next one until the detector is back to normal.)
+        #expect(now - judged >= wait && now - judged <= wait + 400_000, "after \(now - judged) µs")
+    }
+
     @Test func aProbeThroughATokenBucketIsUndoneQuickly() {
         // A 15 kB bucket on a 600 kbit/s link lets a whole probe through at line rate: the probe
         // looks like spare room. The queue that follows undoes it within a second.
@@ -297,6 +359,22 @@ struct EstimatorSimulation {
         // The probe's reports arrive now: it was carried whole at its rate, before the cut.
         estimator.onFeedback(probePackets, now: now + 10_000)
         #expect(estimator.estimate <= cut, "\(cut) -> \(estimator.estimate)")
+    }
+
+    /// A queue that neither grows nor shrinks after a cut is standing: the cut left the rate at
+    /// the capacity (an undone probe returns to the rate before it, which may be just that). It
+    /// is cut again after 300 ms instead of being left for a second. Here probes through a 4 kB
+    /// token bucket on a 1 Mbit/s link are undone now and then: no queue above 30 ms lasts
+    /// longer than 800 ms (without the rule, 1.0 s).
+    @Test func aQueueThatStandsAfterACutIsCutAgain() {
+        var sim = EstimatorSimulation(capacity: 1_000_000)
+        sim.link.bucketBytes = 4_000
+        sim.run(seconds: 60)
+        var longest: Int64 = 0, since: Int64?
+        for point in sim.trace where point.time > 5_000_000 {
+            if point.queue > 30_000 { since = since ?? point.time; longest = max(longest, point.time - since!) } else { since = nil }
+        }
+        #expect(longest <= 800_000, "a queue above 30 ms for \(longest) µs")
     }
 
     @Test func aProbeIsJudgedOnItsLaterPackets() {
@@ -379,14 +457,17 @@ struct EstimatorSimulation {
     @Test func aProbeAsksForPaddingAtItsRate() {
         var pacer = Pacer<Int>(pacingRate: 500_000)
         pacer.startProbe(.init(id: 1, bitrate: 2_000_000, duration: 50_000), now: 0)
-        var padding = 0
+        var padding: [Int] = []
         var now: Int64 = 0
         while now <= 60_000 {
-            while let bytes = pacer.paddingWanted(now: now) { pacer.paddingSent(size: bytes); padding += bytes }
+            while let bytes = pacer.paddingWanted(now: now) { pacer.paddingSent(size: bytes); padding.append(bytes) }
             now += 1_000
         }
-        // 2 Mbit/s for 50 ms is 12,500 bytes.
-        #expect(padding > 10_000 && padding < 15_500, "\(padding) bytes of padding")
+        // 2 Mbit/s for 50 ms is 12,500 bytes (plus the burst allowance and at most a packet), in
+        // packets the size of media's.
+        let total = padding.reduce(0, +)
+        #expect(total > 10_000 && total < 17_500, "\(total) bytes of padding")
+        #expect(padding.allSatisfy { $0 >= 1_000 }, "\(padding)")
         #expect(!pacer.probing)
     }
 

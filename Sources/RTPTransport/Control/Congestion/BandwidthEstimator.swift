@@ -18,8 +18,9 @@ public struct BandwidthEstimator: Sendable {
         public var probeMultiple = 2.0
         /// ...or, while the estimate is near a capacity the path has shown, these multiples, one
         /// step further after each probe the path carried (a probe at twice a full link's rate
-        /// leaves a queue as long as the probe).
-        public var gentleProbeMultiples = [1.25, 1.5]
+        /// leaves a queue as long as the probe); a first probe carried well past the capacity
+        /// skips the repeated small step.
+        public var gentleProbeMultiples = [1.25, 1.25, 1.5]
         public var probeDuration: Int64 = 50_000
         /// A probe lasts long enough to carry this much, so that the later half of it, which is
         /// what is measured, comes after a token bucket's burst allowance.
@@ -244,16 +245,20 @@ public struct BandwidthEstimator: Sendable {
                 gentleLevel = 0
             } else if delivered > Double(estimate) * 1.1 {
                 // It carried all of it: there may be more. Past the capacity known so far (or
-                // with none known), the next probe goes one step further: a quarter of a second
-                // later after the first gentle step (the raised rate first shows whether it
-                // holds: at 600 kbit/s gentle probes from a low estimate are carried now and
-                // then, and a second one at once queued up 60 ms; half a second cost that much
-                // of every climb), at once after that or far from any known capacity. Below it,
-                // that was only room the estimate had left.
+                // with none known), the next probe goes one step further, at once, except after
+                // a first gentle step that got only a little past it: then it goes the same
+                // small step again, half a second later (a token bucket passes a probe only a
+                // little above the link whole, so such a probe may say nothing: at 600 kbit/s,
+                // stepping to 1.5x after one queued up 100 ms every two seconds). Well past it
+                // (by 15 %: the capacity has risen), the small step is skipped. Below it, that
+                // was only room the estimate had left.
                 probeBackoff = 1
-                if delivered > 1.05 * (capacityEstimate ?? 0) {
-                    gentleLevel += 1
-                    lastProbeAt = gentle && gentleLevel < 2 ? now - configuration.probeInterval + 250_000 : nil
+                let known = capacityEstimate ?? 0
+                if delivered > 1.05 * known {
+                    let clearRise = delivered > 1.15 * known
+                    let firstStep = gentle && gentleLevel == 0
+                    gentleLevel += firstStep && clearRise ? 2 : 1
+                    lastProbeAt = firstStep && !clearRise ? now - configuration.probeInterval + 500_000 : nil
                 }
             } else {
                 probeBackoff = 1
@@ -285,7 +290,12 @@ public struct BandwidthEstimator: Sendable {
             // A probe's own queue is not overuse (at most its excess over the link: tens of ms);
             // a queue beyond that is, probe or not.
             if let until = probeQueueUntil, now < until, delay.queueDelay < 60 { return nil }
-            if let last = lastDecrease, now - last < 1_000_000, delay.queueDelay < queueAtDecrease + 5 { return nil }
+            // But a queue that has not shrunk 300 ms after a cut is standing, not draining: the
+            // cut left the rate at the capacity (an undone probe returns to the rate before it,
+            // which may be just that), and it is cut again, deeper for the queue.
+            let standing = delay.queueDelay > 25 && delay.queueDelay > queueAtDecrease - 10
+            if let last = lastDecrease, now - last < 1_000_000, delay.queueDelay < queueAtDecrease + 5,
+               !(standing && now - last >= 300_000) { return nil }
             // What arrived over the last 100 ms, when the path is full, is its capacity now; the
             // 250 ms figure still holds some of the rate from before a capacity drop.
             var basis = Double(min(acknowledgedBitrate ?? estimate, recentBitrate ?? .max))
