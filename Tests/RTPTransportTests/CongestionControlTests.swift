@@ -191,6 +191,27 @@ struct EstimatorSimulation {
         #expect(queues[queues.count * 95 / 100] < 150_000, "p95 queue \(queues[queues.count * 95 / 100]) µs")
     }
 
+    /// After the drop from 2.5 to 0.6 Mbit/s the deep cut that drains the queue is undone once
+    /// it has drained, with a short path and with a 50 ms one. Each packet now takes 12 ms longer
+    /// to cross the link, so the delay never returns to its old minimum: waiting for that (and
+    /// for the trend) held the estimate at a third of the link for 2-3 s. The drops of the
+    /// overflowing queue do not cut it a second time.
+    @Test(arguments: [10_000, 50_000] as [Int64])
+    func theDrainCutIsUndoneOnceTheQueueHasDrained(propagation: Int64) {
+        var sim = EstimatorSimulation(capacity: 2_500_000)
+        sim.link.propagation = propagation
+        sim.run(seconds: 8)
+        let dropAt = sim.now
+        sim.link.capacity = 600_000
+        sim.run(seconds: 4)
+        let back = sim.trace.first { $0.time > dropAt + 300_000 && $0.estimate >= 450_000 }
+        #expect(back != nil && back!.time - dropAt <= 1_200_000, "back to 450 kbit/s after \(String(describing: back.map { $0.time - dropAt })) µs")
+        let after = sim.trace.filter { $0.time > dropAt + 1_500_000 }
+        #expect(after.map(\.queue).max()! < 100_000, "no new queue from the return")
+        // The drops of the overflowing queue are what the delay cuts answer: no second cut for them.
+        #expect(!sim.changes.contains { $0.cause == .loss && $0.time > dropAt }, "\(sim.changes.filter { $0.time > dropAt && $0.cause != .increase })")
+    }
+
     /// From a known low capacity (where probes find no room and back off), a rise to 2.5 Mbit/s
     /// must still be found: 90 % within 5 s.
     @Test(arguments: [(600_000, 6.0), (1_000_000, 10.0)])

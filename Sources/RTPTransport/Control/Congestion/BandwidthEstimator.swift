@@ -269,8 +269,14 @@ public struct BandwidthEstimator: Sendable {
 
     private mutating func updateDelayBased(now: Int64) -> Cause? {
         let elapsed = Double(min(now - (lastUpdate ?? now), 1_000_000)) / 1_000_000
-        if let target = recoverTo, delay.usage != .overusing, delay.queueDelay < 10 {
-            // The queue a deep cut was for has drained.
+        // One full-size packet's time on the link at the rate to return to: after a capacity
+        // drop each packet takes that much longer to cross, and the delay the detector measures
+        // from its earlier minimum never falls below it (12 ms from 2.5 to 0.6 Mbit/s).
+        let packetTime = recoverTo.map { 1_200.0 * 8 * 1000 / Double(max($0, 1)) } ?? 0
+        if let target = recoverTo, delay.queueDelay < 10 + packetTime {
+            // The queue a deep cut was for has drained. (Not waiting for the trend to say so as
+            // well: at the low rate after the cut its 20 points span a second or more, and with
+            // a 50 ms path the sender sat at a third of the link for that long.)
             recoverTo = nil
             if target > estimate {
                 estimate = target
@@ -311,8 +317,7 @@ public struct BandwidthEstimator: Sendable {
                 probeBackoff = 1
                 estimate = min(estimate, max(probe.estimate, Int(0.9 * basis)))
                 capacityEstimate = Double(estimate)
-                lastDecrease = now
-                queueAtDecrease = delay.queueDelay
+                markDecrease(now: now)
                 return .delay
             }
             beforeProbe = nil
@@ -330,8 +335,7 @@ public struct BandwidthEstimator: Sendable {
             // safe; the capacity from the higher one (an overuse spike while the sender was not
             // filling the path leaves a low 250 ms figure).
             capacityEstimate = Double(max(acknowledgedBitrate ?? 0, recentBitrate ?? 0, Int(basis)))
-            lastDecrease = now
-            queueAtDecrease = delay.queueDelay
+            markDecrease(now: now)
             return .delay
         case .underusing:
             return nil  // the queue drains; hold
@@ -354,6 +358,17 @@ public struct BandwidthEstimator: Sendable {
             estimate = Int(next)
             return .increase
         }
+    }
+
+    /// A delay cut: the time and the queue it answered; and losses are judged afresh on packets
+    /// sent after it (the queue that overflowed is what the cut answers: with a 100 ms round
+    /// trip its drops cut the rate a second time, half a second after the drain had ended).
+    private mutating func markDecrease(now: Int64) {
+        lastDecrease = now
+        queueAtDecrease = delay.queueDelay
+        lossWindow.removeAll()
+        lossFraction = 0
+        lossCutSent = now
     }
 
     private mutating func updateLossBased(now: Int64) -> Cause? {
