@@ -72,6 +72,22 @@ import Testing
         #expect(modeChanges(controller) == ["640x360@15"])
     }
 
+    /// A step down taken when the hold ends names the cut that began it: the update that
+    /// happens to end the hold is often the estimator's small increase after the cut (a delayed
+    /// bench run logged a step to 320x240 with the cause "increase").
+    @Test func aStepAfterTheHoldNamesTheCutThatBeganIt() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 800_000)
+        var now = feed(&controller, estimate: 800_000, from: .zero, seconds: 3)
+        controller.update(estimate: 540_000, lossFraction: 0, cause: "loss", now: now)
+        for _ in 0..<10 {
+            now += .milliseconds(100)
+            controller.update(estimate: 545_000, lossFraction: 0, cause: "increase", now: now)
+        }
+        let step = controller.decisions.last { $0.change == "mode" }
+        #expect(step?.to == "640x360@15")
+        #expect(step?.cause == "loss", "\(String(describing: step))")
+    }
+
     @Test func anEstimateSwingingAroundAThresholdDoesNotFlap() {
         var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 800_000)
         var now: Duration = .zero

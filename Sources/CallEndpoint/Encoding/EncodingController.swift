@@ -108,6 +108,9 @@ public struct EncodingController: Sendable {
     private var lastModeChange: Duration?
     private var upSince: Duration?
     private var downSince: Duration?
+    /// The cut (delay, loss, probe...) behind the current hold: the latest one that was not the
+    /// estimator's small increase.
+    private var downCause: String?
     private var loggedVideoBitrate: Int
     /// The encoder's reports since the last mode change: time, quantizer, share of the interval.
     private var reports: [(time: Duration, quantizer: Int?, load: Double)] = []
@@ -132,7 +135,7 @@ public struct EncodingController: Sendable {
     public mutating func update(estimate: Int, lossFraction: Double, cause: String, now: Duration) -> [EncodingDecision] {
         var made: [EncodingDecision] = []
         lastEstimate = estimate
-        func record(_ change: String, _ from: String, _ to: String) {
+        func record(_ change: String, _ from: String, _ to: String, cause: String = cause) {
             made.append(EncodingDecision(time: now.secondsDouble, cause: cause,
                                          estimateKbps: estimate / 1000, change: change, from: from, to: to))
         }
@@ -161,16 +164,21 @@ public struct EncodingController: Sendable {
             upSince = nil
             let since = downSince ?? now
             downSince = since
+            // A step taken after the hold is for the cut that began it, not for the small
+            // increase that happens to come when the hold ends.
+            if downCause == nil || cause != "increase" { downCause = cause }
             let farBelow = Double(video) < 0.5 * Double(ladder.rungs[rung].neededBitrate)
             if sinceChange >= downDwell && (farBelow || now - since >= downHold) {
                 downSince = nil
-                record("mode", ladder.rungs[rung].description, ladder.rungs[target].description)
+                record("mode", ladder.rungs[rung].description, ladder.rungs[target].description, cause: downCause ?? cause)
+                downCause = nil
                 rung = target
                 lastModeChange = now
             }
         } else if rung > 0 && Double(video) >= 1.1 * Double(ladder.rungs[rung - 1].neededBitrate)
                     && (ceiling.map({ now >= $0.until || rung - 1 >= $0.rung || video > $0.liftAbove ?? .max }) ?? true) {
             downSince = nil
+            downCause = nil
             let since = upSince ?? now
             upSince = since
             if now - since >= upDwell && sinceChange >= upDwell {
@@ -182,6 +190,7 @@ public struct EncodingController: Sendable {
         } else {
             upSince = nil
             downSince = nil
+            downCause = nil
         }
         keep(made)
         return made
