@@ -255,7 +255,10 @@ public struct BandwidthEstimator: Sendable {
                 probeBackoff = 1
                 let known = capacityEstimate ?? 0
                 if delivered > 1.05 * known {
-                    let clearRise = delivered > 1.15 * known
+                    // Clear only when the probe also arrived at its full rate: one the link
+                    // slowed to its capacity (within the 10 % "carried" allows) measured it,
+                    // and the capacity known from a cut is often 15-20 % low at 600 kbit/s.
+                    let clearRise = delivered > 1.15 * known && receiveRate >= 0.98 * Double(sent.cluster.bitrate)
                     let firstStep = gentle && gentleLevel == 0
                     gentleLevel += firstStep && clearRise ? 2 : 1
                     lastProbeAt = firstStep && !clearRise ? now - configuration.probeInterval + 500_000 : nil
