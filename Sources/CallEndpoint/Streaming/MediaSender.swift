@@ -309,7 +309,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                         // Recent video packets sent again on the RTX stream, full size; plain RTP
                         // padding (at most 255 bytes) only when there is nothing to resend.
                         var padding: RTPPacket
-                        if bytes > 300, let recent = s.history.recent(s.probePaddingCursor % 16) {
+                        if let recent = s.history.recent(s.probePaddingCursor % 16) {
                             s.probePaddingCursor += 1
                             padding = RTX.wrap(recent, ssrc: rtxSSRC, payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence)
                         } else {

@@ -3,10 +3,14 @@
 /// packet gets the RTP marker bit. Payloads are balanced: a frame needing n packets is cut into
 /// n nearly equal parts rather than n - 1 full ones and a stub.
 public struct VP8Packetizer: Sendable {
+    /// A full media packet's payload: what fits a 1500-byte path with headers, SRTP and the
+    /// extensions to spare. The pacer pads probes with packets this size, and the estimator
+    /// reckons a packet's time on the link from it.
+    public static let defaultMaxPayloadSize = 1200
     public let maxPayloadSize: Int
     public private(set) var pictureID: UInt16
 
-    public init(maxPayloadSize: Int = 1200, initialPictureID: UInt16 = 0) {
+    public init(maxPayloadSize: Int = defaultMaxPayloadSize, initialPictureID: UInt16 = 0) {
         precondition(maxPayloadSize > 8, "room for a descriptor and data")
         self.maxPayloadSize = maxPayloadSize
         self.pictureID = initialPictureID & 0x7fff

@@ -275,7 +275,7 @@ public struct BandwidthEstimator: Sendable {
         // One full-size packet's time on the link at the rate to return to: after a capacity
         // drop each packet takes that much longer to cross, and the delay the detector measures
         // from its earlier minimum never falls below it (12 ms from 2.5 to 0.6 Mbit/s).
-        let packetTime = recoverTo.map { 1_200.0 * 8 * 1000 / Double(max($0, 1)) } ?? 0
+        let packetTime = recoverTo.map { Double(VP8Packetizer.defaultMaxPayloadSize * 8 * 1000) / Double(max($0, 1)) } ?? 0
         if let target = recoverTo, delay.queueDelay < 10 + packetTime {
             // The queue a deep cut was for has drained. (Not waiting for the trend to say so as
             // well: at the low rate after the cut its 20 points span a second or more, and with
@@ -299,12 +299,13 @@ public struct BandwidthEstimator: Sendable {
             // A probe's own queue is not overuse (at most its excess over the link: tens of ms);
             // a queue beyond that is, probe or not.
             if let until = probeQueueUntil, now < until, delay.queueDelay < 60 { return nil }
-            // But a queue that has not shrunk 300 ms after a cut is standing, not draining: the
-            // cut left the rate at the capacity (an undone probe returns to the rate before it,
-            // which may be just that), and it is cut again, deeper for the queue.
-            let standing = delay.queueDelay > 25 && delay.queueDelay > queueAtDecrease - 10
-            if let last = lastDecrease, now - last < 1_000_000, delay.queueDelay < queueAtDecrease + 5,
-               !(standing && now - last >= 300_000) { return nil }
+            if let last = lastDecrease, now - last < 1_000_000, delay.queueDelay < queueAtDecrease + 5 {
+                // But a queue that has not shrunk 300 ms after a cut is standing, not draining:
+                // the cut left the rate at the capacity (an undone probe returns to the rate
+                // before it, which may be just that), and it is cut again, deeper for the queue.
+                let standing = now - last >= 300_000 && delay.queueDelay > 25 && delay.queueDelay > queueAtDecrease - 10
+                if !standing { return nil }
+            }
             // What arrived over the last 100 ms, when the path is full, is its capacity now; the
             // 250 ms figure still holds some of the rate from before a capacity drop.
             var basis = Double(min(acknowledgedBitrate ?? estimate, recentBitrate ?? .max))
@@ -369,6 +370,12 @@ public struct BandwidthEstimator: Sendable {
     private mutating func markDecrease(now: Int64) {
         lastDecrease = now
         queueAtDecrease = delay.queueDelay
+        judgeLossAfresh(now: now)
+    }
+
+    /// After any cut, loss is judged only on packets sent at the new rate, not on the queue the
+    /// old rate left behind (a tail-drop queue goes on dropping while it drains).
+    private mutating func judgeLossAfresh(now: Int64) {
         lossWindow.removeAll()
         lossFraction = 0
         lossCutSent = now
@@ -380,11 +387,7 @@ public struct BandwidthEstimator: Sendable {
             if let last = lastLossChange, now - last < 300_000 { return nil }
             lossBound = max(configuration.minBitrate, Int(Double(min(estimate, lossBound)) * (1 - 0.5 * lossFraction)))
             lastLossChange = now
-            // Judge the next cut on packets sent at the new rate, not on the queue the old
-            // rate left behind (a tail-drop queue goes on dropping while it drains).
-            lossWindow.removeAll()
-            lossFraction = 0
-            lossCutSent = now
+            judgeLossAfresh(now: now)
             return lossBound < estimate ? .loss : nil
         }
         if lossFraction < 0.02 {

@@ -117,7 +117,7 @@ public struct Pacer<Item: Sendable>: Sendable {
     public mutating func paddingWanted(now: Int64) -> Int? {
         refill(now: now)
         guard probe != nil, isEmpty, budget > 0 else { return nil }
-        return 1_200
+        return VP8Packetizer.defaultMaxPayloadSize
     }
 
     /// Accounts for a padding packet sent outside the queue.
