@@ -68,3 +68,31 @@ import Testing
         }
     }
 }
+
+/// callend's targets judged on a run's phases.
+@Suite struct CongestionTargetTests {
+    static func phase(_ start: Double, _ capacity: Int, utilization: Double = 0.95, queue: Double = 20,
+                      fall: Double? = nil, reach: Double? = nil) -> PhaseMetrics {
+        PhaseMetrics(start: start, capacity: capacity, utilization: utilization, queueP50: 0, queueP95: queue, loss: 0,
+                     secondsToFallBelow: fall, secondsTo90Percent: reach, oscillations: 0, modeSwitches: 0)
+    }
+
+    @Test func aScheduleWithoutAFallHasNothingToJudgeTheFallOn() {
+        let schedule = try! CapacitySchedule(parsing: "1000:15,2500:20")
+        let targets = CongestionMetrics.targets([Self.phase(0, 1_000_000, reach: 0.5), Self.phase(15, 2_500_000, reach: 1.5)], schedule: schedule)
+        #expect(targets.map(\.met) == [nil, true, true, true], "\(targets.map(\.summary))")
+        #expect(targets[0].summary.hasSuffix("nothing to judge in this schedule"))
+    }
+
+    @Test func everyFallAndEveryRiseToTheTopCounts() {
+        // Two falls: the second never went below the capacity (no figure); two rises to the top:
+        // the second took 6 s.
+        let schedule = try! CapacitySchedule(parsing: "2500:10,600:10,2500:10,600:10")
+        let phases = [Self.phase(0, 2_500_000, reach: 1), Self.phase(10, 600_000, fall: 0.3),
+                      Self.phase(20, 2_500_000, reach: 6), Self.phase(30, 600_000, utilization: 0.899, queue: 61)]
+        let targets = CongestionMetrics.targets(phases, schedule: schedule)
+        #expect(targets.map(\.met) == [false, false, false, false])
+        #expect(targets.map(\.worst) == ["never at 30 s", "0.899 at 30 s", "61 ms at 30 s", "6.0 s at 20 s"])
+        #expect(targets[1].summary == "utilization >= 0.9 in every phase: NOT met (0.899 at 30 s)")
+    }
+}

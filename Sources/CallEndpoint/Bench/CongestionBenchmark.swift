@@ -338,15 +338,8 @@ public struct CongestionBenchmark {
             }
         }
         if let ours = runs.first?.phases, !ours.isEmpty {
-            let fall = ours.compactMap(\.secondsToFallBelow).max()
-            let reachHigh = ours.filter { $0.capacity == ours.map(\.capacity).max() }.compactMap(\.secondsTo90Percent).max()
-            let utilization = ours.map(\.utilization).min() ?? 0
-            let queue = ours.map(\.queueP95).max() ?? 0
-            let targets = [("below capacity <= 0.5 s after the drop", (fall ?? .infinity) <= 0.5),
-                           ("utilization >= 0.9 in every phase", utilization >= 0.9),
-                           ("queueing p95 <= 60 ms in every phase", queue <= 60),
-                           ("90 % of the top capacity within 5 s", (reachHigh ?? .infinity) <= 5)]
-            lines.append("callend targets: " + targets.map { "\($0.0): \($0.1 ? "met" : "NOT met")" }.joined(separator: "; "))
+            let targets = CongestionMetrics.targets(ours, schedule: schedule)
+            lines.append("callend targets: " + targets.map(\.summary).joined(separator: "; "))
         }
         return lines.joined(separator: "\n")
     }

@@ -137,6 +137,40 @@ public enum CongestionMetrics {
         return result
     }
 
+    /// One of callend's targets judged on a run: met, not met (with the phase that missed it
+    /// and its figure), or nil when the schedule has nothing to judge it on (no fall in capacity).
+    public struct Target: Sendable, Equatable {
+        public var name: String
+        public var met: Bool?
+        public var worst: String?
+
+        public var summary: String {
+            "\(name): " + (met.map { $0 ? "met" : "NOT met" + (worst.map { " (\($0))" } ?? "") } ?? "nothing to judge in this schedule")
+        }
+    }
+
+    /// callend's targets for a run's phases. Every fall and every rise to the top capacity
+    /// counts: one the sender never answered is not met.
+    public static func targets(_ phases: [PhaseMetrics], schedule: CapacitySchedule) -> [Target] {
+        func previous(_ m: PhaseMetrics) -> Int {
+            guard let i = schedule.starts.firstIndex(where: { abs($0 - m.start) < 0.001 }), i > 0 else { return 0 }
+            return schedule.phases[i - 1].capacity
+        }
+        let top = phases.map(\.capacity).max()
+        func judge(_ name: String, _ some: [PhaseMetrics], _ figure: (PhaseMetrics) -> Double?, _ format: String, _ good: (Double) -> Bool) -> Target {
+            guard !some.isEmpty else { return Target(name: name, met: nil) }
+            let missed = some.first { figure($0).map(good) != true }
+            return Target(name: name, met: missed == nil, worst: missed.map { m in
+                (figure(m).map { String(format: format, $0) } ?? "never") + String(format: " at %.0f s", m.start)
+            })
+        }
+        return [judge("below capacity <= 0.5 s after the drop", phases.filter { $0.capacity < previous($0) }, \.secondsToFallBelow, "%.1f s") { $0 <= 0.5 },
+                judge("utilization >= 0.9 in every phase", phases, \.utilization, "%.3f") { $0 >= 0.9 },
+                judge("queueing p95 <= 60 ms in every phase", phases, \.queueP95, "%.0f ms") { $0 <= 60 },
+                judge("90 % of the top capacity within 5 s", phases.filter { $0.capacity == top && $0.capacity > previous($0) },
+                      \.secondsTo90Percent, "%.1f s") { $0 <= 5 }]
+    }
+
     /// Bit rate of `counter` over the window ending at sample `i`.
     static func rate(_ samples: [BottleneckSample], _ i: Int, window: Double, counter: KeyPath<BottleneckSample, UInt64>) -> Double? {
         var j = i
