@@ -385,11 +385,36 @@ struct EstimatorSimulation {
         #expect(estimator.estimate <= cut, "\(cut) -> \(estimator.estimate)")
     }
 
+    /// The creep past a link just above the start rate (no probes) ends in a short, slowly
+    /// growing queue: the cut takes back the overshoot and drains that queue, no more (not 8 %
+    /// below what arrives: 0.88 of the estimate here, and the bench's 2.5 Mbit/s phase behind a
+    /// 50 ms path was 0.87-0.90 used). A link far below the rate is still cut below what it
+    /// carries.
+    @Test func aSmallOvershootTakesBackOnlyTheOvershoot() throws {
+        var configuration = BandwidthEstimator.Configuration()
+        configuration.initialProbes = []
+        configuration.startBitrate = 1_000_000
+        configuration.probeInterval = 100_000_000
+        func firstCut(capacity: Int, after: Int64) throws -> BandwidthEstimator.Change {
+            var sim = EstimatorSimulation(capacity: capacity, configuration: configuration)
+            sim.link.propagation = 20_000
+            sim.run(seconds: 5)
+            return try #require(sim.changes.first { $0.cause == .delay && $0.time > after })
+        }
+        // (The first second holds a cut from the start, before the creep has passed the link.)
+        let creep = try firstCut(capacity: 1_050_000, after: 1_000_000)
+        #expect(creep.from > 1_050_000 && Double(creep.to) >= 0.93 * Double(creep.from) && creep.to < 1_050_000, "\(creep)")
+        let drop = try firstCut(capacity: 600_000, after: 0)
+        #expect(drop.to < 600_000, "\(drop)")
+    }
+
     /// A queue that neither grows nor shrinks after a cut is standing: the cut left the rate at
     /// the capacity (an undone probe returns to the rate before it, which may be just that). It
-    /// is cut again after 300 ms instead of being left for a second. Here probes through a 4 kB
-    /// token bucket on a 1 Mbit/s link are undone now and then: no queue above 30 ms lasts
-    /// longer than 800 ms (without the rule, 1.0 s).
+    /// is cut again after 300 ms instead of being left for a second, and an undone probe returns
+    /// a little below where it was, enough to drain its queue within a second. Here probes
+    /// through a 4 kB token bucket on a 1 Mbit/s link are undone now and then: no queue above
+    /// 30 ms lasts longer than 500 ms (790 ms with the undo going back exactly, 1.0 s without
+    /// the re-cut either).
     @Test func aQueueThatStandsAfterACutIsCutAgain() {
         var sim = EstimatorSimulation(capacity: 1_000_000)
         sim.link.bucketBytes = 4_000
@@ -398,7 +423,7 @@ struct EstimatorSimulation {
         for point in sim.trace where point.time > 5_000_000 {
             if point.queue > 30_000 { since = since ?? point.time; longest = max(longest, point.time - since!) } else { since = nil }
         }
-        #expect(longest <= 800_000, "a queue above 30 ms for \(longest) µs")
+        #expect(longest <= 500_000, "a queue above 30 ms for \(longest) µs")
     }
 
     @Test func aProbeIsJudgedOnItsLaterPackets() {
