@@ -21,6 +21,24 @@ import TestSupport
         }
     }
 
+    /// Latency read from marks as audio is played: 50 ms, then, after the player paused 200 ms
+    /// to rebuffer, 250 ms (counted as one continuous stretch, the pause was lost and the marks
+    /// after it read 50 ms; after a few pauses, readings wrapped to 800-980 ms).
+    @Test func audioLatencyFollowsAPauseInPlayout() {
+        var source = MarkedToneSource()
+        var meter = AudioLatencyMeter()
+        let start = Duration.seconds(1000) + .milliseconds(700)
+        var readings: [Double] = []
+        for index in 0..<300 {
+            let captured = start + .milliseconds(20 * index)
+            let samples = source.next(samplesPerChannel: 960, captureTime: captured)
+            readings += meter.played(samples, at: captured + .milliseconds(index < 150 ? 50 : 250))
+        }
+        #expect(readings.count >= 5, "\(readings)")
+        let before = readings.prefix(3), after = readings.dropFirst(3)
+        #expect(before.allSatisfy { abs($0 - 50) < 5 } && after.allSatisfy { abs($0 - 250) < 5 }, "\(readings)")
+    }
+
     /// Timing marks at whole seconds of the capture clock are found again after Opus.
     @Test func audioTimingMarksSurviveOpus() throws {
         var source = MarkedToneSource()

@@ -104,9 +104,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var lastPacket: Duration?
         var needKeyframe = false
         var goodbyes = Set<UInt32>()
-        var markBuffer: [Int16] = []
-        var markBufferStart: Duration = .zero
-        var lastMark: Duration?
+        var audioLatency = AudioLatencyMeter()
         var errors: [String] = []
         var transportFeedback: TransportFeedbackGenerator?
         var lastTransportFeedback: Duration = .zero
@@ -392,27 +390,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         }
     }
 
-    /// Finds the sender's timing marks (a burst at every whole second of its capture clock) in the
-    /// audio as it is played, one second of audio at a time with 20 ms of overlap: latency is the
-    /// playout time's distance past the whole second (same machine, latency below a second).
+    /// Finds the sender's timing marks in the audio as it is played (see `AudioLatencyMeter`).
     private func measureAudioLatency(_ samples: [Int16], channels: Int, playedAt: Duration, state s: inout State) {
         let mono = stride(from: 0, to: samples.count, by: channels).map { samples[$0] }
-        if s.markBuffer.isEmpty { s.markBufferStart = playedAt }
-        s.markBuffer += mono
-        guard s.markBuffer.count >= AudioFrame.sampleRate else { return }
-        for onset in TimingMarks.detectMarks(s.markBuffer) {
-            let at = s.markBufferStart + onset
-            let intoSecond = Double(at.components.attoseconds) / 1e15  // milliseconds past the whole second
-            // Marks near the start of the buffer may be the tail of one already counted.
-            if onset > .milliseconds(15) || s.lastMark.map({ at - $0 > .milliseconds(500) }) ?? true {
-                s.summary.audioLatenciesMs.append(intoSecond)
-                s.lastMark = at
-            }
-        }
-        // Keep 20 ms so a burst straddling the cut is found whole next time.
-        let keep = AudioFrame.sampleRate / 50
-        s.markBufferStart = s.markBufferStart + .microseconds(Int64(s.markBuffer.count - keep) * 1_000_000 / Int64(AudioFrame.sampleRate))
-        s.markBuffer = Array(s.markBuffer.suffix(keep))
+        s.summary.audioLatenciesMs += s.audioLatency.played(mono, at: playedAt)
     }
 
     /// Pulls one 20 ms frame every 20 ms, as a sound card would.

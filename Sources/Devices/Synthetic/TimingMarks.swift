@@ -42,6 +42,59 @@ public enum TimingMarks {
     }
 }
 
+/// Glass-to-glass audio latency from `MarkedToneSource`'s marks in audio as it is played: each
+/// mark's playout time past the whole second (valid below one second, on one machine's clock).
+/// Played frames are gathered into a second of audio at a time (with 20 ms kept across the cut,
+/// so a mark straddling it is found whole) whose playout times follow from the first frame's.
+/// A gap in playout (the player rebuffering after an underrun, or running late) starts a new
+/// stretch: counted on as if continuous, every mark after a 200 ms pause read 200 ms early, and
+/// after a few pauses the readings wrapped past zero to 800-980 ms. Pure: times are passed in.
+public struct AudioLatencyMeter: Sendable {
+    private var buffer: [Int16] = []
+    private var bufferStart: Duration = .zero
+    private var lastMark: Duration?
+    private let sampleRate: Int
+    /// How far a frame's playout may stray from where the stretch puts it.
+    private let tolerance = Duration.milliseconds(15)
+
+    public init(sampleRate: Int = AudioFrame.sampleRate) { self.sampleRate = sampleRate }
+
+    private func duration(_ samples: Int) -> Duration { .microseconds(Int64(samples) * 1_000_000 / Int64(sampleRate)) }
+
+    /// Mono samples whose first one was played at `playedAt`; returns the latencies (ms) of the
+    /// marks this completes.
+    public mutating func played(_ mono: [Int16], at playedAt: Duration) -> [Double] {
+        var found: [Double] = []
+        if !buffer.isEmpty {
+            let expected = bufferStart + duration(buffer.count)
+            if playedAt - expected > tolerance || expected - playedAt > tolerance {
+                found += scan(keeping: 0)
+            }
+        }
+        if buffer.isEmpty { bufferStart = playedAt }
+        buffer += mono
+        if buffer.count >= sampleRate { found += scan(keeping: sampleRate / 50) }
+        return found
+    }
+
+    /// Reads the marks in the buffer and keeps its last `keep` samples.
+    private mutating func scan(keeping keep: Int) -> [Double] {
+        var found: [Double] = []
+        for onset in TimingMarks.detectMarks(buffer, sampleRate: sampleRate) {
+            let at = bufferStart + onset
+            // Marks near the start of the buffer may be the tail of one already counted.
+            if onset > .milliseconds(15) || lastMark.map({ at - $0 > .milliseconds(500) }) ?? true {
+                found.append(Double(at.components.attoseconds) / 1e15)  // milliseconds past the whole second
+                lastMark = at
+            }
+        }
+        let kept = min(keep, buffer.count)
+        bufferStart = bufferStart + duration(buffer.count - kept)
+        buffer = Array(buffer.suffix(kept))
+        return found
+    }
+}
+
 /// A 440 Hz tone with a 10 ms 3 kHz burst at every whole second of the capture clock.
 public struct MarkedToneSource: Sendable {
     public let channels: Int
