@@ -21,6 +21,35 @@ import TestSupport
         }
     }
 
+    /// The stamps also survive the sender's scaling to a lower mode and VP8 at that mode's rate
+    /// (before, a 640x480 pattern sent as 640x360 read back no capture time at all, so a call's
+    /// latency figure left out every second spent in a lower mode); a picture without marks reads
+    /// back nothing.
+    @Test(arguments: [(640, 480, 640, 360, 500_000), (640, 480, 320, 240, 250_000), (1280, 720, 640, 480, 600_000), (1280, 720, 960, 540, 1_000_000)])
+    func stampsSurviveScalingToALowerMode(width: Int, height: Int, toWidth: Int, toHeight: Int, bitrate: Int) throws {
+        var source = TestPatternSource(width: width, height: height, frameRate: 30)
+        let encoder = try VP8Encoder(configuration: VP8EncoderConfiguration(width: toWidth, height: toHeight, targetBitrate: bitrate))
+        let decoder = try VP8Decoder()
+        let base = Duration.seconds(1000)
+        var read = 0
+        for index in 0..<30 {
+            let captured = base + .milliseconds(33 * index)
+            let frame = try source.nextFrame(captureTime: captured).scaled(width: toWidth, height: toHeight)
+            for encoded in try encoder.encode(frame) {
+                let picture = try #require(try decoder.decode(encoded.data))
+                if let stamp = TestPatternSource.captureTime(in: picture) {
+                    #expect(stamp == captured, "frame \(index)")
+                    #expect(TestPatternSource.frameNumber(in: picture) == index)
+                    read += 1
+                }
+            }
+        }
+        #expect(read >= 28, "\(read) of 30 read back")
+        var plain = VideoFrame(width: toWidth, height: toHeight, timestamp: .zero)
+        plain.withMutablePlanes { y, _, _ in for i in 0..<(toWidth * toHeight) { y[i] = UInt8(16 + i % 200) } }
+        #expect(TestPatternSource.captureTime(in: plain) == nil)
+    }
+
     /// Latency read from marks as audio is played: 50 ms, then, after the player paused 200 ms
     /// to rebuffer, 250 ms (counted as one continuous stretch, the pause was lost and the marks
     /// after it read 50 ms; after a few pauses, readings wrapped to 800-980 ms).

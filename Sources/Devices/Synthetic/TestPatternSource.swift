@@ -2,7 +2,9 @@ import Codecs
 
 /// A moving test picture: colour bars that scroll, a bright box that crosses the frame, and the
 /// frame number written as 16 black/white blocks along the top edge so a receiver can read it
-/// back from the decoded picture (`frameNumber(in:)`), even after lossy coding.
+/// back from the decoded picture (`frameNumber(in:)`), even after lossy coding and after the
+/// sender scaled the picture down for a lower mode (a fourth block row, alternating, tells the
+/// reader the scale).
 public struct TestPatternSource: Sendable {
     public let width: Int
     public let height: Int
@@ -30,7 +32,8 @@ public struct TestPatternSource: Sendable {
 
     /// The capture time stamped into a (decoded) picture, in milliseconds modulo 2^32.
     public static func captureTime(in frame: VideoFrame) -> Duration? {
-        guard frame.height >= 3 * markSize, let high = readBits(row: 1, from: frame), let low = readBits(row: 2, from: frame) else { return nil }
+        guard let scale = markScale(in: frame), let high = readBits(row: 1, from: frame, scale: scale),
+              let low = readBits(row: 2, from: frame, scale: scale) else { return nil }
         return .milliseconds(Int64(high) << 16 | Int64(low))
     }
 
@@ -60,8 +63,9 @@ public struct TestPatternSource: Sendable {
                 for col in boxX..<min(width, boxX + boxSize) { y[row * width + col] = 235 }
             }
         }
-        // The frame number, one block per bit, most significant first.
+        // The frame number, one block per bit, most significant first; and the sync row.
         Self.writeBits(n & 0xffff, row: 0, into: &frame)
+        Self.writeBits(Self.syncBits, row: Self.syncRow, into: &frame)
         return frame
     }
 
@@ -76,19 +80,46 @@ public struct TestPatternSource: Sendable {
         }
     }
 
-    static func readBits(row: Int, from frame: VideoFrame) -> Int? {
-        guard frame.width >= markBits * markSize, frame.height >= (row + 1) * markSize else { return nil }
+    /// Block row 3 alternates white and black: found at a scale, it says the marks are there and
+    /// how the picture was scaled (the sender's ladder scales 640x480 to 640x360, 1280x720 to
+    /// 640x480, and so on: the two directions need not match).
+    static let syncRow = 3
+    static let syncBits = 0xAAAA
+    static let scales: [Double] = [1, 0.75, 2.0 / 3, 0.5, 0.375, 1.0 / 3, 0.25]
+
+    /// The horizontal and vertical scale at which the sync row reads back, if any.
+    static func markScale(in frame: VideoFrame) -> (x: Double, y: Double)? {
+        for y in scales {
+            for x in scales where readBits(row: syncRow, from: frame, scale: (x, y)) == syncBits { return (x, y) }
+        }
+        return nil
+    }
+
+    /// Reads block row `row` of marks written before the picture was scaled by `scale`: each
+    /// block sampled at two points along its centre line, away from coding artefacts at its
+    /// edges; nil unless both are clearly black or clearly white and agree.
+    static func readBits(row: Int, from frame: VideoFrame, scale: (x: Double, y: Double)) -> Int? {
+        let y = Int((Double(row * markSize) + Double(markSize) / 2) * scale.y)
+        guard Double(markBits * markSize) * scale.x <= Double(frame.width), y < frame.height else { return nil }
         var value = 0
         for bit in 0..<markBits {
-            // Sample the centre of the block, away from coding artefacts at its edges.
-            let sample = frame.y[(row * markSize + markSize / 2) * frame.strideY + bit * markSize + markSize / 2]
-            value = value << 1 | (sample > 125 ? 1 : 0)
+            var levels: [Int] = []
+            for at in [5, 11] {
+                let x = Int(Double(bit * markSize + at) * scale.x)
+                let sample = frame.y[y * frame.strideY + x]
+                guard sample < 100 || sample > 150 else { return nil }
+                levels.append(sample > 150 ? 1 : 0)
+            }
+            guard levels[0] == levels[1] else { return nil }
+            value = value << 1 | levels[0]
         }
         return value
     }
 
     /// Reads back the frame number written into a (decoded) picture, modulo 65536.
-    public static func frameNumber(in frame: VideoFrame) -> Int? { readBits(row: 0, from: frame) }
+    public static func frameNumber(in frame: VideoFrame) -> Int? {
+        markScale(in: frame).flatMap { readBits(row: 0, from: frame, scale: $0) }
+    }
 }
 
 /// A sine tone at 48 kHz, mono or stereo, in frames of a fixed duration.
