@@ -321,8 +321,7 @@ public struct BandwidthEstimator: Sendable {
                 // usual interval.
                 beforeProbe = nil
                 probeBackoff = 1
-                let drain = max(0.8, 1 - delay.queueDelay / 1000)
-                estimate = min(estimate, Int(Double(max(probe.estimate, Int(0.9 * basis))) * drain))
+                estimate = min(estimate, Int(Double(max(probe.estimate, Int(0.9 * basis))) * max(0.8, 1 - drainWithinASecond)))
                 capacityEstimate = Double(estimate)
                 markDecrease(now: now)
                 return .delay
@@ -343,7 +342,7 @@ public struct BandwidthEstimator: Sendable {
             // link: a 2.5 Mbit/s phase behind a 50 ms path was 0.87-0.90 used.)
             let calmSinceCut = lastDecrease.map { now - $0 >= 1_000_000 } ?? true
             if calmSinceCut, delay.queueDelay < 30, delay.trend < 2 * delay.threshold, basis >= 0.9 * Double(estimate) {
-                target = max(target, Int((0.95 - delay.queueDelay / 1000) * Double(estimate)))
+                target = max(target, Int((0.95 - drainWithinASecond) * Double(estimate)))
             }
             guard target < estimate else { return nil }
             if factor < 0.85 { recoverTo = Int(0.9 * basis) }
@@ -376,6 +375,10 @@ public struct BandwidthEstimator: Sendable {
             return .increase
         }
     }
+
+    /// The share of the rate to give up so that the queue the detector measures drains within a
+    /// second (after a probe is undone, and at the top of the creep).
+    private var drainWithinASecond: Double { delay.queueDelay / 1000 }
 
     /// A delay cut: the time and the queue it answered; and losses are judged afresh on packets
     /// sent after it (the queue that overflowed is what the cut answers: with a 100 ms round
