@@ -92,7 +92,7 @@ import Testing
                       Self.phase(20, 2_500_000, reach: 6), Self.phase(30, 600_000, utilization: 0.899, queue: 61)]
         let targets = CongestionMetrics.targets(phases, schedule: schedule)
         #expect(targets.map(\.met) == [false, false, false, false])
-        #expect(targets.map(\.worst) == ["never at 30 s", "0.899 at 30 s", "61 ms at 30 s", "6.0 s at 20 s"])
+        #expect(targets.map(\.firstMiss) == ["never at 30 s", "0.899 at 30 s", "61 ms at 30 s", "6.0 s at 20 s"])
         #expect(targets[1].summary == "utilization >= 0.9 in every phase: NOT met (0.899 at 30 s)")
     }
 }

@@ -142,10 +142,11 @@ public enum CongestionMetrics {
     public struct Target: Sendable, Equatable {
         public var name: String
         public var met: Bool?
-        public var worst: String?
+        /// The first phase that missed it, with its figure.
+        public var firstMiss: String?
 
         public var summary: String {
-            "\(name): " + (met.map { $0 ? "met" : "NOT met" + (worst.map { " (\($0))" } ?? "") } ?? "nothing to judge in this schedule")
+            "\(name): " + (met.map { $0 ? "met" : "NOT met" + (firstMiss.map { " (\($0))" } ?? "") } ?? "nothing to judge in this schedule")
         }
     }
 
@@ -160,7 +161,7 @@ public enum CongestionMetrics {
         func judge(_ name: String, _ some: [PhaseMetrics], _ figure: (PhaseMetrics) -> Double?, _ format: String, _ good: (Double) -> Bool) -> Target {
             guard !some.isEmpty else { return Target(name: name, met: nil) }
             let missed = some.first { figure($0).map(good) != true }
-            return Target(name: name, met: missed == nil, worst: missed.map { m in
+            return Target(name: name, met: missed == nil, firstMiss: missed.map { m in
                 (figure(m).map { String(format: format, $0) } ?? "never") + String(format: " at %.0f s", m.start)
             })
         }

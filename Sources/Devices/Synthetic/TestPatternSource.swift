@@ -101,17 +101,14 @@ public struct TestPatternSource: Sendable {
     static func readBits(row: Int, from frame: VideoFrame, scale: (x: Double, y: Double)) -> Int? {
         let y = Int((Double(row * markSize) + Double(markSize) / 2) * scale.y)
         guard Double(markBits * markSize) * scale.x <= Double(frame.width), y < frame.height else { return nil }
+        func level(_ at: Int) -> Int? {
+            let sample = frame.y[y * frame.strideY + Int(Double(at) * scale.x)]
+            return sample < 100 ? 0 : sample > 150 ? 1 : nil
+        }
         var value = 0
         for bit in 0..<markBits {
-            var levels: [Int] = []
-            for at in [5, 11] {
-                let x = Int(Double(bit * markSize + at) * scale.x)
-                let sample = frame.y[y * frame.strideY + x]
-                guard sample < 100 || sample > 150 else { return nil }
-                levels.append(sample > 150 ? 1 : 0)
-            }
-            guard levels[0] == levels[1] else { return nil }
-            value = value << 1 | levels[0]
+            guard let a = level(bit * markSize + 5), let b = level(bit * markSize + 11), a == b else { return nil }
+            value = value << 1 | a
         }
         return value
     }

@@ -66,7 +66,7 @@ public struct Pacer<Item: Sendable>: Sendable {
     /// waited too long.
     public func effectiveRate(now: Int64) -> Int {
         // A probe's rate, even below the pacing rate: padding fills up to it, and a gentle probe
-        // just above the estimate must not go out at the pacing rate (1.1x) when that is higher.
+        // just above the estimate must not go out at a pacing rate above it.
         if let probe, now < probe.until { return probe.cluster.bitrate }
         let waited = queueDelay(now: now)
         guard waited > maxQueueTime / 2 else { return pacingRate }
