@@ -22,12 +22,14 @@ let package = Package(
         // Linux system calls the Glibc module does not export (epoll, eventfd, accept4).
         .systemLibrary(name: "CLinux"),
 
+        // What every module needs from the operating system: named threads.
+        .target(name: "Platform", dependencies: ["CLinux"]),
         .target(name: "Codecs", dependencies: ["COpus", "CVPX", "CYUV"]),
-        .target(name: "RTPTransport", dependencies: ["CSRTP"]),
-        .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux"]),
-        .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2"]),
-        .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Devices", "RTPTransport"]),
+        .target(name: "RTPTransport", dependencies: ["CSRTP", "Platform"]),
+        .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux", "Platform"]),
+        .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2", "Platform"]),
+        .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Devices", "RTPTransport", "Platform"]),
         // Helpers shared by the test targets only.
         .target(name: "TestSupport", path: "Sources/TestSupport"),
 

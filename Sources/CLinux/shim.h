@@ -1,7 +1,8 @@
 #ifndef CALLEND_CLINUX_SHIM_H
 #define CALLEND_CLINUX_SHIM_H
-/* Linux interfaces Swift's Glibc module leaves out: epoll, eventfd, accept4. */
+/* Linux interfaces Swift's Glibc module leaves out: epoll, eventfd, accept4, prctl. */
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <stddef.h>
@@ -18,4 +19,6 @@ static inline unsigned int clinux_epollhup(void) { return EPOLLHUP; }
 static inline unsigned int clinux_epollerr(void) { return EPOLLERR; }
 static inline int clinux_epoll_cloexec(void) { return EPOLL_CLOEXEC; }
 static inline int clinux_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
+/* prctl is variadic, which Swift does not import. Names the calling thread (15 bytes kept). */
+static inline int clinux_set_thread_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL); }
 #endif

@@ -1,5 +1,6 @@
 import CallEndpoint
 import Foundation
+import Platform
 import Signaling
 import Synchronization
 
@@ -158,14 +159,12 @@ func runJoin(_ args: inout Arguments) throws {
     let socket = try control.map { path in try ControlSocket(path: path) { call.perform($0) } }
     defer { socket?.stop() }
     if !noStdin {
-        let reader = Thread {
+        startThread(named: "stdin-commands") {
             while let line = readLine() {
                 guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
                 emit(call.perform(line), status: false)
             }
         }
-        reader.name = "stdin-commands"
-        reader.start()
     }
     let summary = try call.run()
     if terminal { print("") }

@@ -9,7 +9,7 @@ let inCallDeviceLab = ProcessInfo.processInfo.environment["CALLEND_DEVICELAB"] =
 
 /// A call whose media comes from real drivers in the device lab VM (scripts/devicelab): vivid's
 /// camera and snd-aloop's loopback card. The lab runs its suites one at a time (--no-parallel).
-@Suite(.serialized, .timeLimit(.minutes(1)), .enabled(if: inCallDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
+@Suite(.serialized, .timeLimit(.minutes(2)), .enabled(if: inCallDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
 struct CallDeviceLab {
     /// Alice publishes /dev/video0 and the loopback card's capture side (fed with 440 Hz on its
     /// playback side); Bob decodes both. A mode switch through the control command reaches Bob
@@ -21,19 +21,18 @@ struct CallDeviceLab {
         let mic = try ALSAAudioDevice { $0.capturePCM = "plughw:CARD=Loopback,DEV=1"; $0.playbackPCM = nil }
         let feeding = Feeder(pcm: "plughw:CARD=Loopback,DEV=0")
         defer { feeding.stop() }
-        let alice = try service.connect("alice", media: Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: LocalAudioTrack(device: mic)), seconds: 40,
+        let alice = try service.connect("alice", media: Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: LocalAudioTrack(device: mic)), seconds: 100,
                                       mode: .manual)  // the user's mode switch is under test here, not the ladder's
-        usleep(300_000)
         let renderer = RecordingRenderer(), speaker = RecordingSpeaker()
         let bob = try service.connect("bob", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: try SyntheticAudioDevice(source: .silence)),
-                                                               renderers: [renderer], audioPlayout: speaker), seconds: 40)
+                                                               renderers: [renderer], audioPlayout: speaker), seconds: 100)
         defer { alice.disconnect(); bob.disconnect() }
         #expect(eventually(20) { renderer.frames >= 5 }, "bob decodes the camera: \(renderer.frames) frames")
         #expect(renderer.seen.withLock { ($0.width, $0.height) } == (320, 180))
         #expect(eventually(10) { speaker.rms > 500 }, "bob hears the loopback microphone: rms \(speaker.rms)")
         let reply = alice.perform("mode 640x360@15/YUYV")
         #expect(reply.contains(#""ok":true"#), "\(reply)")
-        #expect(eventually(20) { renderer.seen.withLock { ($0.width, $0.height) == (640, 360) } }, "bob decodes the new mode")
+        #expect(eventually(20) { renderer.seen.withLock { ($0.width, $0.height) == (640, 360) } }, "bob decodes the new mode: bob sees \(renderer.seen.withLock { $0 }), alice: \(alice.perform("stats")), bob: \(bob.perform("stats"))")
         let refused = alice.perform("mode 4000x4000@240")
         #expect(refused.contains(#""ok":false"#) && refused.contains("Supported modes"), "\(refused)")
     }

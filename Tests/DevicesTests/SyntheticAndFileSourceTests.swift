@@ -127,3 +127,28 @@ import TestSupport
         #expect(ContinuousClock.now - start >= .milliseconds(5 * 20 - 5))
     }
 }
+
+@Suite struct RealTimePacerTests {
+    /// Periods come at start + n x period; a caller a period late gets the next one at once.
+    @Test func periodsAreDueOnAFixedGrid() {
+        var pacer = RealTimePacer(period: .milliseconds(20))
+        let t0 = ContinuousClock.now
+        #expect(pacer.delay(now: t0) == .zero)
+        #expect(pacer.delay(now: t0 + .milliseconds(5)) == .milliseconds(15))
+        #expect(pacer.delay(now: t0 + .milliseconds(45)) == .zero, "the third period was due at 40 ms")
+        #expect(pacer.delay(now: t0 + .milliseconds(46)) == .milliseconds(14))
+        #expect(pacer.skipped == 0)
+    }
+
+    /// A caller that was not scheduled for a second skips the periods it missed instead of
+    /// taking 50 of them back to back (which a busy machine never catches up from).
+    @Test func aStalledCallerSkipsWhatItMissed() {
+        var pacer = RealTimePacer(period: .milliseconds(20))
+        let t0 = ContinuousClock.now
+        _ = pacer.delay(now: t0)
+        let late = t0 + .milliseconds(1005)
+        #expect(pacer.delay(now: late) == .zero)
+        #expect(pacer.delay(now: late) > .milliseconds(10), "the next period is on the grid after now, not due at once")
+        #expect(pacer.skipped == 49)
+    }
+}

@@ -1,6 +1,7 @@
 import Codecs
 import Devices
 import Foundation
+import Platform
 import Synchronization
 
 /// Audio in and out of a call: 48 kHz, 16-bit, interleaved, in 20 ms blocks. Capture delivers on
@@ -65,7 +66,7 @@ final class AudioThread: Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     init(name: String, step: @escaping @Sendable () -> Void) {
-        let thread = Thread { [self] in
+        startThread(named: name) { [self] in
             var pacer = RealTimePacer(period: AudioBlock.period)
             while !stopping.load(ordering: .relaxed) {
                 pacer.waitForNext()
@@ -73,8 +74,6 @@ final class AudioThread: Sendable {
             }
             finished.signal()
         }
-        thread.name = name
-        thread.start()
     }
 
     func stop() {

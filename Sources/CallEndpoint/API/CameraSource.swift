@@ -1,6 +1,7 @@
 import Codecs
 import Devices
 import Foundation
+import Platform
 import Synchronization
 
 /// Where a `CameraSource` takes its pictures from.
@@ -187,7 +188,7 @@ class PacedCapturer: @unchecked Sendable {  // `stopping` is atomic; the thread 
 
     func run(name: String, frameRate: Double, produce: @escaping @Sendable (Int) throws -> VideoFrame?, deliver: @escaping @Sendable (CameraOutput) -> Void) {
         started = true
-        let thread = Thread { [self] in
+        startThread(named: name) { [self] in
             defer { finished.signal() }
             var pacer = RealTimePacer(period: .microseconds(Int64(1_000_000 / frameRate)))
             var index = 0
@@ -203,8 +204,6 @@ class PacedCapturer: @unchecked Sendable {  // `stopping` is atomic; the thread 
                 index += 1
             }
         }
-        thread.name = name
-        thread.start()
     }
 
     func stop() {

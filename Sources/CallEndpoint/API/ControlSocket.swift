@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -40,12 +41,10 @@ public final class ControlSocket: Sendable {
             throw ConfigurationError("control socket \(path): \(message)")
         }
         listener = fd
-        let thread = Thread { [self] in
+        startThread(named: "control-socket") { [self] in
             acceptLoop(handler)
             acceptDone.signal()
         }
-        thread.name = "control-socket"
-        thread.start()
     }
 
     private static func isLive(_ path: String) -> Bool {
@@ -69,13 +68,11 @@ public final class ControlSocket: Sendable {
             guard client >= 0 else { continue }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             clients.withLock { _ = $0.insert(client) }
-            let thread = Thread { [self] in
+            startThread(named: "control-client") { [self] in
                 serve(client, handler)
                 clients.withLock { _ = $0.remove(client) }
                 close(client)
             }
-            thread.name = "control-client"
-            thread.start()
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Signaling
 import Synchronization
 
@@ -66,7 +67,7 @@ public final class Room: Sendable {
             delegate?.room(room, didReceive: event)
             if case .disconnected = event { room.continuation.finish() }
         }
-        let thread = Thread {
+        startThread(named: "room") {
             let outcome = Result { try call.run() }
             room.result.withLock { $0 = outcome }
             if case .failure(let error) = outcome {
@@ -74,8 +75,6 @@ public final class Room: Sendable {
             }
             room.done.signal()
         }
-        thread.name = "room \(options.roomName)"
-        thread.start()
         return room
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import RTPTransport
 import Signaling
 import Synchronization
@@ -100,8 +101,18 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token })
         let queue = events
         let emit = onEvent
+        let (log, room) = (self.log, options.roomName)
         configuration.eventHandler = { event in
             if let emit, let roomEvent = RoomEvent(event) { emit(roomEvent) }
+            // The signaling connection's ups and downs, for whoever reads the log (media goes on).
+            switch event {
+            case .reconnecting(let attempt, let delay, let reason):
+                log(String(format: "signaling: %@; reconnecting in %.1f s (attempt %d)", reason, Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18, attempt))
+            case .joined(_, _, rejoined: true):
+                log("signaling: joined room \(room) again")
+            default:
+                break
+            }
             queue.append(event)
         }
         let client = SignalingClient(configuration: configuration)
@@ -195,7 +206,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// well go on (RTCP silence ends a round whose peer really vanished).
     private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, participant: String, peer: String, remaining: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
         let roundOver = Atomic<Bool>(false)
-        let watcher = Thread { [self] in
+        startThread(named: "call-watcher") { [self] in
             while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
                 if events.removeAll(where: { if case .message(let m) = $0 { return m.kind == .bye }; return false }) > 0
                     || events.contains(where: { if case .message(let m) = $0 { return m.kind == .offer }; return false }) {
@@ -206,10 +217,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             }
             if stopRequested.load(ordering: .relaxed) { callMedia.stop() }
         }
-        watcher.start()
         current.withLock { $0.media = callMedia }
         // Every 100 ms: track subscriptions (first decoded video / audio); every second: status.
-        let reporter = Thread { [self] in
+        startThread(named: "call-reporter") { [self] in
             var previous: (sent: SenderStatistics, received: ReceiverSummary)?
             var subscribed = (video: false, audio: false)
             var tick = 0
@@ -233,7 +243,6 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 previous = now
             }
         }
-        reporter.start()
         defer {
             roundOver.store(true, ordering: .relaxed)
             current.withLock { $0.media = nil }

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import RTPTransport
 import Synchronization
 
@@ -95,11 +96,11 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         }
         let sent = Mutex<Result<SenderStatistics, any Error>?>(nil)
         let senderDone = DispatchSemaphore(value: 0)
-        Thread {
+        startThread(named: "media-sender") {
             let result = Result { try sender.run() }
             sent.withLock { $0 = result }
             senderDone.signal()
-        }.start()
+        }
         let received = try receiver.run()
         sender.stop()
         senderDone.wait()

@@ -1,6 +1,7 @@
 import Codecs
 import Devices
 import Foundation
+import Platform
 import RTPTransport
 import Synchronization
 
@@ -35,7 +36,12 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var videoPacketsLost: Int64 = 0
     public var retransmissionsReceived = 0
     public var framesDecoded = 0
+    /// Frames given up on: incomplete ones the jitter buffer skipped, and complete ones skipped
+    /// because decoding had fallen behind.
     public var framesDropped = 0
+    /// Pictures decoded but not rendered because a newer one was already waiting (a renderer
+    /// slower than the frame rate).
+    public var picturesNotRendered = 0
     public var decodeErrors = 0
     public var keyframes = 0
     public var nacksSent = 0
@@ -98,7 +104,6 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var audioStats: ReceiverStatistics?
         var videoSender: UDPAddress?
         var audioSender: UDPAddress?
-        var videoDecoder: VP8Decoder?
         var audioDecoder: OpusDecoder?
         var summary = ReceiverSummary()
         var lastPacket: Duration?
@@ -110,6 +115,8 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var lastTransportFeedback: Duration = .zero
     }
     private let state: Mutex<State>
+    /// Decoding and rendering, off the network thread and the lock.
+    private let videoStage: VideoDecodeStage
     let renderers: [any VideoRenderer]
     let speaker: (any AudioDevice)?
     /// What the receiver made from output paths itself, and so closes itself.
@@ -144,7 +151,6 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         (inboundAudio, outboundAudio) = try sessions(audioStream)
         var initial = State()
         initial.videoBuffer.retransmissionWait = Self.retransmissionWait(roundTripTime: initial.roundTripTime)
-        initial.videoDecoder = try VP8Decoder()
         initial.audioDecoder = try OpusDecoder(channels: 2)
         state = Mutex(initial)
         ownedRenderers = configuration.videoOutput.map { [VideoRenderers.forPath($0)] } ?? []
@@ -152,7 +158,11 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         ownedPlayout = configuration.audioPlayout != nil ? nil : try configuration.audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
         renderers = configuration.videoRenderers + ownedRenderers
         speaker = configuration.audioPlayout ?? ownedPlayout
+        videoStage = try VideoDecodeStage(renderers: renderers, clock: clock)
+        videoStage.start { [weak self] outcome in self?.decoded(outcome) }
     }
+
+    deinit { videoStage.stop(wait: false) }
 
     public func stop() { stopping.store(true, ordering: .relaxed) }
 
@@ -169,9 +179,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         }
         if audioStream != nil {
             try speaker?.startPlayout()
-            let thread = Thread { [self] in playAudio() }
-            thread.name = "audio-playout"
-            thread.start()
+            startThread(named: "audio-playout") { [self] in playAudio() }
         }
         var nextReport = Duration.seconds(1)
         while !stopping.load(ordering: .relaxed) {
@@ -198,6 +206,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             audioSocket?.close()
         }
         while audioStream != nil && !playoutDone.load(ordering: .relaxed) { usleep(1000) }
+        videoStage.stop()
         for renderer in ownedRenderers { renderer.finish() }
         ownedPlayout?.stopPlayout()
         return state.withLock { summarize($0) }
@@ -210,7 +219,9 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var summary = s.summary
         summary.elapsed = clock.now
         summary.videoPacketsLost = s.videoStats?.cumulativeLost ?? 0
-        summary.framesDropped = s.videoBuffer.framesDropped
+        let stage = videoStage.counts
+        summary.framesDropped = s.videoBuffer.framesDropped + stage.skipped
+        summary.picturesNotRendered = stage.notRendered
         summary.videoJitterMs = s.videoBuffer.jitterSeconds * 1000
         summary.audioRecoveredByFEC = s.audioBuffer.recoveredByFEC
         summary.audioConcealed = s.audioBuffer.concealed
@@ -266,32 +277,30 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             }
             s.nack.received(packet.sequenceNumber, now: arrival)
             _ = s.videoBuffer.insert(packet, arrival: arrival)
-            for frame in s.videoBuffer.popFrames(now: arrival) { decode(frame, state: &s) }
+            videoStage.submit(s.videoBuffer.popFrames(now: arrival))
         }
     }
 
-    private func decode(_ frame: VideoJitterBuffer.Frame, state s: inout State) {
-        for renderer in renderers { renderer.renderEncoded(frame.data, rtpTimestamp: frame.rtpTimestamp, isKeyframe: frame.isKeyframe) }
-        do {
-            guard let picture = try s.videoDecoder?.decode(frame.data) else { return }
+    /// What the decode stage made of a frame (on its thread).
+    private func decoded(_ outcome: VideoDecodeStage.Outcome) {
+        guard case .decoded(let picture, let isKeyframe) = outcome else {
+            state.withLock { s in
+                s.summary.decodeErrors += 1
+                s.needKeyframe = true
+            }
+            return
+        }
+        let latency = TestPatternSource.captureAge(of: picture).map { Double($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) }
+        let wantsNumber = state.withLock { $0.summary.firstFrameNumbers.count < 5 }
+        let number = wantsNumber ? TestPatternReader.frameNumber(in: picture) : nil
+        state.withLock { s in
             s.summary.framesDecoded += 1
             if s.summary.firstFrameAt == nil { s.summary.firstFrameAt = clock.now }
-            if frame.isKeyframe { s.summary.keyframes += 1 }
-            if let stamp = TestPatternSource.captureTime(in: picture) {
-                // Both clocks are CLOCK_MONOTONIC milliseconds modulo 2^32 (same machine).
-                let now = MonotonicClock.now
-                let nowMs = (now.components.seconds * 1000 + now.components.attoseconds / 1_000_000_000_000_000) & 0xffff_ffff
-                let stampMs = stamp.components.seconds * 1000 + stamp.components.attoseconds / 1_000_000_000_000_000
-                let latency = (nowMs - stampMs + (1 << 32)) % (1 << 32)
-                if latency < 10_000 { s.summary.videoLatenciesMs.append(Double(latency)) }
-            }
-            if s.summary.firstFrameNumbers.count < 5, let n = TestPatternReader.frameNumber(in: picture) { s.summary.firstFrameNumbers.append(n) }
+            if isKeyframe { s.summary.keyframes += 1 }
+            if let latency { s.summary.videoLatenciesMs.append(latency) }
+            if let number, s.summary.firstFrameNumbers.count < 5 { s.summary.firstFrameNumbers.append(number) }
             s.summary.videoWidth = picture.width
             s.summary.videoHeight = picture.height
-            for renderer in renderers { renderer.render(picture) }
-        } catch {
-            s.summary.decodeErrors += 1
-            s.needKeyframe = true
         }
     }
 
@@ -313,6 +322,8 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 out += feedback.map { .transportFeedback($0) }
                 s.lastTransportFeedback = now
             }
+            // Kept until a PLI goes out: the throttle may hold this one back.
+            if videoStage.takeKeyframeRequest() { s.needKeyframe = true }
             let wantsKeyframe = s.needKeyframe || s.videoBuffer.keyframeNeeded || s.nack.keyframeNeeded
             if wantsKeyframe, s.throttle.shouldRequest(now: now) {
                 out.append(.pictureLossIndication(PictureLossIndication(senderSSRC: ssrc, mediaSSRC: media)))
@@ -396,13 +407,13 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         s.summary.audioLatenciesMs += s.audioLatency.played(mono, at: playedAt)
     }
 
-    /// Pulls one 20 ms frame every 20 ms, as a sound card would.
+    /// Pulls one 20 ms frame every 20 ms, as a sound card would (one that was not served for a
+    /// while skips what it missed rather than playing it back to back).
     private func playAudio() {
         defer { playoutDone.store(true, ordering: .relaxed) }
-        var tick = 0
+        var pacer = RealTimePacer(period: .milliseconds(20))
         while !stopping.load(ordering: .relaxed) {
-            clock.sleep(until: .milliseconds(tick * 20))
-            tick += 1
+            pacer.waitForNext()
             state.withLock { s in
                 guard let decoder = s.audioDecoder else { return }
                 let playout = s.audioBuffer.nextPlayout()

@@ -1,6 +1,7 @@
 import Codecs
 import Devices
 import Foundation
+import Platform
 import RTPTransport
 import Synchronization
 
@@ -214,12 +215,10 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         let group = DispatchGroup()
         func spawn(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
             group.enter()
-            let thread = Thread {
+            startThread(named: name) {
                 do { try body() } catch { errors.withLock { $0.append(error) } }
                 group.leave()
             }
-            thread.name = name
-            thread.start()
         }
         if videoTrack != nil {
             spawn("video-send") { [self] in try sendVideo() }

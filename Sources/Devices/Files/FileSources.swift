@@ -5,23 +5,43 @@ import Glibc
 #endif
 
 /// Releases items at their due time on the monotonic clock: the n-th item at start + n × period.
-/// A consumer that falls behind gets the next item at once (no catch-up burst beyond that).
+/// A consumer a little behind gets the next item at once. One more than `maximumLag` periods
+/// behind (the machine was busy, the thread was not scheduled) skips the periods it missed and
+/// goes on from now, as a camera or a sound card drops what nobody took in time: catching up in
+/// a burst would only hand the encoder stale pictures and the network a burst of old audio,
+/// and on a machine that stays busy it never ends.
 public struct RealTimePacer: Sendable {
     public let period: Duration
+    public let maximumLag: Int
     private var start: ContinuousClock.Instant?
     private var index: Int64 = 0
+    /// Periods skipped so far because the caller fell behind.
+    public private(set) var skipped: Int64 = 0
 
-    public init(period: Duration) { self.period = period }
+    public init(period: Duration, maximumLag: Int = 2) {
+        self.period = period
+        self.maximumLag = maximumLag
+    }
 
-    /// Sleeps until the next period is due (the first call returns at once); a caller that fell
-    /// behind is not made to wait.
+    /// Sleeps until the next period is due (the first call returns at once).
     public mutating func waitForNext() {
-        let now = ContinuousClock.now
+        let wait = delay(now: ContinuousClock.now)
+        if wait > .zero { Thread.sleep(forTimeInterval: wait.secondsDouble) }
+    }
+
+    /// How long to wait at `now` for the next period, which is then counted as taken.
+    public mutating func delay(now: ContinuousClock.Instant) -> Duration {
         let origin = start ?? now
         if start == nil { start = now }
-        let due = origin + period * Int(index)
+        var due = origin + period * Int(index)
+        if now - due > period * maximumLag {
+            let behind = Int64((now - due) / period)
+            skipped += behind
+            index += behind
+            due = origin + period * Int(index)
+        }
         index += 1
-        if due > now { Thread.sleep(forTimeInterval: (due - now).secondsDouble) }
+        return due > now ? due - now : .zero
     }
 }
 

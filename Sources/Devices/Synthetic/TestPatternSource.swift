@@ -37,6 +37,16 @@ public struct TestPatternSource: Sendable {
         return .milliseconds(Int64(high) << 16 | Int64(low))
     }
 
+    /// How long ago (on this machine's monotonic clock) a picture stamped here was captured; nil
+    /// for a picture without a readable stamp or one over 10 s old (a misread, or another machine).
+    public static func captureAge(of frame: VideoFrame, now: Duration = MonotonicClock.now) -> Duration? {
+        guard let stamp = captureTime(in: frame) else { return nil }
+        let nowMs = (now.components.seconds * 1000 + now.components.attoseconds / 1_000_000_000_000_000) & 0xffff_ffff
+        let stampMs = stamp.components.seconds * 1000 + stamp.components.attoseconds / 1_000_000_000_000_000
+        let age = (nowMs - stampMs + (1 << 32)) % (1 << 32)
+        return age < 10_000 ? .milliseconds(age) : nil
+    }
+
     public mutating func nextFrame() -> VideoFrame {
         let n = frameNumber
         frameNumber += 1

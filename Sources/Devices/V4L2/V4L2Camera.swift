@@ -1,6 +1,7 @@
 internal import CV4L2
 import Codecs
 import Foundation
+import Platform
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -136,12 +137,10 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
     /// Starts the capture thread; `handler` runs on it for every event.
     public func start(handler: @escaping @Sendable (CameraEvent) -> Void) {
         finished.withLock { $0 = false }
-        let thread = Thread { [self] in
+        startThread(named: "camera \(path.split(separator: "/").last ?? "")") { [self] in
             run(handler)
             finished.withLock { $0 = true }
         }
-        thread.name = "camera \(path)"
-        thread.start()
     }
 
     /// Stops capturing and waits for the thread; the device is closed.

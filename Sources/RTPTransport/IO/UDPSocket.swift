@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -134,7 +135,7 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
         finished.withLock { $0 = false }
         var on: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, socklen_t(MemoryLayout<Int32>.size))
-        let thread = Thread { [self] in
+        startThread(named: name) { [self] in
             var buffer = [UInt8](repeating: 0, count: 65536)
             var control = [UInt8](repeating: 0, count: 128)
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -175,8 +176,6 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
             }
             finished.withLock { $0 = true }
         }
-        thread.name = name
-        thread.start()
     }
 
     /// The SCM_TIMESTAMPNS time in a received message's control data, if there is one.

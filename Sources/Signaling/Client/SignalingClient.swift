@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Synchronization
 internal import CLinux
 #if canImport(Glibc)
@@ -100,9 +101,7 @@ public final class SignalingClient: Sendable {
             return true
         }
         guard go else { close(wake); return }
-        let thread = Thread { [self] in self.run(wakeFD: wake) }
-        thread.name = "signaling-client"
-        thread.start()
+        startThread(named: "signaling-cli") { [self] in self.run(wakeFD: wake) }
     }
 
     /// Queues a relay message; returns the id it is sent under (the one given, or a new one).

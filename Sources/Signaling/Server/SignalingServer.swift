@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Synchronization
 internal import CLinux
 #if canImport(Glibc)
@@ -64,14 +65,10 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     /// Starts the loop thread and returns.
     public func start() {
-        let thread = Thread { [self] in
+        thread = startThread(named: "signaling-srv", stackSize: 1 << 20) { [self] in
             self.runLoop()
             self.finished.withLock { $0 = true }
         }
-        thread.name = "signaling-server"
-        thread.stackSize = 1 << 20
-        self.thread = thread
-        thread.start()
     }
 
     /// Runs the loop on the calling thread until `stop()`.

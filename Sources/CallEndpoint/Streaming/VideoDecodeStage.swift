@@ -1,0 +1,87 @@
+import Codecs
+import Dispatch
+import Platform
+import RTPTransport
+import Synchronization
+
+/// Decodes complete VP8 frames and hands the pictures to the renderers on a thread of its own,
+/// so that neither a slow decoder nor a slow renderer (a file on an SD card, a snapshot, a
+/// test's pixel statistics) holds up the network thread, the receiver's lock or audio playout.
+/// What it does when it falls behind is `DecodeBacklog`'s policy: skip, never queue up delay.
+final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderers are used on the stage's thread only; the backlog is behind a lock
+    /// What became of one frame, told to the receiver on the stage's thread.
+    enum Outcome {
+        case decoded(VideoFrame, isKeyframe: Bool)
+        case failed
+    }
+
+    private let backlog = Mutex(DecodeBacklog())
+    private let wake = DispatchSemaphore(value: 0)
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let clock: StreamClock
+    private let renderers: [any VideoRenderer]
+    private let decoder: DecoderBox
+
+    init(renderers: [any VideoRenderer], clock: StreamClock) throws {
+        self.renderers = renderers
+        self.clock = clock
+        decoder = DecoderBox(try VP8Decoder())
+    }
+
+    /// Starts the stage's thread; `report` runs on it for every frame decoded or refused.
+    func start(report: @escaping @Sendable (Outcome) -> Void) {
+        let (renderers, box) = (renderers, decoder)
+        startThread(named: "video-decode") { [self] in
+            while !stopping.load(ordering: .relaxed) || backlog.withLock({ $0.count > 0 }) {
+                guard let item = backlog.withLock({ $0.pop(now: clock.now) }) else {
+                    if stopping.load(ordering: .relaxed) { break }
+                    _ = wake.wait(timeout: .now() + .milliseconds(100))
+                    continue
+                }
+                let frame = item.frame
+                for renderer in renderers { renderer.renderEncoded(frame.data, rtpTimestamp: frame.rtpTimestamp, isKeyframe: frame.isKeyframe) }
+                do {
+                    guard let picture = try box.decoder.decode(frame.data) else { continue }
+                    report(.decoded(picture, isKeyframe: frame.isKeyframe))
+                    if item.render { for renderer in renderers { renderer.render(picture) } }
+                } catch {
+                    report(.failed)
+                }
+            }
+            finished.signal()
+        }
+    }
+
+    /// Queues frames the jitter buffer released (called on the network thread).
+    func submit(_ frames: [VideoJitterBuffer.Frame]) {
+        guard !frames.isEmpty else { return }
+        let now = clock.now
+        backlog.withLock { b in for frame in frames { b.push(frame, now: now) } }
+        wake.signal()
+    }
+
+    /// Whether frames were skipped for lack of a keyframe; clears the request.
+    func takeKeyframeRequest() -> Bool {
+        backlog.withLock { b in
+            defer { b.clearKeyframeRequest() }
+            return b.keyframeNeeded
+        }
+    }
+
+    var counts: (skipped: Int, notRendered: Int) { backlog.withLock { ($0.framesSkipped, $0.picturesNotRendered) } }
+
+    /// Decodes what is still queued, then ends the thread; waits for it unless told not to (a
+    /// receiver's deinit may run on the stage's own thread, which cannot wait for itself).
+    func stop(wait: Bool = true) {
+        guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        wake.signal()
+        if wait { finished.wait() }
+    }
+}
+
+/// Hands the decoder to the stage's thread, which alone uses it from then on.
+private final class DecoderBox: @unchecked Sendable {  // used by the stage's thread only, once started
+    let decoder: VP8Decoder
+    init(_ decoder: VP8Decoder) { self.decoder = decoder }
+}
