@@ -1,30 +1,45 @@
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
 @testable import RTPTransport
 
 @Suite struct UDPSocketTests {
-    /// A receive thread that is busy (here: 150 ms in the handler) reads the next datagram late;
-    /// the age the kernel stamp gives must cover that wait, or a busy receiver looks like a queue
-    /// on the path to the congestion controller.
+    /// A receive thread that is busy (here: held in the handler until the test lets it go) reads
+    /// the next datagram late; the age the kernel stamp gives must cover that wait, or a busy
+    /// receiver looks like a queue on the path to the congestion controller. Judged against the
+    /// test's own clock readings around each step, not against how fast the machine is.
     @Test func datagramAgeCountsTheTimeBeforeTheReceiverReadIt() throws {
         let receiver = try UDPSocket(bindHost: "127.0.0.1")
         let sender = try UDPSocket(bindHost: "127.0.0.1")
-        let ages = Mutex<[Duration]>([])
+        let seen = Mutex<[(age: Duration, handledAt: ContinuousClock.Instant)]>([])
+        let firstHandled = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         receiver.startReceiving(name: "age-test") { _, _, age in
-            let first = ages.withLock { $0.append(age); return $0.count == 1 }
-            if first { usleep(150_000) }
+            let first = seen.withLock { $0.append((age, ContinuousClock.now)); return $0.count == 1 }
+            if first {
+                firstHandled.signal()
+                release.wait()
+            }
         }
         defer { receiver.close() }
         let destination = try UDPAddress(host: "127.0.0.1", port: receiver.localPort)
+        let firstSent = ContinuousClock.now
         try sender.send([1], to: destination)
-        usleep(20_000)
+        #expect(firstHandled.wait(timeout: .now() + 30) == .success)
+        let secondSent = ContinuousClock.now
         try sender.send([2], to: destination)
-        for _ in 0..<100 where ages.withLock({ $0.count }) < 2 { usleep(10_000) }
-        let seen = ages.withLock { $0 }
-        try #require(seen.count == 2)
-        #expect(seen[0] < .milliseconds(50), "read at once: \(seen[0])")
-        #expect(seen[1] >= .milliseconds(100), "waited behind the busy handler: \(seen[1])")
+        usleep(100_000)  // the handler is busy this long (the scenario, not an ordering)
+        let released = ContinuousClock.now
+        release.signal()
+        for _ in 0..<3000 where seen.withLock({ $0.count }) < 2 { usleep(10_000) }
+        let (first, second) = try seen.withLock { s in
+            try #require(s.count == 2)
+            return (s[0], s[1])
+        }
+        let slack = Duration.milliseconds(2)
+        #expect(first.age <= first.handledAt - firstSent + slack, "no older than the time since it was sent: \(first.age)")
+        #expect(second.age >= released - secondSent - slack, "waited behind the busy handler: \(second.age), held \(released - secondSent)")
+        #expect(second.age <= second.handledAt - secondSent + slack, "\(second.age)")
     }
 
     @Test func controlDataWithoutATimestampGivesNone() {

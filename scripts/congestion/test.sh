@@ -14,7 +14,7 @@ fi
 bin=$(swift build --show-bin-path)/callend
 high=${CONGESTION_HIGH:-2500kbit} low=${CONGESTION_LOW:-600kbit}
 phase1=${CONGESTION_PHASE1:-9} phase2=${CONGESTION_PHASE2:-9} phase3=${CONGESTION_PHASE3:-10}
-seconds=$((phase1 + phase2 + phase3 + 1))
+seconds=$((phase1 + phase2 + phase3 + 3))
 source scripts/netns-topology.sh
 topology_start congestion
 # A 4 kB bucket (about three packets): the bottleneck behaves like a link, not a policer.
@@ -26,15 +26,17 @@ stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line";
 "$bin" token --new-secret > "$work/secret"
 ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
 pids+=($!)
-sleep 0.5
+wait_for "$work/serve.log" "listening on" 30 || exit 1
 token_a=$("$bin" token --room bottleneck --identity a --secret-file "$work/secret")
 token_b=$("$bin" token --room bottleneck --identity b --secret-file "$work/secret")
 common=(bottleneck --server 10.71.1.2:7000 --video-size 640x480 --fps 30 --duration "$seconds" --no-stdin)
 (ip netns exec "$a" env CALLEND_TOKEN="$token_a" "$bin" join "${common[@]}" 2>&1 | stamp > "$work/a.log") &
 pids+=($!)
-sleep 0.3
+wait_for "$work/a.log" "joined room" 30 || exit 1
 ip netns exec "$b" env CALLEND_TOKEN="$token_b" "$bin" join "${common[@]}" --video-source none > "$work/b.log" 2>&1 &
 pids+=($!)
+# The schedule starts when media flows (A's first stats line), not when B was launched.
+wait_for "$work/a.log" '"receivedFps"' 30 || exit 1
 start=$(date +%s.%N)
 sleep "$phase1"; drop=$(date +%s.%N); shape "$low"
 sleep "$phase2"; rise=$(date +%s.%N); shape "$high"

@@ -19,13 +19,13 @@ topology_start twohost
 "$bin" token --new-secret > "$work/secret"
 ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
 pids+=($!)
-sleep 0.5
+wait_for "$work/serve.log" "listening on" 30 || exit 1
 token_a=$("$bin" token --room rooftop --identity host-a --secret-file "$work/secret")
 token_b=$("$bin" token --room rooftop --identity host-b --secret-file "$work/secret")
 common=(--server 10.71.1.2:7000 --video-size 640x480 --fps 30 --duration "$seconds")
 ip netns exec "$a" env CALLEND_TOKEN="$token_a" "$bin" join rooftop "${common[@]}" --audio-out "$work/a.wav" > "$work/a.out" 2> "$work/a.err" &
 pids+=($!)
-sleep 0.5
+wait_for "$work/a.err" "joined room" 30 || exit 1
 ip netns exec "$b" env CALLEND_TOKEN="$token_b" "$bin" join rooftop "${common[@]}" --audio-out "$work/b.wav" > "$work/b.out" 2> "$work/b.err" &
 pids+=($!)
 status=0
