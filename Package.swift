@@ -17,6 +17,8 @@ let package = Package(
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        // GLib's include paths, for the libnice glue below only.
+        .systemLibrary(name: "CGObject", pkgConfig: "gobject-2.0", providers: [.apt(["libglib2.0-dev"])]),
         // libyuv ships no pkg-config file in Debian; the modulemap links it by name.
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         // Linux system calls the Glibc module does not export (epoll, eventfd, accept4).
@@ -25,11 +27,16 @@ let package = Package(
         // What every module needs from the operating system: named threads.
         .target(name: "Platform", dependencies: ["CLinux"]),
         .target(name: "Codecs", dependencies: ["COpus", "CVPX", "CYUV"]),
-        .target(name: "RTPTransport", dependencies: ["CSRTP", "Platform"]),
+        .target(name: "RTPTransport", dependencies: ["CSRTP", "CNice", "COpenSSL", "Platform"]),
         .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2", "Platform"]),
         .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
         .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Devices", "RTPTransport", "Platform"]),
+        // libnice (ICE, STUN, TURN, consent freshness) and the GLib main loop it runs on, behind a
+        // small C API of plain types: GLib's headers, imported into Swift, redefine the socket
+        // constants Glibc already exports and hide them from every file of the importing module.
+        .target(name: "CNice", dependencies: ["CGObject"],
+                linkerSettings: [.linkedLibrary("nice"), .linkedLibrary("gio-2.0"), .linkedLibrary("gobject-2.0"), .linkedLibrary("glib-2.0")]),
         // Helpers shared by the test targets only.
         .target(name: "TestSupport", path: "Sources/TestSupport"),
 

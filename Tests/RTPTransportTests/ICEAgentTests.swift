@@ -1,0 +1,112 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+@testable import RTPTransport
+
+/// Two ICE agents in one process, wired to each other the way signaling would (credentials,
+/// trickled candidates, end of candidates).
+final class AgentLog: Sendable {
+    let received = Mutex<(offerer: [[UInt8]], answerer: [[UInt8]])>(([], []))
+    let pairs = Mutex<(offerer: ICECandidatePair?, answerer: ICECandidatePair?)>((nil, nil))
+    let states = Mutex<(offerer: [ICEConnectionState], answerer: [ICEConnectionState])>(([], []))
+    let connected = DispatchSemaphore(value: 0)
+}
+
+final class AgentPair: Sendable {
+    let offerer: ICEAgent
+    let answerer: ICEAgent
+    let log = AgentLog()
+
+    init(relayOnly: Bool = false, servers: [ICEServer] = []) throws {
+        let offererCandidates = Mutex<[String]>([]), answererCandidates = Mutex<[String]>([])
+        var offering = ICEAgent.Configuration(controlling: true)
+        offering.servers = servers
+        offering.relayOnly = relayOnly
+        var answering = ICEAgent.Configuration(controlling: false)
+        answering.servers = servers
+        answering.relayOnly = relayOnly
+        let peers = Mutex<(offerer: ICEAgent?, answerer: ICEAgent?)>((nil, nil))
+        let log = log
+        offerer = try ICEAgent(configuration: offering, onEvent: { event in
+            switch event {
+            case .localCandidate(let c):
+                if let peer = peers.withLock({ $0.answerer }) { try? peer.addRemoteCandidate(c) } else { offererCandidates.withLock { $0.append(c) } }
+            case .gatheringDone: peers.withLock { $0.answerer }?.remoteGatheringDone()
+            case .selectedPair(let p): log.pairs.withLock { $0.offerer = p }
+            case .state(let s):
+                log.states.withLock { $0.offerer.append(s) }
+                if s == .ready { log.connected.signal() }
+            }
+        }, onData: { bytes in log.received.withLock { $0.offerer.append(bytes) } })
+        answerer = try ICEAgent(configuration: answering, onEvent: { event in
+            switch event {
+            case .localCandidate(let c):
+                if let peer = peers.withLock({ $0.offerer }) { try? peer.addRemoteCandidate(c) } else { answererCandidates.withLock { $0.append(c) } }
+            case .gatheringDone: peers.withLock { $0.offerer }?.remoteGatheringDone()
+            case .selectedPair(let p): log.pairs.withLock { $0.answerer = p }
+            case .state(let s): log.states.withLock { $0.answerer.append(s) }
+            }
+        }, onData: { bytes in log.received.withLock { $0.answerer.append(bytes) } })
+        try offerer.setRemoteCredentials(ufrag: answerer.localCredentials.ufrag, password: answerer.localCredentials.password)
+        try answerer.setRemoteCredentials(ufrag: offerer.localCredentials.ufrag, password: offerer.localCredentials.password)
+        try offerer.startGathering()
+        try answerer.startGathering()
+        peers.withLock { $0 = (offerer, answerer) }
+        for c in offererCandidates.withLock({ $0 }) { try answerer.addRemoteCandidate(c) }
+        for c in answererCandidates.withLock({ $0 }) { try offerer.addRemoteCandidate(c) }
+    }
+
+    func close() {
+        offerer.close()
+        answerer.close()
+    }
+}
+
+@Suite(.serialized) struct ICEAgentTests {
+    @Test func twoAgentsConnectAndCarryData() throws {
+        let pair = try AgentPair()
+        defer { pair.close() }
+        #expect(pair.log.connected.wait(timeout: .now() + 20) == .success, "ICE completes: \(pair.log.states.withLock { $0 })")
+        #expect(!pair.offerer.localCredentials.ufrag.isEmpty && pair.offerer.localCredentials.password.count >= 22)
+        // The answerer learns the pair once the offerer's nomination reaches it.
+        var delivered = false
+        for i in 0..<200 where !delivered {
+            pair.offerer.send([0x80, UInt8(i)])
+            pair.answerer.send([0x81, UInt8(i)])
+            delivered = pair.log.received.withLock { !$0.answerer.isEmpty && !$0.offerer.isEmpty }
+            usleep(10_000)
+        }
+        #expect(delivered, "data both ways")
+        let chosen = try #require(pair.log.pairs.withLock { $0.offerer })
+        #expect(chosen.local.type == "host" && chosen.remote.type == "host" && chosen.local.transport == "udp", "\(chosen)")
+    }
+
+    @Test func serverURLsParseAndBadOnesAreRefused() throws {
+        #expect(try ICEServer(url: "stun:stun.example.org:19302") == ICEServer(kind: .stun, host: "stun.example.org", port: 19302))
+        #expect(try ICEServer(url: "stun:10.0.0.1") == ICEServer(kind: .stun, host: "10.0.0.1", port: 3478))
+        #expect(try ICEServer(url: "turn:10.0.0.1:3478?transport=tcp", username: "u", credential: "p")
+                == ICEServer(kind: .turn(overTCP: true), host: "10.0.0.1", port: 3478, username: "u", credential: "p"))
+        #expect(try ICEServer(url: "turn:[2001:db8::1]:3479").host == "2001:db8::1")
+        #expect(try ICEServer(url: "turn:[2001:db8::1]:3479").url == "turn:[2001:db8::1]:3479?transport=udp")
+        for bad in ["", "stun", "http://x", "stun:", "stun:host:0", "stun:host:99999", "stun:host:3478?transport=udp",
+                    "turn:host:3478?transport=sctp", "turns:host:5349", "stun:user@host"] {
+            #expect(throws: ICEError.self, "\(bad)") { try ICEServer(url: bad) }
+        }
+        // A TURN server without credentials, or one that does not resolve, fails before gathering.
+        var configuration = ICEAgent.Configuration(controlling: true)
+        configuration.servers = [try ICEServer(url: "turn:127.0.0.1:3478")]
+        #expect(throws: ICEError.self) { try ICEAgent(configuration: configuration, onEvent: { _ in }, onData: { _ in }) }
+        configuration.servers = [try ICEServer(url: "stun:no-such-host.invalid:3478")]
+        #expect(throws: ICEError.self) { try ICEAgent(configuration: configuration, onEvent: { _ in }, onData: { _ in }) }
+    }
+
+    @Test func aCandidateLibniceCannotReadIsRefused() throws {
+        let agent = try ICEAgent(configuration: .init(controlling: true), onEvent: { _ in }, onData: { _ in })
+        defer { agent.close() }
+        try agent.startGathering()
+        #expect(throws: ICEError.self) { try agent.addRemoteCandidate("candidate:garbage") }
+        #expect(throws: ICEError.self) { try agent.setRemoteCredentials(ufrag: "", password: "") }
+        try agent.addRemoteCandidate("candidate:1 1 UDP 2013266431 192.0.2.1 50000 typ host")
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+@testable import RTPTransport
+
+/// An offer in the shape a current Chromium writes (audio first, every codec it has, RTX for
+/// each video codec, rtcp-fb for each, the extensions it uses, Unified Plan msid and SSRC lines),
+/// written by hand for these tests.
+let browserShapedOffer = """
+v=0\r
+o=- 4611731400430051336 2 IN IP4 127.0.0.1\r
+s=-\r
+t=0 0\r
+a=group:BUNDLE 0 1\r
+a=extmap-allow-mixed\r
+a=msid-semantic: WMS stream1\r
+m=audio 9 UDP/TLS/RTP/SAVPF 111 63 9 0 8 13 110 126\r
+c=IN IP4 0.0.0.0\r
+a=rtcp:9 IN IP4 0.0.0.0\r
+a=ice-ufrag:Xq7v\r
+a=ice-pwd:abcdefghijklmnopqrstuvwx\r
+a=ice-options:trickle\r
+a=fingerprint:sha-256 0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9:0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9\r
+a=setup:actpass\r
+a=mid:0\r
+a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level\r
+a=extmap:2 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time\r
+a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01\r
+a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r
+a=sendrecv\r
+a=msid:stream1 audiotrack1\r
+a=rtcp-mux\r
+a=rtcp-rsize\r
+a=rtpmap:111 opus/48000/2\r
+a=rtcp-fb:111 transport-cc\r
+a=fmtp:111 minptime=10;useinbandfec=1\r
+a=rtpmap:63 red/48000/2\r
+a=fmtp:63 111/111\r
+a=rtpmap:9 G722/8000\r
+a=rtpmap:0 PCMU/8000\r
+a=rtpmap:8 PCMA/8000\r
+a=rtpmap:13 CN/8000\r
+a=rtpmap:110 telephone-event/48000\r
+a=rtpmap:126 telephone-event/8000\r
+a=ssrc:1111 cname:browsercname\r
+a=ssrc:1111 msid:stream1 audiotrack1\r
+m=video 9 UDP/TLS/RTP/SAVPF 96 97 98 99 45 46\r
+c=IN IP4 0.0.0.0\r
+a=rtcp:9 IN IP4 0.0.0.0\r
+a=ice-ufrag:Xq7v\r
+a=ice-pwd:abcdefghijklmnopqrstuvwx\r
+a=ice-options:trickle\r
+a=fingerprint:sha-256 0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9:0A:1B:2C:3D:4E:5F:60:71:82:93:A4:B5:C6:D7:E8:F9\r
+a=setup:actpass\r
+a=mid:1\r
+a=extmap:14 urn:ietf:params:rtp-hdrext:toffset\r
+a=extmap:2 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time\r
+a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01\r
+a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r
+a=sendrecv\r
+a=msid:stream1 videotrack1\r
+a=rtcp-mux\r
+a=rtcp-rsize\r
+a=rtpmap:96 VP8/90000\r
+a=rtcp-fb:96 goog-remb\r
+a=rtcp-fb:96 transport-cc\r
+a=rtcp-fb:96 ccm fir\r
+a=rtcp-fb:96 nack\r
+a=rtcp-fb:96 nack pli\r
+a=rtpmap:97 rtx/90000\r
+a=fmtp:97 apt=96\r
+a=rtpmap:98 VP9/90000\r
+a=rtcp-fb:98 nack\r
+a=fmtp:98 profile-id=0\r
+a=rtpmap:99 rtx/90000\r
+a=fmtp:99 apt=98\r
+a=rtpmap:45 AV1/90000\r
+a=rtpmap:46 rtx/90000\r
+a=fmtp:46 apt=45\r
+a=ssrc-group:FID 2222 3333\r
+a=ssrc:2222 cname:browsercname\r
+a=ssrc:2222 msid:stream1 videotrack1\r
+a=ssrc:3333 cname:browsercname\r
+a=ssrc:3333 msid:stream1 videotrack1\r
+
+"""
+
+@Suite struct JSEPDescriptionTests {
+    @Test func aBrowserOfferIsRead() throws {
+        let offer = try JSEPDescription(type: .offer, sdp: browserShapedOffer)
+        #expect(offer.media.map(\.kind) == ["audio", "video"] && offer.bundle == ["0", "1"])
+        #expect(offer.transport.ufrag == "Xq7v" && offer.transport.setup == .actpass && offer.transport.fingerprint.bytes.count == 32)
+        let audio = offer.media[0], video = offer.media[1]
+        #expect(audio.codecs.map(\.name) == ["opus", "red", "G722", "PCMU", "PCMA", "CN", "telephone-event", "telephone-event"])
+        #expect(audio.codecs[0].parameters == "minptime=10;useinbandfec=1" && audio.codecs[0].channels == 2 && audio.codecs[0].feedback == ["transport-cc"])
+        #expect(audio.ssrc == 1111 && audio.cname == "browsercname" && audio.msid == "stream1 audiotrack1")
+        #expect(video.codecs.map(\.name) == ["VP8", "VP9", "AV1"], "RTX entries attach to their codec")
+        #expect(video.codecs[0].rtxPayloadType == 97 && video.codecs[1].rtxPayloadType == 99 && video.codecs[2].rtxPayloadType == 46)
+        #expect(video.codecs[0].feedback == ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
+        #expect(video.ssrc == 2222 && video.rtxSSRC == 3333)
+        #expect(video.extensionID(TransportSequenceNumber.uri) == 3 && video.extensionID("urn:ietf:params:rtp-hdrext:sdes:mid") == 4)
+        #expect(video.direction == .sendrecv && video.rtcpMux && video.rtcpReducedSize)
+    }
+
+    @Test func whatCallendWritesReadsBackTheSame() throws {
+        var video = JSEPDescription.Media(kind: "video", mid: "1")
+        video.codecs = [.init(payloadType: 96, name: "VP8", clockRate: 90_000, feedback: ["nack", "nack pli", "ccm fir", "transport-cc"], rtxPayloadType: 97)]
+        video.extensions = [.init(id: 3, uri: TransportSequenceNumber.uri)]
+        video.ssrc = 5
+        video.rtxSSRC = 6
+        video.cname = "cn"
+        video.msid = "s v"
+        video.direction = .sendonly
+        video.formats = ["96", "97"]
+        var audio = JSEPDescription.Media(kind: "audio", mid: "0")
+        audio.codecs = [.init(payloadType: 111, name: "opus", clockRate: 48_000, channels: 2, parameters: "minptime=10;useinbandfec=1", feedback: ["transport-cc"])]
+        audio.ssrc = 7
+        audio.cname = "cn"
+        audio.formats = ["111"]
+        var rejected = JSEPDescription.Media(kind: "application", mid: "2")
+        rejected.port = 0
+        rejected.proto = "UDP/DTLS/SCTP"
+        rejected.formats = ["webrtc-datachannel"]
+        (rejected.direction, rejected.rtcpMux, rejected.rtcpReducedSize) = (.inactive, false, false)
+        var transport = JSEPDescription.Transport(ufrag: "abcd", password: String(repeating: "p", count: 24),
+                                                  fingerprint: DTLSFingerprint(algorithm: "sha-256", bytes: Array(0..<32)), setup: .active)
+        transport.candidates = ["candidate:1 1 UDP 2130706431 10.0.0.1 5000 typ host"]
+        transport.endOfCandidates = true
+        let written = JSEPDescription(type: .answer, sessionID: 42, media: [audio, video, rejected], transport: transport)
+        #expect(written.bundle == ["0", "1"], "a rejected section is not bundled")
+        let read = try JSEPDescription(type: .answer, sdp: written.sdp)
+        for (r, w) in zip(read.media, written.media) { #expect(r == w, "\(r)\n\(w)") }
+        #expect(read.transport == written.transport && read.sessionID == 42)
+        #expect(written.sdp.contains("m=application 0 UDP/DTLS/SCTP webrtc-datachannel\r\n"))
+        #expect(written.sdp.hasSuffix("\r\n") && !written.sdp.contains("\n\n"))
+    }
+
+    /// Each case: what is replaced (with what) and the words the error must contain.
+    @Test(arguments: [
+        ("a=group:BUNDLE 0 1\r\n", "", "BUNDLE"),
+        ("a=ice-ufrag:Xq7v\r\n", "", "ice-ufrag"),
+        ("a=fingerprint:", "a=x-fingerprint:", "fingerprint"),
+        ("a=rtcp-mux\r\n", "", "rtcp-mux"),
+        ("a=setup:actpass", "a=setup:sideways", "setup"),
+        ("v=0", "hello", "x=value"),
+        ("m=audio 9 UDP", "m=audio nine UDP", "m= line"),
+        ("abcdefghijklmnopqrstuvwx", "short", "length"),
+        ("a=rtpmap:96 VP8/90000", "a=rtpmap:96 VP8", "clock rate"),
+    ])
+    func badOffersAreRefusedWithTheReason(old: String, new: String, reason: String) {
+        do {
+            _ = try JSEPDescription(type: .offer, sdp: browserShapedOffer.replacingOccurrences(of: old, with: new))
+            Issue.record("'\(old)' -> '\(new)': accepted")
+        } catch {
+            #expect(error.description.contains(reason), "'\(old)' -> '\(new)': \(error)")
+        }
+    }
+
+    @Test func anAnswerMustNotSayActpass() {
+        #expect(throws: ParseError.self) { try JSEPDescription(type: .answer, sdp: browserShapedOffer) }
+    }
+
+    /// Every truncation of a valid description either parses or throws; none traps.
+    @Test func everyTruncationIsHandled() {
+        let bytes = Array(browserShapedOffer.utf8)
+        for length in stride(from: 0, to: bytes.count, by: 7) {
+            _ = try? JSEPDescription(type: .offer, sdp: String(decoding: bytes.prefix(length), as: UTF8.self))
+        }
+    }
+}
