@@ -159,11 +159,22 @@ a=ssrc:3333 msid:stream1 videotrack1\r
         #expect(throws: ParseError.self) { try JSEPDescription(type: .answer, sdp: browserShapedOffer) }
     }
 
-    /// Every truncation of a valid description either parses or throws; none traps.
+    /// Every truncation of a valid description, and every line cut short, either parses or
+    /// throws; none traps (a=ssrc: with nothing after it once indexed an empty split).
     @Test func everyTruncationIsHandled() {
         let bytes = Array(browserShapedOffer.utf8)
-        for length in stride(from: 0, to: bytes.count, by: 7) {
+        for length in 0..<bytes.count {
             _ = try? JSEPDescription(type: .offer, sdp: String(decoding: bytes.prefix(length), as: UTF8.self))
+        }
+        let lines = browserShapedOffer.components(separatedBy: "\r\n")
+        for (i, line) in lines.enumerated() {
+            for cut in [2, line.count / 2, line.count - 1] where cut >= 0 && cut < line.count {
+                var edited = lines
+                edited[i] = String(line.prefix(cut))
+                _ = try? JSEPDescription(type: .offer, sdp: edited.joined(separator: "\r\n"))
+                edited[i] = String(line.prefix(cut)) + "/"
+                _ = try? JSEPDescription(type: .offer, sdp: edited.joined(separator: "\r\n"))
+            }
         }
     }
 }

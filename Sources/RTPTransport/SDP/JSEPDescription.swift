@@ -172,7 +172,7 @@ public struct JSEPDescription: Sendable, Equatable {
         for d in [Direction.sendrecv, .sendonly, .recvonly, .inactive] where m.has(d.rawValue) { media.direction = d }
         for e in m.attributes("extmap") {
             let fields = e.split(separator: " ")
-            guard fields.count >= 2, let id = UInt8(fields[0].split(separator: "/")[0]), (1...255).contains(id) else {
+            guard fields.count >= 2, let id = UInt8(fields[0].split(separator: "/").first ?? ""), (1...255).contains(id) else {
                 throw ParseError("SDP", "a=extmap:\(e.prefix(40)) is not ID URI")
             }
             media.extensions.append(HeaderExtension(id: id, uri: String(fields[1])))
@@ -215,7 +215,7 @@ public struct JSEPDescription: Sendable, Equatable {
         }
         for s in m.attributes("ssrc") {
             let fields = s.split(separator: " ", maxSplits: 1)
-            guard let id = UInt32(fields[0]) else { continue }
+            guard let first = fields.first, let id = UInt32(first) else { continue }
             if media.ssrc == nil { media.ssrc = id }
             if id == media.ssrc, fields.count == 2, fields[1].hasPrefix("cname:") { media.cname = String(fields[1].dropFirst(6)) }
         }

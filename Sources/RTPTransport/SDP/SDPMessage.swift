@@ -84,7 +84,7 @@ public struct SDPMessage: Sendable, Equatable {
             }
             if type == "m" {
                 let fields = value.split(separator: " ", omittingEmptySubsequences: true)
-                guard fields.count >= 3, let port = Int(fields[1].split(separator: "/")[0]), (0...65535).contains(port) else {
+                guard fields.count >= 3, let port = Int(fields[1].split(separator: "/").first ?? ""), (0...65535).contains(port) else {
                     throw ParseError("SDP", "m= line needs MEDIA PORT PROTO [FORMATS]: '\(value.prefix(60))'")
                 }
                 media.append(MediaSection(kind: String(fields[0]), port: port, proto: String(fields[2]), formats: fields.dropFirst(3).map(String.init)))
