@@ -81,18 +81,19 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         receiving.videoRenderers = media.renderers
         receiving.transportSequenceExtensionID = call.streams.first { $0.kind == "video" }?.transportSequenceExtensionID
         receiving.audioPlayout = media.audioPlayout
-        let sender = try MediaSender(configuration: sending, sockets: (videoSocket, audioSocket), tracks: tracks)
-        let receiver = try MediaReceiver(configuration: receiving, sockets: (videoSocket, audioSocket))
+        let keys = call.srtp.map { UDPPairTransport.Keys(profile: $0.profile, send: $0.sendKey, receive: $0.receiveKey) }
+        let transport = try UDPPairTransport(sockets: [.video: videoSocket, .audio: audioSocket],
+                                             destinations: [.video: try UDPAddress(host: call.remoteHost, port: sending.videoPort),
+                                                            .audio: try UDPAddress(host: call.remoteHost, port: sending.audioPort)],
+                                             keys: keys.map { [.video: $0, .audio: $0] } ?? [:])
+        let sender = try MediaSender(configuration: sending, transport: transport, tracks: tracks)
+        let receiver = try MediaReceiver(configuration: receiving, transport: transport)
         parts.withLock { $0 = (sender, receiver) }
-        // One receive thread per socket routes: RTP to the receiver, RTCP to both (SR and BYE
-        // concern the receiver; RR, NACK, PLI and FIR the sender).
-        videoSocket.startReceiving(name: "call-video") { bytes, from, age in
-            if isRTCP(bytes) { sender.handleRTCP(bytes) }
-            receiver.receiveVideo(bytes, from: from, age: age)
-        }
-        audioSocket.startReceiving(name: "call-audio") { bytes, from, _ in
-            if isRTCP(bytes) { sender.handleRTCP(bytes) }
-            receiver.receiveAudio(bytes, from: from)
+        // RTP to the receiver, RTCP to both (SR and BYE concern the receiver; RR, NACK, PLI and
+        // FIR the sender).
+        transport.startDelivering { packet in
+            if packet.isRTCP { sender.handleRTCP(packet.bytes) }
+            receiver.receive(packet)
         }
         let sent = Mutex<Result<SenderStatistics, any Error>?>(nil)
         let senderDone = DispatchSemaphore(value: 0)

@@ -80,13 +80,11 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     public let configuration: MediaReceiverConfiguration
     let videoStream: StreamDescription?
     let audioStream: StreamDescription?
-    let videoSocket: UDPSocket?
-    let audioSocket: UDPSocket?
-    let inboundVideo: SRTPSession?, inboundAudio: SRTPSession?
-    let outboundVideo: SRTPSession?, outboundAudio: SRTPSession?
+    /// Where packets come from: the SDP file's two ports (made here), or a call's transport.
+    let transport: any PacketTransport
     let ssrc = UInt32.random(in: 1...UInt32.max)
-    /// False when a call owns the sockets and routes datagrams here itself.
-    let ownsSockets: Bool
+    /// False when a call owns the transport and routes packets here itself.
+    let ownsTransport: Bool
     let clock = StreamClock()
     private let stopping = Atomic<Bool>(false)
 
@@ -102,8 +100,6 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var throttle = KeyframeRequestThrottle()
         var videoStats: ReceiverStatistics?
         var audioStats: ReceiverStatistics?
-        var videoSender: UDPAddress?
-        var audioSender: UDPAddress?
         var audioDecoder: OpusDecoder?
         var summary = ReceiverSummary()
         var lastPacket: Duration?
@@ -123,7 +119,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     let ownedRenderers: [any VideoRenderer]
     let ownedPlayout: (any AudioDevice)?
 
-    public init(configuration: MediaReceiverConfiguration, sockets: (video: UDPSocket, audio: UDPSocket)? = nil) throws {
+    public init(configuration: MediaReceiverConfiguration, transport: (any PacketTransport)? = nil) throws {
         self.configuration = configuration
         let streams = configuration.description.streams
         videoStream = streams.first { $0.kind == .video }
@@ -134,21 +130,21 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         if let a = audioStream, a.encodingName.lowercased() != "opus" {
             throw ParseError("SDP", "audio is \(a.encodingName); callend receives Opus")
         }
-        ownsSockets = sockets == nil
-        if let sockets {
-            videoSocket = sockets.video
-            audioSocket = sockets.audio
+        ownsTransport = transport == nil
+        if let transport {
+            self.transport = transport
         } else {
-            videoSocket = try videoStream.map { try UDPSocket(bindHost: configuration.listenHost, port: $0.port) }
-            audioSocket = try audioStream.map { try UDPSocket(bindHost: configuration.listenHost, port: $0.port) }
+            // The SDP file's ports; RTCP goes back to whoever sends, under the stream's own key.
+            var sockets: [MediaKind: UDPSocket] = [:], keys: [MediaKind: UDPPairTransport.Keys] = [:]
+            for (kind, stream) in [(MediaKind.video, videoStream), (.audio, audioStream)] {
+                guard let stream else { continue }
+                sockets[kind] = try UDPSocket(bindHost: configuration.listenHost, port: stream.port)
+                if let crypto = stream.crypto {
+                    keys[kind] = .init(profile: crypto.profile, send: configuration.srtpSendKey ?? crypto.keyMaterial, receive: crypto.keyMaterial)
+                }
+            }
+            self.transport = try UDPPairTransport(sockets: sockets, keys: keys)
         }
-        func sessions(_ stream: StreamDescription?) throws -> (SRTPSession?, SRTPSession?) {
-            guard let crypto = stream?.crypto else { return (nil, nil) }
-            return (try SRTPSession(profile: crypto.profile, keyMaterial: crypto.keyMaterial, direction: .inbound),
-                    try SRTPSession(profile: crypto.profile, keyMaterial: configuration.srtpSendKey ?? crypto.keyMaterial, direction: .outbound))
-        }
-        (inboundVideo, outboundVideo) = try sessions(videoStream)
-        (inboundAudio, outboundAudio) = try sessions(audioStream)
         var initial = State()
         initial.videoBuffer.retransmissionWait = Self.retransmissionWait(roundTripTime: initial.roundTripTime)
         initial.audioDecoder = try OpusDecoder(channels: 2)
@@ -173,10 +169,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     }
 
     public func run() throws -> ReceiverSummary {
-        if ownsSockets {
-            videoSocket?.startReceiving(name: "video-receive") { [self] bytes, from, age in receiveVideo(bytes, from: from, age: age) }
-            audioSocket?.startReceiving(name: "audio-receive") { [self] bytes, from, _ in receiveAudio(bytes, from: from) }
-        }
+        if ownsTransport { transport.startDelivering { [self] packet in receive(packet) } }
         if audioStream != nil {
             try speaker?.startPlayout()
             startThread(named: "audio-playout") { [self] in playAudio() }
@@ -201,10 +194,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             }
         }
         stop()
-        if ownsSockets {
-            videoSocket?.close()
-            audioSocket?.close()
-        }
+        if ownsTransport { transport.close() }
         while audioStream != nil && !playoutDone.load(ordering: .relaxed) { usleep(1000) }
         videoStage.stop()
         for renderer in ownedRenderers { renderer.finish() }
@@ -230,26 +220,33 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     private let playoutDone = Atomic<Bool>(false)
 
-    /// RFC 5761 demultiplexing on a shared port: RTCP is handled here, RTP is decrypted (when
-    /// SRTP is on) and parsed for the caller; anything that fails authentication or parsing is dropped.
-    private func demultiplex(_ datagram: [UInt8], inbound: SRTPSession?, arrival: Duration) -> RTPPacket? {
-        if isRTCP(datagram) {
-            handleRTCP(datagram, inbound: inbound, arrival: arrival)
-            return nil
+    /// One packet from the transport (clear): RTCP is handled here; RTP goes to the video or
+    /// audio path by the kind the transport knows, else by payload type (a bundled transport
+    /// carries both); anything that does not parse or belongs to neither is dropped.
+    public func receive(_ received: ReceivedPacket) {
+        // When the kernel stamped the datagram, when known, not when this thread got to it.
+        let arrival = clock.now - received.age
+        if received.isRTCP {
+            handleRTCP(received.bytes, arrival: arrival)
+            return
         }
-        guard let bytes = inbound.map({ try? $0.unprotectRTP(datagram) }) ?? datagram else { return nil }
-        return try? RTPPacket(parsing: bytes)
+        guard let packet = try? RTPPacket(parsing: received.bytes) else { return }
+        let video = videoStream.map { packet.payloadType == $0.payloadType || packet.payloadType == $0.rtxPayloadType } ?? false
+        let audio = audioStream.map { packet.payloadType == $0.payloadType } ?? false
+        switch received.kind {
+        case .video?: if video { receiveVideo(packet, arrival: arrival) }
+        case .audio?: if audio { receiveAudio(packet, arrival: arrival) }
+        case nil:
+            if video { receiveVideo(packet, arrival: arrival) } else if audio { receiveAudio(packet, arrival: arrival) }
+        }
     }
 
     // MARK: Video
 
-    func receiveVideo(_ datagram: [UInt8], from: UDPAddress, age: Duration = .zero) {
+    private func receiveVideo(_ received: RTPPacket, arrival: Duration) {
         guard let stream = videoStream else { return }
-        // When the kernel stamped the datagram, not when this thread got to it.
-        let arrival = clock.now - age
-        guard var packet = demultiplex(datagram, inbound: inboundVideo, arrival: arrival) else { return }
+        var packet = received
         state.withLock { s in
-            s.videoSender = from
             s.lastPacket = arrival
             // Every packet on the port counts for congestion control: media, RTX and probe padding.
             if let id = configuration.transportSequenceExtensionID, let data = packet.headerExtension(id: id),
@@ -305,9 +302,9 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     }
 
     private func sendFeedback(now: Duration) {
-        guard let stream = videoStream, let socket = videoSocket else { return }
-        let (packets, destination): ([RTCPPacket], UDPAddress?) = state.withLock { s in
-            guard let sender = s.videoSender, let media = s.videoStats?.ssrc else { return ([], nil) }
+        guard let stream = videoStream else { return }
+        let packets: [RTCPPacket] = state.withLock { s in
+            guard let media = s.videoStats?.ssrc else { return [] }
             var out: [RTCPPacket] = []
             if stream.feedback.contains("nack") {
                 let lost = s.nack.due(now: now, roundTripTime: s.roundTripTime)
@@ -332,43 +329,28 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 s.videoBuffer.clearKeyframeRequest()
                 s.nack.clearKeyframeRequest()
             }
-            return (out, sender)
+            return out
         }
-        guard !packets.isEmpty, let destination else { return }
+        guard !packets.isEmpty else { return }
         // RFC 4585 feedback goes in a compound packet that starts with a report.
         let report: RTCPPacket = .receiverReport(ReceiverReport(ssrc: ssrc))
-        send([report] + packets, socket: socket, outbound: outboundVideo, to: destination)
+        send([report] + packets, kind: .video)
     }
 
+    /// A receiver report per stream heard from, every second (RFC 3550 §6.4.2).
     private func sendReports(now: Duration) {
-        let (video, audio) = state.withLock { s in
-            (s.videoStats.map { ($0, s.videoSender) }.flatMap { stats, sender in sender.map { (stats, $0) } },
-             s.audioStats.map { ($0, s.audioSender) }.flatMap { stats, sender in sender.map { (stats, $0) } })
-        }
-        if let (_, sender) = video, let socket = videoSocket {
-            let block = state.withLock { $0.videoStats!.makeReport(now: now) }
-            send([.receiverReport(ReceiverReport(ssrc: ssrc, reports: [block])), .sourceDescription(SourceDescription(ssrc: ssrc, cname: "callend-receiver"))],
-                 socket: socket, outbound: outboundVideo, to: sender)
-        }
-        if let (_, sender) = audio, let socket = audioSocket {
-            let block = state.withLock { $0.audioStats!.makeReport(now: now) }
-            send([.receiverReport(ReceiverReport(ssrc: ssrc, reports: [block])), .sourceDescription(SourceDescription(ssrc: ssrc, cname: "callend-receiver"))],
-                 socket: socket, outbound: outboundAudio, to: sender)
+        let (video, audio) = state.withLock { s in (s.videoStats?.makeReport(now: now), s.audioStats?.makeReport(now: now)) }
+        for (kind, block) in [(MediaKind.video, video), (.audio, audio)] {
+            guard let block else { continue }
+            send([.receiverReport(ReceiverReport(ssrc: ssrc, reports: [block])), .sourceDescription(SourceDescription(ssrc: ssrc, cname: "callend-receiver"))], kind: kind)
         }
     }
 
-    private func send(_ packets: [RTCPPacket], socket: UDPSocket, outbound: SRTPSession?, to destination: UDPAddress) {
-        var bytes = RTCPPacket.serializeCompound(packets)
-        if let outbound { bytes = (try? outbound.protectRTCP(bytes)) ?? [] }
-        if !bytes.isEmpty { try? socket.send(bytes, to: destination) }
+    private func send(_ packets: [RTCPPacket], kind: MediaKind) {
+        transport.sendRTCP(RTCPPacket.serializeCompound(packets), kind: kind)
     }
 
-    private func handleRTCP(_ datagram: [UInt8], inbound: SRTPSession?, arrival: Duration) {
-        var bytes = datagram
-        if let inbound {
-            guard let clear = try? inbound.unprotectRTCP(datagram) else { return }
-            bytes = clear
-        }
+    private func handleRTCP(_ bytes: [UInt8], arrival: Duration) {
         guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
         state.withLock { s in
             s.lastPacket = arrival
@@ -387,12 +369,9 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     // MARK: Audio
 
-    func receiveAudio(_ datagram: [UInt8], from: UDPAddress) {
-        guard let stream = audioStream else { return }
-        let arrival = clock.now
-        guard let packet = demultiplex(datagram, inbound: inboundAudio, arrival: arrival), packet.payloadType == stream.payloadType else { return }
+    private func receiveAudio(_ packet: RTPPacket, arrival: Duration) {
+        guard audioStream != nil else { return }
         state.withLock { s in
-            s.audioSender = from
             s.lastPacket = arrival
             if s.audioStats == nil { s.audioStats = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 48_000) }
             s.audioStats?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival)

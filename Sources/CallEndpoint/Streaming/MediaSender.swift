@@ -78,6 +78,8 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     public var mode: String?
     public var decisions: [EncodingDecision] = []
     public var paddingBytes = 0
+    /// Packets the transport could not send (no path yet, a network error): counted, never fatal.
+    public var sendErrors = 0
     /// Auto mode: pictures not encoded because the pacer still held earlier ones (encoder
     /// pushback), and retransmissions refused because the retransmission budget was spent.
     public var framesHeldBack = 0
@@ -100,17 +102,13 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
 /// keyframe; sends SR and SDES every second. Capture, encoding and sending run on dedicated threads.
 public final class MediaSender: @unchecked Sendable {  // mutable sending state is behind `state`; sockets and sessions are thread-safe
     public let configuration: MediaSenderConfiguration
-    let videoSocket: UDPSocket
-    let audioSocket: UDPSocket
-    let videoDestination: UDPAddress
-    let audioDestination: UDPAddress
-    let outbound: SRTPSession?
-    let inbound: SRTPSession?
+    /// Where packets go: the configuration's two ports (made here), or a call's transport.
+    let transport: any PacketTransport
     let videoSSRC: UInt32
     let rtxSSRC: UInt32
     let audioSSRC: UInt32
-    /// False when a call owns the sockets and routes the peer's RTCP here itself.
-    let ownsSockets: Bool
+    /// False when a call owns the transport and routes the peer's RTCP here itself.
+    let ownsTransport: Bool
     let cname = "callend-\(UInt32.random(in: 1...UInt32.max))"
     let clock = StreamClock()
     private let keyframeWanted = Atomic<Bool>(false)
@@ -141,7 +139,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     /// `tracks` are a call's published tracks, which outlive one media session; without them the
     /// sender opens the configuration's sources itself and closes them when it ends.
-    public init(configuration: MediaSenderConfiguration, sockets: (video: UDPSocket, audio: UDPSocket)? = nil,
+    public init(configuration: MediaSenderConfiguration, transport: (any PacketTransport)? = nil,
                 tracks: (video: LocalVideoTrack?, audio: LocalAudioTrack?)? = nil) throws {
         self.configuration = configuration
         if let tracks {
@@ -155,19 +153,20 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         videoSSRC = configuration.ssrcs?.video ?? UInt32.random(in: 1...UInt32.max)
         rtxSSRC = configuration.ssrcs?.rtx ?? UInt32.random(in: 1...UInt32.max)
         audioSSRC = configuration.ssrcs?.audio ?? UInt32.random(in: 1...UInt32.max)
-        ownsSockets = sockets == nil
-        videoSocket = try sockets?.video ?? UDPSocket()
-        audioSocket = try sockets?.audio ?? UDPSocket()
-        videoDestination = try UDPAddress(host: configuration.destinationHost, port: configuration.videoPort)
-        audioDestination = try UDPAddress(host: configuration.destinationHost, port: configuration.audioPort)
-        if let srtp = configuration.srtp {
-            outbound = try SRTPSession(profile: srtp.profile, keyMaterial: srtp.keyMaterial, direction: .outbound)
-            // The receiver's RTCP comes back under the same key (one a=crypto line), or under the
-            // peer's own key in a call.
-            inbound = try SRTPSession(profile: srtp.profile, keyMaterial: configuration.srtpReceiveKey ?? srtp.keyMaterial, direction: .inbound)
+        ownsTransport = transport == nil
+        if let transport {
+            self.transport = transport
         } else {
-            outbound = nil
-            inbound = nil
+            let destinations: [MediaKind: UDPAddress] = [
+                .video: try UDPAddress(host: configuration.destinationHost, port: configuration.videoPort),
+                .audio: try UDPAddress(host: configuration.destinationHost, port: configuration.audioPort),
+            ]
+            // The receiver's RTCP comes back under the same key (one a=crypto line).
+            let keys = configuration.srtp.map { srtp in
+                UDPPairTransport.Keys(profile: srtp.profile, send: srtp.keyMaterial, receive: configuration.srtpReceiveKey ?? srtp.keyMaterial)
+            }
+            self.transport = try UDPPairTransport(sockets: [.video: try UDPSocket(), .audio: try UDPSocket()], destinations: destinations,
+                                                  keys: keys.map { [.video: $0, .audio: $0] } ?? [:])
         }
     }
 
@@ -185,7 +184,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                                              encodingName: "opus", clockRate: 48_000, channels: 2, fmtp: "minptime=10;useinbandfec=1",
                                              ssrc: audioSSRC, cname: cname, crypto: crypto))
         }
-        return SessionDescriptionFile(connectionAddress: videoDestination.host, streams: streams)
+        return SessionDescriptionFile(connectionAddress: (try? UDPAddress(host: configuration.destinationHost, port: 0).host) ?? configuration.destinationHost,
+                                      streams: streams)
     }
 
     public func stop() { stopping.store(true, ordering: .relaxed) }
@@ -201,16 +201,10 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     /// Sends until the duration passes, the sources end, or `stop()`; returns the statistics.
     public func run() throws -> SenderStatistics {
-        if ownsSockets {
-            videoSocket.startReceiving(name: "rtcp-video") { [self] bytes, _, _ in handleRTCP(bytes) }
-            audioSocket.startReceiving(name: "rtcp-audio") { [self] bytes, _, _ in handleRTCP(bytes) }
+        if ownsTransport {
+            transport.startDelivering { [self] packet in if packet.isRTCP { handleRTCP(packet.bytes) } }
         }
-        defer {
-            if ownsSockets {
-                videoSocket.close()
-                audioSocket.close()
-            }
-        }
+        defer { if ownsTransport { transport.close() } }
         let errors = Mutex<[any Error]>([])
         let group = DispatchGroup()
         func spawn(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
@@ -300,7 +294,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     let sequence = s.transportSequence
                     s.transportSequence &+= 1
                     packet.setHeaderExtensionElements([HeaderExtensionElement(id: extensionID, data: TransportSequenceNumber.encode(sequence))])
-                    let size = packet.serializedSize + (outbound == nil ? 0 : 10)
+                    let size = packet.serializedSize + transport.overhead
                     s.adapter.packetSent(sequence: sequence, size: size, atMicroseconds: now)
                     if let probe { s.estimator?.probePacketSent(probe, sequence: sequence, size: size, at: now) }
                 }
@@ -333,7 +327,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 let wait: Int64 = s.pacer.probing ? 1_000 : s.pacer.isEmpty ? 20_000 : s.pacer.holdVideo ? 5_000 : max(500, s.pacer.timeUntilNext(now: now))
                 return (out, s.pacer.isEmpty && videoDone.load(ordering: .relaxed), wait)
             }
-            for packet in batch { try send(packet, on: videoSocket, to: videoDestination) }
+            for packet in batch { send(packet, kind: .video) }
             if done || stopping.load(ordering: .relaxed) { return }
             _ = pacerWake.wait(timeout: .now() + .microseconds(Int(wait)))
         }
@@ -363,10 +357,10 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         !stopping.load(ordering: .relaxed) && configuration.duration.map { elapsed < $0 } ?? true
     }
 
-    private func send(_ packet: RTPPacket, on socket: UDPSocket, to destination: UDPAddress) throws {
-        var bytes = packet.serialized()
-        if let outbound { bytes = try outbound.protectRTP(bytes) }
-        try socket.send(bytes, to: destination)
+    /// A packet the transport cannot send is counted: a network that is down for a while must
+    /// not end the direction.
+    private func send(_ packet: RTPPacket, kind: MediaKind) {
+        if !transport.sendRTP(packet.serialized(), kind: kind) { state.withLock { $0.stats.sendErrors += 1 } }
     }
 
     private func sendVideo() throws {
@@ -572,7 +566,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 s.stats.audioPackets += 1
                 s.stats.audioBytes += packet.serializedSize
             }
-            try send(packet, on: audioSocket, to: audioDestination)
+            send(packet, kind: .audio)
             sequence &+= 1
             timestamp &+= UInt32(AudioBlock.frames)
         }
@@ -586,36 +580,29 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             (s.video.report(ssrc: videoSSRC, ntp: ntp, now: now), s.audio.report(ssrc: audioSSRC, ntp: ntp, now: now))
         }
         if videoTrack != nil {
-            sendRTCP([.senderReport(video), .sourceDescription(SourceDescription(ssrc: videoSSRC, cname: cname))], socket: videoSocket, to: videoDestination)
+            sendRTCP([.senderReport(video), .sourceDescription(SourceDescription(ssrc: videoSSRC, cname: cname))], kind: .video)
         }
         if audioTrack != nil {
-            sendRTCP([.senderReport(audio), .sourceDescription(SourceDescription(ssrc: audioSSRC, cname: cname))], socket: audioSocket, to: audioDestination)
+            sendRTCP([.senderReport(audio), .sourceDescription(SourceDescription(ssrc: audioSSRC, cname: cname))], kind: .audio)
         }
     }
 
     private func sendGoodbye() {
         if videoTrack != nil {
-            sendRTCP([.goodbye(Goodbye(sources: [videoSSRC], reason: "done"))], socket: videoSocket, to: videoDestination)
+            sendRTCP([.goodbye(Goodbye(sources: [videoSSRC], reason: "done"))], kind: .video)
         }
         if audioTrack != nil {
-            sendRTCP([.goodbye(Goodbye(sources: [audioSSRC], reason: "done"))], socket: audioSocket, to: audioDestination)
+            sendRTCP([.goodbye(Goodbye(sources: [audioSSRC], reason: "done"))], kind: .audio)
         }
     }
 
-    private func sendRTCP(_ packets: [RTCPPacket], socket: UDPSocket, to destination: UDPAddress) {
-        var bytes = RTCPPacket.serializeCompound(packets)
-        if let outbound { bytes = (try? outbound.protectRTCP(bytes)) ?? [] }
-        guard !bytes.isEmpty else { return }
-        try? socket.send(bytes, to: destination)
+    private func sendRTCP(_ packets: [RTCPPacket], kind: MediaKind) {
+        transport.sendRTCP(RTCPPacket.serializeCompound(packets), kind: kind)
     }
 
-    func handleRTCP(_ datagram: [UInt8]) {
-        guard isRTCP(datagram) else { return }
-        var bytes = datagram
-        if let inbound {
-            guard let clear = try? inbound.unprotectRTCP(datagram) else { return }
-            bytes = clear
-        }
+    /// The peer's RTCP (clear): NACK, PLI, FIR, transport-cc feedback, reception reports.
+    func handleRTCP(_ bytes: [UInt8]) {
+        guard isRTCP(bytes) else { return }
         guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
         let arrivalNTP = clock.ntpNow
         for packet in packets {
