@@ -2,6 +2,9 @@
 #include "cnice.h"
 #include <nice/agent.h>
 #include <glib.h>
+
+/* From <nice/interfaces.h>, which includes <address.h> by a path only nice's own -I finds. */
+GList *nice_interfaces_get_local_ips(gboolean include_loopback);
 #include <string.h>
 
 struct cnice_agent {
@@ -14,6 +17,7 @@ struct cnice_agent {
     cnice_event_fn on_event;
     cnice_data_fn on_data;
     gboolean closed;
+    gboolean has_local_address;
 };
 
 static const char *type_name(NiceCandidateType type) {
@@ -171,7 +175,29 @@ void cnice_agent_local_credentials(cnice_agent *a, char *ufrag, unsigned ufrag_s
 
 typedef struct { const char *a; const char *b; int result; } args;
 
+static int add_local(cnice_agent *a, const char *ip) {
+    NiceAddress address;
+    nice_address_init(&address);
+    if (!nice_address_set_from_string(&address, ip)) return 0;
+    a->has_local_address = TRUE;
+    return nice_agent_add_local_address(a->agent, &address) ? 1 : 0;
+}
+
+int cnice_agent_add_local_address(cnice_agent *a, const char *ip) { return add_local(a, ip); }
+
 static void do_gather(cnice_agent *a, void *arg) {
+    /* A box with no network but loopback (a bench machine, the device lab VM) still calls
+       itself: libnice leaves loopback out when it picks the interfaces. */
+    if (!a->has_local_address) {
+        /* Every interface's addresses but IPv6 link-local ones, which need a scope to be
+           reached and only ever work on one link (browsers leave them out too). */
+        GList *ips = nice_interfaces_get_local_ips(FALSE);
+        for (GList *i = ips; i; i = i->next) {
+            if (!g_str_has_prefix(i->data, "fe80:")) add_local(a, i->data);
+        }
+        if (!a->has_local_address) add_local(a, "127.0.0.1");
+        g_list_free_full(ips, g_free);
+    }
     ((args *)arg)->result = nice_agent_gather_candidates(a->agent, a->stream) ? 1 : 0;
 }
 

@@ -18,14 +18,16 @@ final class AgentPair: Sendable {
     let answerer: ICEAgent
     let log = AgentLog()
 
-    init(relayOnly: Bool = false, servers: [ICEServer] = []) throws {
+    init(relayOnly: Bool = false, servers: [ICEServer] = [], localAddresses: [String] = []) throws {
         let offererCandidates = Mutex<[String]>([]), answererCandidates = Mutex<[String]>([])
         var offering = ICEAgent.Configuration(controlling: true)
         offering.servers = servers
         offering.relayOnly = relayOnly
+        offering.localAddresses = localAddresses
         var answering = ICEAgent.Configuration(controlling: false)
         answering.servers = servers
         answering.relayOnly = relayOnly
+        answering.localAddresses = localAddresses
         let peers = Mutex<(offerer: ICEAgent?, answerer: ICEAgent?)>((nil, nil))
         let log = log
         offerer = try ICEAgent(configuration: offering, onEvent: { event in
@@ -110,3 +112,4 @@ final class AgentPair: Sendable {
         try agent.addRemoteCandidate("candidate:1 1 UDP 2013266431 192.0.2.1 50000 typ host")
     }
 }
+

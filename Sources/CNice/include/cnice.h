@@ -23,6 +23,9 @@ cnice_agent *cnice_agent_create(int controlling, int relay_only, void *user, cni
 /* `ip` must be an address literal. Set before gathering. Return 1 on success. */
 int cnice_agent_set_stun(cnice_agent *agent, const char *ip, unsigned port);
 int cnice_agent_add_turn(cnice_agent *agent, const char *ip, unsigned port, const char *username, const char *password, int over_tcp);
+/* Gathers host candidates on `ip` only (call once per address, before gathering); without any,
+   every interface but loopback is used, and loopback when there is no other. */
+int cnice_agent_add_local_address(cnice_agent *agent, const char *ip);
 /* Copies at most size-1 bytes of each, NUL-terminated. */
 void cnice_agent_local_credentials(cnice_agent *agent, char *ufrag, unsigned ufrag_size, char *password, unsigned password_size);
 int cnice_agent_gather(cnice_agent *agent);

@@ -52,6 +52,8 @@ public final class ICEAgent: @unchecked Sendable {  // `agent` is set in init an
         public var servers: [ICEServer] = []
         /// Only relayed candidates (`--ice-transport relay`).
         public var relayOnly = false
+        /// Host candidates on these addresses only; empty: every interface (loopback when there is no other).
+        public var localAddresses: [String] = []
         public init(controlling: Bool) { self.controlling = controlling }
     }
 
@@ -112,6 +114,10 @@ public final class ICEAgent: @unchecked Sendable {  // `agent` is set in init an
             Unmanaged<Handlers>.fromOpaque(user).takeUnretainedValue().data(Array(UnsafeBufferPointer(start: data, count: Int(length))))
         }) else { throw ICEError("libnice could not create an ICE agent") }
         self.agent = agent
+        for address in configuration.localAddresses where cnice_agent_add_local_address(agent, address) != 1 {
+            cnice_agent_destroy(agent)
+            throw ICEError("not a local address for ICE: \(address)")
+        }
         if let stun = resolved.first(where: { $0.server.kind == .stun }) { _ = cnice_agent_set_stun(agent, stun.ip, UInt32(stun.server.port)) }
         for (server, ip) in resolved {
             guard case .turn(let tcp) = server.kind else { continue }

@@ -1,0 +1,113 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+@testable import RTPTransport
+
+/// Two bundled transports in one process, wired as a call would wire them: descriptions carry
+/// credentials and fingerprints, candidates trickle, the answerer opens DTLS (a=setup:active).
+final class TransportPair: Sendable {
+    final class Side: Sendable {
+        let events = Mutex<[BundleTransport.Event]>([])
+        let received = Mutex<[ReceivedPacket]>([])
+        let secured = DispatchSemaphore(value: 0)
+        let peer = Mutex<BundleTransport?>(nil)
+        let pending = Mutex<[String]>([])
+        func event(_ e: BundleTransport.Event) {
+            events.withLock { $0.append(e) }
+            switch e {
+            case .secured: secured.signal()
+            case .localCandidate(let c):
+                if let p = peer.withLock({ $0 }) { try? p.addRemoteCandidate(c) } else { pending.withLock { $0.append(c) } }
+            default: break
+            }
+        }
+    }
+    let offerer: BundleTransport, answerer: BundleTransport
+    let a = Side(), b = Side()
+
+    init(localAddresses: [String] = ["127.0.0.1"], answererCertificate: DTLSCertificate? = nil, announcedAnswererFingerprint: DTLSFingerprint? = nil) throws {
+        var ice = ICEAgent.Configuration(controlling: true)
+        ice.localAddresses = localAddresses
+        let (a, b) = (a, b)
+        offerer = try BundleTransport(configuration: .init(ice: ice, certificate: try DTLSCertificate()), onEvent: { a.event($0) })
+        ice.controlling = false
+        let answererCertificate = try answererCertificate ?? DTLSCertificate()
+        answerer = try BundleTransport(configuration: .init(ice: ice, certificate: answererCertificate), onEvent: { b.event($0) })
+        offerer.startDelivering { p in a.received.withLock { $0.append(p) } }
+        answerer.startDelivering { p in b.received.withLock { $0.append(p) } }
+        try offerer.start()
+        try answerer.start()
+        func transport(_ t: BundleTransport, _ setup: JSEPDescription.Setup, fingerprint: DTLSFingerprint? = nil) -> JSEPDescription.Transport {
+            .init(ufrag: t.localCredentials.ufrag, password: t.localCredentials.password, fingerprint: fingerprint ?? t.fingerprint, setup: setup)
+        }
+        // Offer, then answer: the answerer learns the offer first and opens DTLS.
+        try answerer.setRemote(transport(offerer, .actpass), role: .client)
+        try offerer.setRemote(transport(answerer, .active, fingerprint: announcedAnswererFingerprint), role: .server)
+        a.peer.withLock { $0 = answerer }
+        b.peer.withLock { $0 = offerer }
+        for c in a.pending.withLock({ $0 }) { try answerer.addRemoteCandidate(c) }
+        for c in b.pending.withLock({ $0 }) { try offerer.addRemoteCandidate(c) }
+    }
+
+    func close() {
+        offerer.close()
+        answerer.close()
+    }
+}
+
+@Suite(.serialized) struct BundleTransportTests {
+    @Test func mediaFlowsOnlyOnceDTLSHasKeyedSRTP() throws {
+        let pair = try TransportPair()
+        defer { pair.close() }
+        #expect(pair.a.secured.wait(timeout: .now() + 20) == .success, "offerer: \(pair.a.events.withLock { $0 })")
+        #expect(pair.b.secured.wait(timeout: .now() + 20) == .success, "answerer: \(pair.b.events.withLock { $0 })")
+        let rtp = RTPPacket(payloadType: 96, sequenceNumber: 1, timestamp: 3000, ssrc: 0xabc, payload: [1, 2, 3, 4]).serialized()
+        let rtcp = RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: 0xdef))])
+        #expect(pair.offerer.sendRTP(rtp, kind: .video) && pair.offerer.sendRTCP(rtcp, kind: .video))
+        #expect(pair.answerer.sendRTP(rtp, kind: .audio))
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline && (pair.b.received.withLock { $0.count } < 2 || pair.a.received.withLock { $0.isEmpty }) { usleep(5_000) }
+        let got = pair.b.received.withLock { $0 }
+        #expect(got.map(\.bytes) == [rtp, rtcp] && got.map(\.isRTCP) == [false, true], "clear packets arrive, in order")
+        #expect(pair.a.received.withLock { $0.map(\.bytes) } == [rtp])
+        #expect(pair.offerer.profile == .aeadAes128Gcm && pair.offerer.overhead == 16)
+        let chosen = try #require(pair.offerer.selectedPair)
+        #expect(chosen.local.type == "host" && chosen.local.address == "127.0.0.1", "\(chosen)")
+    }
+
+    /// A datagram from anywhere but the selected pair's remote end never reaches the transport:
+    /// libnice drops it (else SRTP would have refused it, and counted).
+    @Test func packetsFromAnotherAddressAreDropped() throws {
+        let pair = try TransportPair()
+        defer { pair.close() }
+        #expect(pair.a.secured.wait(timeout: .now() + 20) == .success && pair.b.secured.wait(timeout: .now() + 20) == .success)
+        let local = try #require(pair.answerer.selectedPair?.local)
+        let stranger = try UDPSocket(bindHost: "127.0.0.1")
+        defer { stranger.close() }
+        let forged = RTPPacket(payloadType: 96, sequenceNumber: 9, timestamp: 1, ssrc: 0xabc, payload: [9, 9, 9]).serialized()
+        for _ in 0..<20 { try stranger.send(forged, to: try UDPAddress(host: local.address, port: local.port)) }
+        // Then a real packet from the peer, which arrives after the forged ones on the same socket.
+        let real = RTPPacket(payloadType: 96, sequenceNumber: 2, timestamp: 2, ssrc: 0xabc, payload: [7]).serialized()
+        #expect(pair.offerer.sendRTP(real, kind: .video))
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline && pair.b.received.withLock({ $0.isEmpty }) { usleep(5_000) }
+        #expect(pair.b.received.withLock { $0.map(\.bytes) } == [real])
+        #expect(pair.answerer.counters.refused == 0, "the forged datagrams never got past ICE: \(pair.answerer.counters)")
+    }
+
+    /// The answerer holds another certificate than the one its description announced: the
+    /// offerer refuses it and no key is agreed.
+    @Test func aCertificateThatIsNotTheAnnouncedOneFailsTheCall() throws {
+        let announced = try DTLSCertificate()
+        let pair = try TransportPair(announcedAnswererFingerprint: announced.fingerprint)
+        defer { pair.close() }
+        let deadline = Date().addingTimeInterval(20)
+        func failure() -> String? {
+            pair.a.events.withLock { $0.compactMap { if case .failed(let why) = $0 { return why }; return nil }.first }
+        }
+        while Date() < deadline && failure() == nil { usleep(10_000) }
+        #expect(failure()?.contains("does not match the fingerprint") == true, "\(pair.a.events.withLock { $0 })")
+        #expect(!pair.offerer.sendRTP([0x80, 96, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1], kind: .video), "nothing goes out without keys")
+    }
+}
