@@ -39,6 +39,13 @@ struct Arguments {
         return value
     }
 
+    /// Every value of a repeatable `--name VALUE`, in order.
+    mutating func values(_ name: String) throws(UsageError) -> [String] {
+        var all: [String] = []
+        while let value = try value(name) { all.append(value) }
+        return all
+    }
+
     mutating func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
         guard let text = try value(name) else { return nil }
         guard let number = Int(text), range.contains(number) else {

@@ -1,6 +1,7 @@
 import CallEndpoint
 import Foundation
 import Platform
+import RTPTransport
 import Signaling
 import Synchronization
 
@@ -9,12 +10,14 @@ let joinHelp = """
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                         [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
                         [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
-                        [--control PATH] [--no-stdin] [--duration S] [--advertise HOST] [--no-srtp]
+                        [--control PATH] [--no-stdin] [--duration S]
+                        [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
-    participant to join sends the offer, media flows both ways (VP8 + Opus over SRTP by default, RTCP,
-    NACK/PLI), and the call ends after --duration, on 'leave', on SIGINT/SIGTERM, or when the peer
-    leaves for good. A peer that drops out is waited for; when it joins again media resumes.
+    participant to join sends the offer (SDP, trickled ICE candidates), and media flows both ways
+    over one ICE path (host, STUN and TURN candidates; DTLS-SRTP; VP8 + Opus, RTCP, NACK/PLI). The
+    call ends after --duration, on 'leave', on SIGINT/SIGTERM, or when the peer leaves for good. A
+    peer that drops out is waited for; when it joins again media resumes.
 
       --server HOST:PORT    the signaling service (default 127.0.0.1:7000)
       --camera DEV          a V4L2 camera (/dev/video0); --video-size/--fps/--pixel-format pick the
@@ -27,7 +30,11 @@ let joinHelp = """
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
-      --advertise HOST      the address the peer sends media to (default: this host's address toward the server)
+      --ice-server URL      a STUN or TURN server of this endpoint's own (stun:HOST:PORT,
+                            turn:HOST:PORT?transport=udp|tcp), beside those the service hands out
+      --turn-username U     the username for this endpoint's TURN servers; the credential comes
+      --turn-credential-file F  from F (or CALLEND_TURN_CREDENTIAL), never the command line
+      --ice-transport relay only relayed candidates: media goes through TURN (default all)
 
     Commands (standard input and --control), during the call, with no new join:
       stats | mute [audio|video] | unmute [audio|video] | camera DEV [WxH[@FPS][/FOURCC]] | camera pattern [WxH[@FPS]]
@@ -88,11 +95,38 @@ func runJoin(_ args: inout Arguments) throws {
     let encoding = try args.value("--encoding")
     let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
     let duration = try args.integer("--duration", in: 1...86_400)
-    let advertise = try args.value("--advertise")
     let control = try args.value("--control")
     let noStdin = args.flag("--no-stdin")
-    let noSRTP = args.flag("--no-srtp")
+    let iceURLs = try args.values("--ice-server")
+    let turnUsername = try args.value("--turn-username")
+    let turnCredentialFile = try args.value("--turn-credential-file")
+    let iceTransport = try args.value("--ice-transport")
     try args.finish(command: "join")
+    guard iceTransport == nil || ICETransportPolicy(rawValue: iceTransport!) != nil else {
+        throw UsageError(description: "--ice-transport takes all or relay, not '\(iceTransport!)'")
+    }
+    var turnCredential = ProcessInfo.processInfo.environment["CALLEND_TURN_CREDENTIAL"]
+    if let turnCredentialFile {
+        guard let text = try? String(contentsOfFile: turnCredentialFile, encoding: .utf8) else {
+            throw UsageError(description: "cannot read --turn-credential-file \(turnCredentialFile)")
+        }
+        turnCredential = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+    var iceServers: [ICEServer] = []
+    for url in iceURLs {
+        do {
+            var server = try ICEServer(url: url)
+            if case .turn = server.kind {
+                guard let turnUsername, let turnCredential else {
+                    throw UsageError(description: "--ice-server \(url) is a TURN server: give --turn-username and --turn-credential-file (or CALLEND_TURN_CREDENTIAL)")
+                }
+                (server.username, server.credential) = (turnUsername, turnCredential)
+            }
+            iceServers.append(server)
+        } catch let error as ICEError {
+            throw UsageError(description: error.description)
+        }
+    }
     if let camera {
         guard case .pattern(let w, let h, let fps) = video else { throw UsageError(description: "--camera and --video-source are alternatives; give one") }
         if let pixelFormat, pixelFormat.count != 4 { throw UsageError(description: "--pixel-format takes a FourCC such as YUYV, MJPG or NV12") }
@@ -112,7 +146,8 @@ func runJoin(_ args: inout Arguments) throws {
     do {
         options = try ConnectOptions(token: token) {
             $0.roomName = room
-            $0.srtpEnabled = !noSRTP
+            $0.iceServers = iceServers
+            $0.iceTransportPolicy = iceTransport.flatMap(ICETransportPolicy.init(rawValue:)) ?? .all
             switch encoding {
             case "auto": $0.videoEncodingMode = .auto
             case "manual": $0.videoEncodingMode = .manual
@@ -121,7 +156,7 @@ func runJoin(_ args: inout Arguments) throws {
             if let maxVideo { $0.encodingParameters = EncodingParameters(maxVideoBitrate: maxVideo) }
         }
     } catch {
-        throw UsageError(description: error.description)
+        throw UsageError(description: "\(error)")
     }
     if let encoding, encoding != "auto" && encoding != "manual" { throw UsageError(description: "--encoding takes auto or manual, not '\(encoding)'") }
     // Devices are opened before joining, so a missing camera or microphone fails at once.
@@ -133,7 +168,7 @@ func runJoin(_ args: inout Arguments) throws {
     let media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true),
                            renderers: videoOutput.map { [VideoRenderers.forPath($0)] } ?? [],
                            audioPlayout: playout)
-    let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }, advertisedHost: advertise) {
+    let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }) {
         FileHandle.standardError.write(Data("callend join: \($0)\n".utf8))
     }
     // A live status line on a terminal; one JSON stats object per second otherwise.
@@ -179,33 +214,40 @@ func runDemo(_ args: inout Arguments) throws {
     let server = try SignalingServer(configuration: SignalingServerConfiguration(host: "127.0.0.1", port: 0, secret: secret))
     server.start()
     defer { server.stop() }
-    print("demo: signaling on 127.0.0.1:\(server.port); alice and bob join room 'demo' for \(seconds) s (640x480@30 VP8 + Opus, SRTP)")
+    print("demo: signaling on 127.0.0.1:\(server.port); alice and bob join room 'demo' for \(seconds) s (640x480@30 VP8 + Opus, ICE + DTLS-SRTP)")
     let now = Int64(Date().timeIntervalSince1970)
     let results = Mutex<[String: Result<CallSummary, any Error>]>([:])
     let group = DispatchGroup()
-    for (index, name) in ["alice", "bob"].enumerated() {
+    for name in ["alice", "bob"] {
         let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: name, room: "demo", issuedAt: now, expires: now + 3600))
         let options = try ConnectOptions(token: token) { $0.roomName = "demo" }
-        let call = try Call(options: options, server: ("127.0.0.1", server.port), duration: .seconds(seconds), advertisedHost: "127.0.0.1") { line in
+        let call = try Call(options: options, server: ("127.0.0.1", server.port), duration: .seconds(seconds)) { line in
             print("demo: \(name): \(line)")
         }
         call.onStatus = { status in print("demo: " + status.line) }
+        // Bob joins once alice has (the second to join makes the offer).
+        let joined = DispatchSemaphore(value: 0)
+        call.onEvent = { event in if case .connected = event { joined.signal() } }
         group.enter()
-        Thread {
-            if index == 1 { usleep(300_000) }  // bob joins second and makes the offer
+        startThread(named: name) {
             let result = Result { try call.run() }
             results.withLock { $0[name] = result }
+            joined.signal()
             group.leave()
-        }.start()
+        }
+        joined.wait()
     }
     group.wait()
     var ok = true
-    for name in ["alice", "bob"] {
-        switch results.withLock({ $0[name] })! {
+    let summaries = ["alice", "bob"].map { name in results.withLock { $0[name]! } }
+    for (index, name) in ["alice", "bob"].enumerated() {
+        switch summaries[index] {
         case .success(let summary):
             print("demo: " + summaryLine(summary))
+            // Judged against what the other side sent, not against a frame rate this machine may not reach.
             let decoded = summary.received?.framesDecoded ?? 0
-            if decoded < seconds * 30 * 8 / 10 { ok = false }
+            let sent = (try? summaries[1 - index].get())?.sent?.videoFrames ?? 0
+            if sent == 0 || decoded < sent * 8 / 10 { ok = false }
         case .failure(let error):
             print("demo: \(name) failed: \(error)")
             ok = false

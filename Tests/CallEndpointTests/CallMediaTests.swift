@@ -4,26 +4,54 @@ import Synchronization
 import Testing
 @testable import CallEndpoint
 
-@Suite(.serialized) struct CallMediaTests {
-    /// Two endpoints in one process: offer/answer, then video and audio both ways over SRTP with a
-    /// key per direction, on one socket per media kind each.
-    @Test func mediaFlowsBothWaysAfterOfferAnswer() throws {
-        let a = try CallMedia(listenHost: "127.0.0.1"), b = try CallMedia(listenHost: "127.0.0.1")
-        let offer = a.localDescription(candidateHost: "127.0.0.1")
-        let answer = try OfferAnswer.answer(try CallSessionDescription(json: try offer.json()), local: b.localDescription(candidateHost: "127.0.0.1"))
-        let callA = try OfferAnswer.negotiate(local: offer, remote: answer)
-        let callB = try OfferAnswer.negotiate(local: answer, remote: offer)
-        #expect(callA.srtp != nil && callA.srtp?.sendKey != callB.srtp?.sendKey)
+/// Two call media sessions in one process, wired to each other as signaling would: offer and
+/// answer through SDP text, candidates trickled as they are found.
+final class CallMediaPair: Sendable {
+    let a: CallMedia, b: CallMedia
+    let aCall: NegotiatedCall, bCall: NegotiatedCall
 
+    init(certificateA: DTLSCertificate? = nil) throws {
+        final class Wire: Sendable {
+            let peer = Mutex<CallMedia?>(nil)
+            let pending = Mutex<[String]>([])
+            func candidate(_ line: String) {
+                if let p = peer.withLock({ $0 }) { try? p.transport.addRemoteCandidate(line) } else { pending.withLock { $0.append(line) } }
+            }
+        }
+        let toB = Wire(), toA = Wire()
+        var ice = ICEAgent.Configuration(controlling: true)
+        ice.localAddresses = ["127.0.0.1"]
+        a = try CallMedia(media: try Call.Media.synthetic(width: 320, height: 240), ice: ice, certificate: try certificateA ?? DTLSCertificate()) { event in
+            if case .localCandidate(let c) = event { toB.candidate(c) }
+        }
+        ice.controlling = false
+        b = try CallMedia(media: try Call.Media.synthetic(width: 320, height: 240), ice: ice, certificate: try DTLSCertificate()) { event in
+            if case .localCandidate(let c) = event { toA.candidate(c) }
+        }
+        let offer = a.offer()
+        let (answer, bCall) = try b.answer(try JSEPDescription(type: .offer, sdp: offer.sdp))
+        aCall = try a.accept(try JSEPDescription(type: .answer, sdp: answer.sdp), to: offer)
+        self.bCall = bCall
+        toB.peer.withLock { $0 = b }
+        toA.peer.withLock { $0 = a }
+        for c in toB.pending.withLock({ $0 }) { try b.transport.addRemoteCandidate(c) }
+        for c in toA.pending.withLock({ $0 }) { try a.transport.addRemoteCandidate(c) }
+    }
+}
+
+@Suite(.serialized) struct CallMediaTests {
+    /// Offer/answer, ICE and DTLS-SRTP, then video and audio both ways on one bundled transport.
+    @Test func mediaFlowsBothWaysAfterOfferAnswer() throws {
+        let pair = try CallMediaPair()
         let resultB = Mutex<(SenderStatistics, ReceiverSummary)?>(nil)
         let done = DispatchSemaphore(value: 0)
         Thread {
-            let r = try? b.run(callB, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(3))
+            let r = try? pair.b.run(pair.bCall, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(3))
             resultB.withLock { $0 = r.map { ($0.sent, $0.received) } }
             done.signal()
         }.start()
-        let resultA = try a.run(callA, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(3))
-        #expect(done.wait(timeout: .now() + 15) == .success)
+        let resultA = try pair.a.run(pair.aCall, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(3))
+        #expect(done.wait(timeout: .now() + 40) == .success)
         let (sentB, receivedB) = try #require(resultB.withLock { $0 })
         for (sent, received, who) in [(resultA.sent, receivedB, "A -> B"), (sentB, resultA.received, "B -> A")] {
             #expect(Double(received.framesDecoded) >= 0.95 * Double(sent.videoFrames), "\(who): \(received.framesDecoded) of \(sent.videoFrames) frames")
@@ -32,5 +60,8 @@ import Testing
         }
         // RTCP flowed both ways too: each sender measured a round trip from the other's reports.
         #expect(resultA.sent.roundTripTime != nil && sentB.roundTripTime != nil)
+        #expect(pair.a.transport.selectedPair?.local.address == "127.0.0.1" && pair.a.transport.profile != nil)
+        pair.a.transport.close()
+        pair.b.transport.close()
     }
 }

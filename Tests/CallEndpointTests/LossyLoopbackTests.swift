@@ -115,7 +115,7 @@ func freeReceiverPorts() throws -> Int {
         let receiverPort = try freeReceiverPorts()
         let drop: @Sendable (Int, RTPPacket) -> Bool = { index, packet in
             // Lose a run of 10 video packets at index 100 and every retransmission.
-            packet.payloadType == MediaSenderConfiguration.rtxPayloadType || (100..<110).contains(index)
+            packet.payloadType == 97 || (100..<110).contains(index)
         }
         let videoRelay = try LossyRelay(receiverPort: receiverPort, shouldDrop: drop)
         var sendConfiguration = MediaSenderConfiguration(destinationHost: "127.0.0.1", videoPort: videoRelay.port)

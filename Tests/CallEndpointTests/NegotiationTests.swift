@@ -1,30 +1,18 @@
 import Foundation
 import RTPTransport
 import Testing
+import TestSupport
 @testable import CallEndpoint
 
-func description(port: Int, ssrc: UInt32, host: String, codecs: [CallSessionDescription.Codec]? = nil,
-                 crypto: [CallSessionDescription.Crypto]? = nil) -> CallSessionDescription {
-    let video = CallSessionDescription.Codec(name: "VP8", payloadType: 96, clockRate: 90_000, rtxPayloadType: 97,
-                                             feedback: ["nack", "nack pli", "ccm fir", "transport-cc"])
-    let opus = CallSessionDescription.Codec(name: "opus", payloadType: 111, clockRate: 48_000, channels: 2, feedback: ["transport-cc"],
-                                            parameters: ["useinbandfec": "1"])
-    let key = Data((0..<30).map { UInt8(truncatingIfNeeded: Int(ssrc) + $0) }).base64EncodedString()
-    return CallSessionDescription(
-        cname: "ep-\(ssrc)",
-        media: [
-            .init(kind: "video", codecs: codecs ?? [video], ssrc: ssrc, rtxSSRC: ssrc + 1,
-                  headerExtensions: [.init(id: 3, uri: TransportSequenceNumber.uri), .init(id: 4, uri: AbsoluteSendTime.uri)], port: port),
-            .init(kind: "audio", codecs: [opus], ssrc: ssrc + 2, rtxSSRC: nil, headerExtensions: [.init(id: 3, uri: TransportSequenceNumber.uri)], port: port + 2),
-        ],
-        candidates: [.init(host: host)],
-        crypto: crypto ?? [.init(profile: SRTPProfile.aes128CmSha1_80.rawValue, key: key)])
+/// A transport description with made-up credentials and fingerprint.
+func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDescription.Transport {
+    .init(ufrag: "uf\(tag)x", password: String(repeating: "p", count: 22) + "\(tag)", fingerprint: DTLSFingerprint(algorithm: "sha-256", bytes: [UInt8](repeating: tag, count: 32)), setup: setup)
 }
 
 @Suite struct ConnectOptionsTests {
     @Test func autoAndManualParametersAreMutuallyExclusive() throws {
         let auto = try ConnectOptions(token: "t") { $0.roomName = "lab"; $0.videoEncodingMode = .auto }
-        #expect(auto.effectiveEncodingMode == .auto && auto.srtpEnabled)
+        #expect(auto.effectiveEncodingMode == .auto && auto.iceTransportPolicy == .all && auto.iceServers.isEmpty)
         let manual = try ConnectOptions(token: "t") {
             $0.roomName = "lab"
             $0.videoEncodingMode = .manual
@@ -51,64 +39,67 @@ func description(port: Int, ssrc: UInt32, host: String, codecs: [CallSessionDesc
 }
 
 @Suite struct NegotiationTests {
-    @Test func offerAnswerRoundTripsThroughJSONAndAgrees() throws {
-        let offer = description(port: 40000, ssrc: 1000, host: "10.0.0.1")
-        let decoded = try CallSessionDescription(json: try offer.json())
-        #expect(decoded == offer)
-        let local = description(port: 50000, ssrc: 2000, host: "10.0.0.2")
-        let answer = try OfferAnswer.answer(decoded, local: local)
-        #expect(answer.media.map { $0.codecs.map(\.payloadType) } == [[96], [111]])
-        let offerer = try OfferAnswer.negotiate(local: offer, remote: answer)
-        let answerer = try OfferAnswer.negotiate(local: answer, remote: offer)
-        #expect(offerer.remoteHost == "10.0.0.2" && answerer.remoteHost == "10.0.0.1")
-        #expect(offerer.streams.map(\.remotePort) == [50000, 50002] && answerer.streams.map(\.remotePort) == [40000, 40002])
-        #expect(offerer.streams[0].remoteSSRC == 2000 && answerer.streams[0].remoteSSRC == 1000)
-        #expect(offerer.streams[0].transportSequenceExtensionID == 3)
-        // Each side sends with its own key and receives with the other's.
-        let o = try #require(offerer.srtp), a = try #require(answerer.srtp)
-        #expect(o.sendKey == a.receiveKey && o.receiveKey == a.sendKey && o.sendKey != o.receiveKey)
+    @Test func callendOffersAndAnswersItself() throws {
+        let alice = LocalMedia(sendsVideo: true, sendsAudio: true), bob = LocalMedia(sendsVideo: true, sendsAudio: true)
+        let offer = OfferAnswer.offer(alice, transport: transport(1))
+        // Through the wire format and back, as signaling carries it.
+        let received = try JSEPDescription(type: .offer, sdp: offer.sdp)
+        #expect(received.bundle == ["0", "1"] && received.media.map(\.kind) == ["audio", "video"])
+        let (answer, bobCall) = try OfferAnswer.answer(received, local: bob, transport: transport(2))
+        #expect(answer.transport.setup == .active && bobCall.dtlsRole == .client)
+        let aliceCall = try OfferAnswer.negotiate(offer: offer, answer: try JSEPDescription(type: .answer, sdp: answer.sdp), local: alice)
+        #expect(aliceCall.dtlsRole == .server && aliceCall.remoteTransport.fingerprint == transport(2).fingerprint)
+        for call in [aliceCall, bobCall] {
+            #expect(call.streams.map(\.kind) == [.audio, .video] && call.streams.allSatisfy { $0.sends && $0.receives })
+            #expect(call.stream(.video)?.codec.payloadType == 96 && call.stream(.video)?.codec.rtxPayloadType == 97)
+            #expect(call.stream(.video)?.codec.feedback == ["nack", "nack pli", "ccm fir", "transport-cc"])
+            #expect(call.stream(.video)?.transportSequenceExtensionID == 3 && call.stream(.audio)?.codec.payloadType == 111)
+        }
+        #expect(aliceCall.stream(.video)?.remoteSSRC == bob.videoSSRC && bobCall.stream(.video)?.remoteSSRC == alice.videoSSRC)
+        #expect(bobCall.stream(.video)?.localRTXSSRC == bob.rtxSSRC)
     }
 
-    @Test func answerKeepsOnlyWhatBothSupport() throws {
-        var local = description(port: 50000, ssrc: 2000, host: "h")
-        local.media[0].codecs[0].feedback = ["nack", "nack pli"]
-        local.media[0].codecs[0].rtxPayloadType = nil
-        local.media[0].headerExtensions = [.init(id: 9, uri: TransportSequenceNumber.uri)]
-        let offer = description(port: 40000, ssrc: 1000, host: "o",
-                                codecs: [.init(name: "H264", payloadType: 102, clockRate: 90_000), .init(name: "VP8", payloadType: 100, clockRate: 90_000, rtxPayloadType: 101, feedback: ["nack", "goog-remb"])])
-        let answer = try OfferAnswer.answer(offer, local: local)
-        let video = try #require(answer.media("video"))
-        #expect(video.codecs == [.init(name: "VP8", payloadType: 100, clockRate: 90_000, rtxPayloadType: nil, feedback: ["nack"])])
-        // Both know transport-cc (under the offer's id, RFC 8285 §6); abs-send-time only the offerer.
-        #expect(video.headerExtensions == [.init(id: 3, uri: TransportSequenceNumber.uri)])
+    /// A browser's offer: the answer takes its VP8 and Opus under its payload types, only the
+    /// feedback and extension callend knows, and declines what it does not speak.
+    @Test func aBrowserOfferIsAnsweredInItsOwnTerms() throws {
+        var offerText = browserShapedOffer + "m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\nc=IN IP4 0.0.0.0\r\na=mid:2\r\n"
+        offerText = offerText.replacingOccurrences(of: "a=group:BUNDLE 0 1", with: "a=group:BUNDLE 0 1 2")
+        let offer = try JSEPDescription(type: .offer, sdp: offerText)
+        let (answer, call) = try OfferAnswer.answer(offer, local: LocalMedia(sendsVideo: true, sendsAudio: false), transport: transport(3))
+        #expect(answer.media.map(\.mid) == ["0", "1", "2"] && answer.media[2].isRejected && answer.bundle == ["0", "1"])
+        let audio = try #require(call.stream(.audio)), video = try #require(call.stream(.video))
+        #expect(audio.codec.payloadType == 111 && audio.codec.feedback == ["transport-cc"] && !audio.sends && audio.receives)
+        #expect(video.codec.payloadType == 96 && video.codec.rtxPayloadType == 97 && video.sends)
+        #expect(video.codec.feedback == ["transport-cc", "ccm fir", "nack", "nack pli"], "goog-remb left out")
+        #expect(answer.media[1].extensions == [.init(id: 3, uri: TransportSequenceNumber.uri)], "the offer's ID, only transport-cc")
+        #expect(answer.media[0].direction == .recvonly && answer.media[1].direction == .sendrecv)
+        // The answer reads back as a browser would read it.
+        let back = try JSEPDescription(type: .answer, sdp: answer.sdp)
+        #expect(back.media.map(\.port) == [9, 9, 0] && back.transport.setup == .active)
     }
 
     @Test func failuresSayWhy() throws {
-        let local = description(port: 50000, ssrc: 2000, host: "h")
-        let h264Only = description(port: 40000, ssrc: 1000, host: "o", codecs: [.init(name: "H264", payloadType: 102, clockRate: 90_000)])
-        #expect(throws: NegotiationError("video: no common codec (offered H264, supported VP8)")) { try OfferAnswer.answer(h264Only, local: local) }
-        let plain = description(port: 40000, ssrc: 1000, host: "o", crypto: [])
-        #expect(throws: NegotiationError.self) { try OfferAnswer.answer(plain, local: local) }
+        let h264Only = browserShapedOffer.replacingOccurrences(of: "a=rtpmap:96 VP8/90000", with: "a=rtpmap:96 H264/90000")
+            .replacingOccurrences(of: "a=rtpmap:111 opus/48000/2", with: "a=rtpmap:111 speex/48000")
         do {
-            _ = try OfferAnswer.negotiate(local: local, remote: plain)
-            Issue.record("downgraded to plain RTP")
+            _ = try OfferAnswer.answer(try JSEPDescription(type: .offer, sdp: h264Only), local: LocalMedia(sendsVideo: true, sendsAudio: true), transport: transport(4))
+            Issue.record("answered an offer without VP8 or Opus")
         } catch {
-            #expect(error.description.contains("refusing to fall back"))
+            #expect("\(error)".contains("Opus and VP8") && "\(error)".contains("H264"), "\(error)")
         }
-        let gcmOnly = description(port: 40000, ssrc: 1000, host: "o", crypto: [.init(profile: SRTPProfile.aeadAes128Gcm.rawValue, key: Data(count: 28).base64EncodedString())])
-        #expect(throws: NegotiationError.self) { try OfferAnswer.answer(gcmOnly, local: local) }
-    }
-
-    @Test func malformedDescriptionsAreRejected() throws {
-        var bad = description(port: 40000, ssrc: 1000, host: "o")
-        bad.media[0].codecs[0].payloadType = 72
-        #expect(throws: NegotiationError.self) { try CallSessionDescription(json: try bad.json()) }
-        bad = description(port: 40000, ssrc: 1000, host: "o")
-        bad.candidates = []
-        #expect(throws: NegotiationError.self) { try CallSessionDescription(json: try bad.json()) }
-        bad = description(port: 40000, ssrc: 1000, host: "o", crypto: [.init(profile: "AES_CM_128_HMAC_SHA1_80", key: "c2hvcnQ=")])
-        #expect(throws: NegotiationError.self) { try CallSessionDescription(json: try bad.json()) }
-        #expect(throws: NegotiationError.self) { try CallSessionDescription(json: Data("{\"version\":2}".utf8)) }
-        #expect(throws: NegotiationError.self) { try CallSessionDescription(json: Data("not json".utf8)) }
+        // An answer that picks something the offer never had.
+        let alice = LocalMedia(sendsVideo: true, sendsAudio: true)
+        let offer = OfferAnswer.offer(alice, transport: transport(5))
+        var answer = offer
+        answer.type = .answer
+        answer.transport = transport(6, setup: .active)
+        answer.media[1].codecs[0].payloadType = 100
+        #expect(throws: NegotiationError.self) { try OfferAnswer.negotiate(offer: offer, answer: answer, local: alice) }
+        answer = offer
+        answer.transport = transport(6, setup: .actpass)
+        #expect(throws: NegotiationError.self) { try OfferAnswer.negotiate(offer: offer, answer: answer, local: alice) }
+        answer.transport.setup = .active
+        for i in answer.media.indices { answer.media[i].port = 0 }
+        #expect(throws: NegotiationError.self) { try OfferAnswer.negotiate(offer: offer, answer: answer, local: alice) }
     }
 }

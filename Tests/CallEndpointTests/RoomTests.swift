@@ -75,7 +75,7 @@ final class TestService {
         let waiter = JoinWaiter(forwardingTo: delegate)
         waiters.withLock { $0.append(waiter) }
         let room = try Room.connect(options: try options(who, mode: mode), server: ("127.0.0.1", server.port), media: media, duration: .seconds(seconds),
-                                    advertisedHost: "127.0.0.1", delegate: waiter, log: Self.log(who))
+                                    delegate: waiter, log: Self.log(who))
         if !waiter.joined.wait(timeout: 30) { Issue.record("\(who) did not join within 30 s") }
         return room
     }

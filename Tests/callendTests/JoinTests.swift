@@ -39,7 +39,7 @@ func token(_ who: String, _ secret: SecretFile, room: String = "r") throws -> St
         let secret = try SecretFile()
         let (server, port) = try startServe(secret)
         defer { terminate(server) }
-        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--duration", "4", "--advertise", "127.0.0.1"]
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--duration", "4"]
         let a = try launchJoined(["join", "call", "--token", try token("roof", secret, room: "call")] + common)
         let b = try launchJoined(["join", "call"] + common, environment: ["CALLEND_TOKEN": try token("bench", secret, room: "call")])
         a.process.waitUntilExit()
@@ -100,7 +100,7 @@ func token(_ who: String, _ secret: SecretFile, room: String = "r") throws -> St
         let (server, port) = try startServe(secret)
         defer { terminate(server) }
         let socketPath = FileManager.default.temporaryDirectory.appendingPathComponent("callend-ctl-\(getpid()).sock").path
-        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--advertise", "127.0.0.1", "--duration", "30"]
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--duration", "30"]
         let input = Pipe()
         let (a, aLog, _) = try launchJoined(["join", "ctl", "--token", try token("a", secret, room: "ctl"), "--control", socketPath] + common, input: input)
         let (b, bLog, _) = try launchJoined(["join", "ctl", "--token", try token("b", secret, room: "ctl"), "--no-stdin"] + common)
@@ -176,7 +176,7 @@ final class StreamCollector: @unchecked Sendable {  // `buffer` is guarded by `l
         let secret = try SecretFile()
         let (server, port) = try startServe(secret)
         defer { terminate(server) }
-        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--advertise", "127.0.0.1"]
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240"]
         let (a, aOut, log) = try launchJoined(["join", "r", "--token", try token("a", secret), "--duration", "60"] + common)
         defer { terminate(a) }
         let (b, bOut, _) = try launchJoined(["join", "r", "--token", try token("b", secret), "--duration", "60"] + common)
@@ -204,7 +204,7 @@ final class StreamCollector: @unchecked Sendable {  // `buffer` is guarded by `l
     @Test func mediaContinuesWhenTheSignalingServiceRestarts() throws {
         let secret = try SecretFile()
         var (server, port) = try startServe(secret)
-        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--advertise", "127.0.0.1", "--duration", "8"]
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--duration", "8"]
         let a = try launchJoined(["join", "r", "--token", try token("a", secret)] + common)
         let b = try launchJoined(["join", "r", "--token", try token("b", secret)] + common)
         // Media flows both ways, then the service goes away: both lose their connection.

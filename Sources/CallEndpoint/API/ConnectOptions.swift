@@ -1,3 +1,5 @@
+import RTPTransport
+
 /// How the encoders are driven during a call.
 public enum VideoEncodingMode: Sendable, Equatable {
     /// callend manages video bitrate, audio bitrate and camera mode from the network estimate.
@@ -16,6 +18,9 @@ public struct EncodingParameters: Sendable, Equatable {
         self.maxAudioBitrate = maxAudioBitrate
     }
 }
+
+/// Which candidates ICE may use (as RTCConfiguration's iceTransportPolicy).
+public enum ICETransportPolicy: String, Sendable, CaseIterable { case all, relay }
 
 public enum VideoCodec: String, Sendable, Codable, CaseIterable { case vp8 = "VP8" }
 public enum AudioCodec: String, Sendable, Codable, CaseIterable { case opus = "opus" }
@@ -42,8 +47,13 @@ public struct ConnectOptions: Sendable {
     public var encodingParameters: EncodingParameters?
     public var preferredVideoCodecs: [VideoCodec] = []
     public var preferredAudioCodecs: [AudioCodec] = []
-    /// SRTP is on unless turned off (for captures in a lab, say).
-    public var srtpEnabled = true
+    /// STUN and TURN servers of the caller's own, beside those the signaling service hands out.
+    public var iceServers: [ICEServer] = []
+    /// `.relay`: only TURN relayed candidates (the peer never learns this side's addresses).
+    public var iceTransportPolicy: ICETransportPolicy = .all
+    /// Host candidates on these addresses only (a lab that must not use its other interfaces);
+    /// empty: every interface.
+    public var iceLocalAddresses: [String] = []
 
     public init(token: String, _ configure: (inout ConnectOptions) -> Void = { _ in }) throws(ConfigurationError) {
         self.token = token

@@ -57,9 +57,9 @@ public final class Room: Sendable {
 
     /// Joins and starts the call on its own thread.
     public static func connect(options: ConnectOptions, server: (host: String, port: Int), media: Call.Media? = nil, duration: Duration? = nil,
-                               advertisedHost: String? = nil, delegate: (any RoomDelegate)? = nil,
+                               delegate: (any RoomDelegate)? = nil,
                                log: @escaping @Sendable (String) -> Void = { _ in }) throws -> Room {
-        let call = try Call(options: options, server: server, media: media, duration: duration, advertisedHost: advertisedHost, log: log)
+        let call = try Call(options: options, server: server, media: media, duration: duration, log: log)
         let room = Room(call: call)
         call.onEvent = { [weak room, weak delegate] event in
             guard let room else { return }

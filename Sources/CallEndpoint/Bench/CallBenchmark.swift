@@ -100,7 +100,7 @@ public struct CallBenchmark {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: executable)
                 process.arguments = ["join", "bench-\(call)", "--server", "127.0.0.1:\(service.port)", "--video-size", "640x480", "--fps", "30",
-                                     "--duration", "\(seconds)", "--advertise", "127.0.0.1"]
+                                     "--duration", "\(seconds)"]
                 process.environment = ProcessInfo.processInfo.environment.merging(["CALLEND_TOKEN": token]) { $1 }
                 let out = Pipe()
                 process.standardOutput = out

@@ -53,45 +53,64 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     public let server: (host: String, port: Int)
     public let media: Media
     public let duration: Duration?
-    /// The address the peer should send media to; the local address toward the server by default.
-    public let advertisedHost: String
-    /// Signaling events, filled on the client's thread and drained here.
+
+    /// What the call thread works through: signaling from the client's thread, and the
+    /// transport's events (candidates, ICE and DTLS) from the ICE thread, tagged with the round
+    /// they belong to so a closed round's late events are dropped.
+    enum Event: Sendable {
+        case signaling(SignalingEvent)
+        case transport(round: Int, BundleTransport.Event)
+    }
+
     final class EventQueue: Sendable {
-        private let items = Mutex<[SignalingEvent]>([])
-        func append(_ event: SignalingEvent) { items.withLock { $0.append(event) } }
-        func drain() -> [SignalingEvent] { items.withLock { e in defer { e.removeAll() }; return e } }
-        func contains(where predicate: (SignalingEvent) -> Bool) -> Bool { items.withLock { $0.contains(where: predicate) } }
-        /// Removes the matching events and says how many there were.
-        func removeAll(where predicate: (SignalingEvent) -> Bool) -> Int {
+        private let items = Mutex<[Event]>([])
+        func append(_ event: Event) { items.withLock { $0.append(event) } }
+        func drain() -> [Event] { items.withLock { e in defer { e.removeAll() }; return e } }
+        func contains(where predicate: (Event) -> Bool) -> Bool { items.withLock { $0.contains(where: predicate) } }
+        /// Removes the matching events and returns them, in order.
+        func take(where predicate: (Event) -> Bool) -> [Event] {
             items.withLock { e in
-                let before = e.count
+                let taken = e.filter(predicate)
                 e.removeAll(where: predicate)
-                return before - e.count
+                return taken
             }
         }
     }
     private let events = EventQueue()
     private let log: @Sendable (String) -> Void
     private let stopRequested = Atomic<Bool>(false)
+    /// The DTLS certificate of this endpoint, for every round (its fingerprint is in each description).
+    private let certificate: DTLSCertificate
     /// Called about once a second while media flows (on a helper thread).
     public var onStatus: (@Sendable (CallStatus) -> Void)?
     /// Room events as they happen (on the signaling or a helper thread).
     public var onEvent: (@Sendable (RoomEvent) -> Void)?
     /// The media session running now, and the last status, for control commands.
     let current = Mutex<(media: CallMedia?, status: CallStatus?)>((nil, nil))
+    /// ICE servers the signaling service handed out in its last `joined`.
+    private let serviceICEServers = Mutex<[ICEServer]>([])
 
     /// `media` nil: `Media.synthetic()`.
     public init(options: ConnectOptions, server: (host: String, port: Int), media: Media? = nil, duration: Duration?,
-                advertisedHost: String? = nil, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
+                log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.options = options
         self.server = server
         self.media = try media ?? .synthetic()
         self.duration = duration
         self.log = log
-        self.advertisedHost = try advertisedHost ?? UDPAddress.localAddress(toward: server.host, port: server.port)
+        certificate = try DTLSCertificate()
     }
 
     public func stop() { stopRequested.store(true, ordering: .relaxed) }
+
+    /// The ICE configuration of a round: the service's servers, then the caller's own.
+    private func iceConfiguration(controlling: Bool) -> ICEAgent.Configuration {
+        var ice = ICEAgent.Configuration(controlling: controlling)
+        ice.servers = serviceICEServers.withLock { $0 } + options.iceServers
+        ice.relayOnly = options.iceTransportPolicy == .relay
+        ice.localAddresses = options.iceLocalAddresses
+        return ice
+    }
 
     public func run() throws -> CallSummary {
         let start = ContinuousClock.now
@@ -113,7 +132,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             default:
                 break
             }
-            queue.append(event)
+            queue.append(.signaling(event))
         }
         let client = SignalingClient(configuration: configuration)
         client.start()
@@ -124,14 +143,29 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
         // Rounds of media: when the peer leaves or vanishes this side stays in the room, and a
         // peer that joins again (and, joining second, offers) gets media without a restart here.
+        var round = 0
         while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
-            let callMedia = try CallMedia(listenHost: "0.0.0.0", srtp: options.srtpEnabled)
-            let local = callMedia.localDescription(candidateHost: advertisedHost)
-            guard let call = try negotiate(local: local, client: client, summary: &summary, deadline: deadline) else { break }
+            round += 1
+            let signaling = RoundSignaling(client: client)
+            guard let (callMedia, call) = try negotiate(round: round, signaling: signaling, summary: &summary, deadline: deadline) else { break }
             summary.mediaRounds += 1
-            log("media: \(call.streams.map { "\($0.kind) \($0.codec.name) to \(call.remoteHost):\($0.remotePort)" }.joined(separator: ", "))\(call.srtp == nil ? "" : ", SRTP")")
+            log("media: " + call.streams.map { s in
+                "\(s.kind.rawValue) \(s.codec.name) \(JSEPDescription.Direction(sends: s.sends, receives: s.receives).rawValue)"
+            }.joined(separator: ", ") + " over ICE + DTLS-SRTP (BUNDLE)")
             let roundStart = ContinuousClock.now
-            let result = try runMedia(callMedia, call, participant: summary.participant, peer: summary.peer ?? "?", remaining: deadline.map { $0 - ContinuousClock.now })
+            let result: (sent: SenderStatistics, received: ReceiverSummary)
+            do {
+                result = try runMedia(callMedia, call, round: round, signaling: signaling, participant: summary.participant,
+                                      peer: summary.peer ?? "?", remaining: deadline.map { $0 - ContinuousClock.now })
+            } catch let error as NegotiationError {
+                // No path to the peer (ICE or DTLS failed): wait for the peer to try again.
+                callMedia.transport.close()
+                summary.endReason = error.description
+                log("\(error.description): waiting for \(summary.peer ?? "the peer") to join again")
+                if let peer = summary.peer { onEvent?(.participantLeft(peer, reason: error.description)) }
+                continue
+            }
+            callMedia.transport.close()
             summary.sent = result.sent
             summary.received = result.received
             if summary.setupTime == nil, let first = result.received.firstFrameAt {
@@ -145,24 +179,97 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             if let peer = summary.peer { onEvent?(.participantLeft(peer, reason: summary.endReason)) }
             log("\(summary.endReason): waiting for \(summary.peer ?? "the peer") to join again")
         }
-        if stopRequested.load(ordering: .relaxed), summary.endReason.isEmpty { summary.endReason = "stopped" }
+        if stopRequested.load(ordering: .relaxed), summary.endReason.isEmpty || summary.mediaRounds > 0 && summary.endReason != "done" { summary.endReason = "stopped" }
         onEvent?(.disconnected(reason: summary.endReason))
         if let peer = summary.peer { client.send(RelayMessage(kind: .bye, id: "", to: peer)) }
         usleep(100_000)
         return summary
     }
 
-    private func payload(_ description: CallSessionDescription) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: try description.json())
+    /// Who the round's peer is, and the trickled candidates that wait for the description to go
+    /// first (a candidate before the offer or answer would reach a peer with nothing to add it to).
+    final class RoundSignaling: @unchecked Sendable {  // used by the call thread, then by the round's watcher thread, never both at once
+        let client: SignalingClient
+        var peer: String?
+        var described = false
+        var pending: [JSONValue] = []
+
+        init(client: SignalingClient) { self.client = client }
+
+        /// A local candidate ("candidate:..."), or the end of them ("").
+        func candidate(_ line: String) {
+            let payload = JSONValue.object(["candidate": .string(line), "sdpMid": .string("0"), "sdpMLineIndex": .number(0)])
+            if described, let peer {
+                client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: payload))
+            } else {
+                pending.append(payload)
+            }
+        }
+
+        /// Sends the offer or answer, then whatever candidates were waiting.
+        func describe(_ description: JSEPDescription, to peer: String) {
+            self.peer = peer
+            let payload = JSONValue.object(["type": .string(description.type.rawValue), "sdp": .string(description.sdp)])
+            client.send(RelayMessage(kind: description.type == .offer ? .offer : .answer, id: "", to: peer, payload: payload))
+            described = true
+            for p in pending { client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: p)) }
+            pending = []
+        }
     }
 
-    private func description(from value: JSONValue) throws -> CallSessionDescription {
-        try CallSessionDescription(json: try JSONEncoder().encode(value))
+    /// The session description in a signaling payload: {"type": "offer"|"answer", "sdp": "..."}.
+    static func description(_ payload: JSONValue?, as type: JSEPDescription.SDPType) throws(NegotiationError) -> JSEPDescription {
+        guard case .object(let fields)? = payload, case .string(let sdp)? = fields["sdp"] else {
+            throw NegotiationError("the \(type.rawValue) carries no \"sdp\" string")
+        }
+        if case .string(let stated)? = fields["type"], stated != type.rawValue {
+            throw NegotiationError("a message of type \(type.rawValue) says its description is an \(stated)")
+        }
+        do { return try JSEPDescription(type: type, sdp: sdp) } catch { throw NegotiationError("the peer's \(type.rawValue): \(error)") }
+    }
+
+    /// A trickled candidate: {"candidate": "candidate:..." | "" (no more), "sdpMid", "sdpMLineIndex"}.
+    static func candidate(_ payload: JSONValue?) -> String? {
+        guard case .object(let fields)? = payload, case .string(let line)? = fields["candidate"] else { return nil }
+        return line
+    }
+
+    /// Handles a transport event on the call thread: trickles candidates, logs the path.
+    private func handle(_ event: BundleTransport.Event, signaling: RoundSignaling) {
+        switch event {
+        case .localCandidate(let line): signaling.candidate(line)
+        case .gatheringDone: signaling.candidate("")
+        case .selectedPair(let pair): log("ice: \(pair)")
+        case .state(let state): if state == .failed { log("ice: failed") }
+        case .secured(let profile): log("dtls: connected, SRTP \(profile.rawValue)")
+        case .failed(let why): log(why)
+        case .closedByPeer: log("dtls: the peer closed the connection")
+        }
+    }
+
+    private func apply(candidate line: String, to transport: BundleTransport) {
+        if line.isEmpty {
+            transport.remoteGatheringDone()
+        } else if let error = Result(catching: { try transport.addRemoteCandidate(line) }).failure {
+            log("ice: \(error)")
+        }
     }
 
     /// Signaling until an offer/answer completes; nil when stopped or out of time first.
-    private func negotiate(local: CallSessionDescription, client: SignalingClient, summary: inout CallSummary,
-                           deadline: ContinuousClock.Instant?) throws -> NegotiatedCall? {
+    private func negotiate(round: Int, signaling: RoundSignaling, summary: inout CallSummary,
+                           deadline: ContinuousClock.Instant?) throws -> (CallMedia, NegotiatedCall)? {
+        var callMedia: CallMedia?
+        var offer: JSEPDescription?
+        var early: [String] = []
+        let queue = events
+        func roundMedia(controlling: Bool) throws -> CallMedia {
+            if let callMedia { return callMedia }
+            let made = try CallMedia(media: media, ice: iceConfiguration(controlling: controlling), certificate: certificate) { event in
+                queue.append(.transport(round: round, event))
+            }
+            callMedia = made
+            return made
+        }
         while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
             let pending = events.drain()
             if pending.isEmpty {
@@ -172,44 +279,79 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             var negotiated: NegotiatedCall?
             for event in pending {
                 switch event {
-                case .joined(let me, let peers, _):
+                case .signaling(.joined(let me, let peers, _)) where callMedia == nil:
                     summary.participant = me
                     log("joined room \(options.roomName) as \(me)\(peers.isEmpty ? ", waiting for a peer" : ", offering to \(peers[0])")")
                     if let peer = peers.first {
                         summary.peer = peer
-                        client.send(RelayMessage(kind: .offer, id: "", to: peer, payload: try payload(local)))
+                        let made = try roundMedia(controlling: true)
+                        let description = made.offer()
+                        offer = description
+                        signaling.describe(description, to: peer)
                     }
-                case .message(let message) where message.kind == .offer:
-                    let offer = try description(from: message.payload)
-                    let answer = try OfferAnswer.answer(offer, local: local)
-                    summary.peer = message.from
-                    client.send(RelayMessage(kind: .answer, id: "", to: message.from, payload: try payload(answer)))
-                    negotiated = try OfferAnswer.negotiate(local: answer, remote: offer)
-                case .message(let message) where message.kind == .answer:
-                    negotiated = try OfferAnswer.negotiate(local: local, remote: try description(from: message.payload))
-                case .closed(let reason):
+                case .signaling(.message(let message)) where message.kind == .offer:
+                    guard let from = message.from else { continue }
+                    // A new offer replaces one of ours (both joined at once): the later joiner offers.
+                    if let stale = callMedia, offer != nil { stale.transport.close(); callMedia = nil; offer = nil }
+                    summary.peer = from
+                    let made = try roundMedia(controlling: false)
+                    let (answer, call) = try made.answer(try Self.description(message.payload, as: .offer))
+                    signaling.describe(answer, to: from)
+                    negotiated = call
+                case .signaling(.message(let message)) where message.kind == .answer:
+                    guard let made = callMedia, let offer else { continue }
+                    negotiated = try made.accept(try Self.description(message.payload, as: .answer), to: offer)
+                case .signaling(.message(let message)) where message.kind == .candidate:
+                    guard let line = Self.candidate(message.payload) else { continue }
+                    if let made = callMedia { apply(candidate: line, to: made.transport) } else { early.append(line) }
+                case .signaling(.closed(let reason)):
                     throw NegotiationError("signaling closed: \(reason)")
-                case .serverError(let code, let text):
+                case .signaling(.serverError(let code, let text)):
                     log("signaling: \(code.rawValue): \(text)")
-                default:
+                case .signaling(.joined(_, _, _)), .signaling(.peerJoined), .signaling(.peerLeft), .signaling(.reconnecting),
+                     .signaling(.undelivered), .signaling(.message):
                     break
+                case .transport(let r, let e):
+                    if r == round { handle(e, signaling: signaling) }
                 }
             }
-            if let negotiated { return negotiated }
+            if let made = callMedia {
+                for line in early { apply(candidate: line, to: made.transport) }
+                early = []
+            }
+            if let negotiated, let made = callMedia { return (made, negotiated) }
         }
+        callMedia?.transport.close()
         return nil
     }
 
     /// Runs one round of media. The peer's bye ends it early, and so does a new offer (the peer
     /// came back before its silence was noticed; the offer stays queued for the next round).
     /// peer-left does not: it only says the peer's signaling connection dropped, and media may
-    /// well go on (RTCP silence ends a round whose peer really vanished).
-    private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, participant: String, peer: String, remaining: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
+    /// well go on (RTCP silence ends a round whose peer really vanished). Candidates keep
+    /// trickling both ways while media runs.
+    private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, round: Int, signaling: RoundSignaling, participant: String,
+                          peer: String, remaining: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
         let roundOver = Atomic<Bool>(false)
         startThread(named: "call-watcher") { [self] in
             while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
-                if events.removeAll(where: { if case .message(let m) = $0 { return m.kind == .bye }; return false }) > 0
-                    || events.contains(where: { if case .message(let m) = $0 { return m.kind == .offer }; return false }) {
+                let handled = events.take { event in
+                    switch event {
+                    case .signaling(.message(let m)): return m.kind == .bye || m.kind == .candidate
+                    case .transport: return true
+                    default: return false
+                    }
+                }
+                var bye = false
+                for event in handled {
+                    switch event {
+                    case .signaling(.message(let m)) where m.kind == .bye: bye = true
+                    case .signaling(.message(let m)): if let line = Self.candidate(m.payload) { apply(candidate: line, to: callMedia.transport) }
+                    case .transport(let r, let e): if r == round { handle(e, signaling: signaling) }
+                    default: break
+                    }
+                }
+                if bye || events.contains(where: { if case .signaling(.message(let m)) = $0 { return m.kind == .offer }; return false }) {
                     callMedia.stop()
                     break
                 }
@@ -236,7 +378,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     onEvent?(.trackSubscribed(participant: peer, kind: .audio))
                 }
                 guard tick % 10 == 0 else { continue }
-                let status = CallStatus.between(previous, now, participant: participant)
+                var status = CallStatus.between(previous, now, participant: participant)
+                status.candidatePair = callMedia.transport.selectedPair?.description
                 current.withLock { $0.status = status }
                 onStatus?(status)
                 onEvent?(.stats(status))
@@ -256,13 +399,6 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     }
 }
 
-extension UDPAddress {
-    /// The local address the system would use to reach `host` (a UDP connect sends nothing).
-    public static func localAddress(toward host: String, port: Int) throws -> String {
-        let target = try UDPAddress(host: host, port: port)
-        if target.host.hasPrefix("127.") { return "127.0.0.1" }
-        let socket = try UDPSocket(bindHost: "0.0.0.0", port: 0)
-        defer { socket.close() }
-        return try socket.localAddress(connectingTo: target)
-    }
+extension Result where Failure == any Error {
+    var failure: (any Error)? { if case .failure(let e) = self { return e }; return nil }
 }

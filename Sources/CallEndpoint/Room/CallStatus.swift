@@ -19,6 +19,8 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var videoTargetKbps: Int?
     public var mode: String?
     public var lastDecision: EncodingDecision?
+    /// The ICE candidate pair media flows over ("host udp 10.0.0.2:5000 -> srflx 203.0.113.7:6000").
+    public var candidatePair: String?
 
     /// The one-line form for a terminal.
     public var line: String {
@@ -29,6 +31,7 @@ public struct CallStatus: Sendable, Codable, Equatable {
         if let rttMs { parts.append(String(format: "RTT %.1f ms", rttMs)) }
         if let latencyMs { parts.append(String(format: "latency %.0f ms", latencyMs)) }
         if let estimateKbps { parts.append("estimate \(estimateKbps) kbit/s\(mode.map { " " + $0 } ?? "")") }
+        if let candidatePair { parts.append(candidatePair) }
         return parts.joined(separator: " | ")
     }
 }

@@ -1,45 +1,83 @@
+import Dispatch
 import Foundation
 import Platform
 import RTPTransport
 import Synchronization
 
-/// The media of one call: a UDP socket per media kind that both sends and receives (symmetric
-/// RTP, RTCP multiplexed), a `MediaSender` and a `MediaReceiver` sharing them, and this side's own
-/// SRTP key (each side encrypts with its own key and decrypts with the peer's, as SDES-SRTP does).
-public final class CallMedia: @unchecked Sendable {  // sockets and keys are immutable; the sender/receiver pair is set once under `parts`
-    public let videoSocket: UDPSocket
-    public let audioSocket: UDPSocket
-    public let ssrcs: (video: UInt32, rtx: UInt32, audio: UInt32)
-    public let cname = "callend-\(UInt32.random(in: 1...UInt32.max))"
-    let srtpKey: [UInt8]?
-    static let profile = SRTPProfile.aes128CmSha1_80
+/// The media of one round of a call: one bundled transport (ICE, DTLS-SRTP), the offer/answer
+/// that sets it up, and a `MediaSender` and `MediaReceiver` on it once DTLS has keyed SRTP.
+/// Gathering starts when it is made, so candidates are ready by the time the description goes.
+public final class CallMedia: @unchecked Sendable {  // the transport and local media are immutable; sender/receiver and the secured state are behind locks
+    public let transport: BundleTransport
+    public let local: LocalMedia
     private let parts = Mutex<(MediaSender?, MediaReceiver?)>((nil, nil))
+    /// nil while DTLS runs; then secured (nil reason) or failed (the reason).
+    private let outcome = Mutex<String??>(nil)
+    private let settled = DispatchSemaphore(value: 0)
+    private let stopRequested = Atomic<Bool>(false)
 
-    public init(listenHost: String = "0.0.0.0", srtp: Bool = true) throws {
-        videoSocket = try UDPSocket(bindHost: listenHost, port: 0)
-        audioSocket = try UDPSocket(bindHost: listenHost, port: 0)
-        ssrcs = (UInt32.random(in: 1...UInt32.max), UInt32.random(in: 1...UInt32.max), UInt32.random(in: 1...UInt32.max))
-        srtpKey = srtp ? (0..<Self.profile.keyMaterialLength).map { _ in UInt8.random(in: 0...255) } : nil
+    /// How long ICE and DTLS may take once both descriptions are known (RFC 8445 checks take
+    /// seconds at worst through TURN; a peer that never answers must not hold the round for ever).
+    public static let connectTimeout: Duration = .seconds(30)
+
+    public init(media: Call.Media, ice: ICEAgent.Configuration, certificate: DTLSCertificate,
+                onEvent: @escaping @Sendable (BundleTransport.Event) -> Void) throws {
+        local = LocalMedia(sendsVideo: media.videoTrack != nil, sendsAudio: media.audioTrack != nil)
+        final class Outcome: @unchecked Sendable {  // set once, right after init
+            weak var media: CallMedia?
+        }
+        let me = Outcome()
+        transport = try BundleTransport(configuration: .init(ice: ice, certificate: certificate)) { event in
+            switch event {
+            case .secured: me.media?.settle(nil)
+            case .failed(let why): me.media?.settle(why)
+            default: break
+            }
+            onEvent(event)
+        }
+        me.media = self
+        try transport.start()
     }
 
-    /// What this side offers or answers with: VP8 (RTX, NACK, PLI, FIR) and Opus on the two
-    /// sockets' ports, reachable at `candidateHost`.
-    public func localDescription(candidateHost: String) -> CallSessionDescription {
-        let video = CallSessionDescription.Codec(name: "VP8", payloadType: MediaSenderConfiguration.videoPayloadType, clockRate: 90_000,
-                                                 rtxPayloadType: MediaSenderConfiguration.rtxPayloadType, feedback: ["nack", "nack pli", "ccm fir"])
-        let opus = CallSessionDescription.Codec(name: "opus", payloadType: MediaSenderConfiguration.audioPayloadType, clockRate: 48_000,
-                                                channels: 2, parameters: ["useinbandfec": "1", "minptime": "10"])
-        let extensions = [CallSessionDescription.HeaderExtension(id: 3, uri: TransportSequenceNumber.uri)]
-        return CallSessionDescription(
-            cname: cname,
-            media: [.init(kind: "video", codecs: [video], ssrc: ssrcs.video, rtxSSRC: ssrcs.rtx, headerExtensions: extensions, port: videoSocket.localPort),
-                    .init(kind: "audio", codecs: [opus], ssrc: ssrcs.audio, rtxSSRC: nil, headerExtensions: extensions, port: audioSocket.localPort)],
-            candidates: [.init(host: candidateHost)],
-            crypto: srtpKey.map { [.init(profile: Self.profile.rawValue, key: Data($0).base64EncodedString())] } ?? [])
+    deinit { transport.close() }
+
+    private func settle(_ failure: String?) {
+        let first = outcome.withLock { o -> Bool in
+            guard o == nil else { return false }
+            o = .some(failure)
+            return true
+        }
+        if first { settled.signal() } else if let failure { stopWith(failure) }
     }
 
-    /// Sends and receives until `duration` passes, the peer says BYE or goes silent, or `stop()`.
-    /// The tracks, renderers and speaker belong to the caller and stay open afterwards.
+    /// A failure after media began (consent lost): the round ends with the reason.
+    private let lateFailure = Mutex<String?>(nil)
+    private func stopWith(_ reason: String) {
+        lateFailure.withLock { $0 = reason }
+        stop()
+    }
+
+    /// This side's transport for its descriptions (offers say actpass).
+    public var localTransport: JSEPDescription.Transport {
+        .init(ufrag: transport.localCredentials.ufrag, password: transport.localCredentials.password, fingerprint: transport.fingerprint, setup: .actpass)
+    }
+
+    public func offer() -> JSEPDescription { OfferAnswer.offer(local, transport: localTransport) }
+
+    /// Answers the peer's offer and points the transport at the peer.
+    public func answer(_ offer: JSEPDescription) throws -> (JSEPDescription, NegotiatedCall) {
+        let (answer, call) = try OfferAnswer.answer(offer, local: local, transport: localTransport)
+        try transport.setRemote(call.remoteTransport, role: call.dtlsRole)
+        return (answer, call)
+    }
+
+    /// Takes the peer's answer to our offer and points the transport at the peer.
+    public func accept(_ answer: JSEPDescription, to offer: JSEPDescription) throws -> NegotiatedCall {
+        let call = try OfferAnswer.negotiate(offer: offer, answer: answer, local: local)
+        try transport.setRemote(call.remoteTransport, role: call.dtlsRole)
+        return call
+    }
+
     /// How the encoders are driven in a call: the mode, the video ceiling, and where decisions go.
     public struct Encoding: Sendable {
         public var mode: VideoEncodingMode = .auto
@@ -48,53 +86,51 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
         public init() {}
     }
 
+    /// Waits for DTLS to key SRTP, then sends and receives until `duration` passes, the peer says
+    /// BYE or goes silent, consent is lost, or `stop()`. The tracks, renderers and speaker belong
+    /// to the caller and stay open afterwards.
     public func run(_ call: NegotiatedCall, media: Call.Media, encoding: Encoding = Encoding(), duration: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
-        guard let videoStream = call.streams.first(where: { $0.kind == "video" }) ?? call.streams.first else {
-            throw NegotiationError("no negotiated stream")
+        let waitUntil = DispatchTime.now() + Self.connectTimeout.secondsDouble
+        while outcome.withLock({ $0 }) == nil {
+            if stopRequested.load(ordering: .relaxed) { throw NegotiationError("stopped before the connection was up") }
+            if DispatchTime.now() >= waitUntil { throw NegotiationError("no connection to the peer within \(Self.connectTimeout) (ICE and DTLS)") }
+            _ = settled.wait(timeout: .now() + 0.1)
         }
-        let audioStream = call.streams.first { $0.kind == "audio" }
-        var sending = MediaSenderConfiguration(destinationHost: call.remoteHost, videoPort: videoStream.remotePort)
-        sending.audioPort = audioStream?.remotePort ?? videoStream.remotePort + 2
-        let tracks = (video: call.streams.contains { $0.kind == "video" } ? media.videoTrack : nil, audio: audioStream == nil ? nil : media.audioTrack)
+        if case .some(.some(let failure)) = outcome.withLock({ $0 }) { throw NegotiationError(failure) }
+        let video = call.stream(.video), audio = call.stream(.audio)
+        var sending = MediaSenderConfiguration(destinationHost: "0.0.0.0", videoPort: 0)
+        sending.payloadTypes = .init(video: video?.codec.payloadType ?? 96, rtx: video?.codec.rtxPayloadType,
+                                     audio: audio?.codec.payloadType ?? 111)
+        let tracks = (video: video?.sends == true ? media.videoTrack : nil, audio: audio?.sends == true ? media.audioTrack : nil)
         sending.duration = duration
-        sending.ssrcs = ssrcs
-        sending.transportSequenceExtensionID = videoStream.kind == "video" ? videoStream.transportSequenceExtensionID : nil
+        sending.ssrcs = (local.videoSSRC, local.rtxSSRC, local.audioSSRC)
+        sending.transportSequenceExtensionID = video?.transportSequenceExtensionID
         sending.encodingMode = encoding.mode
         sending.maxVideoBitrate = encoding.maxVideoBitrate
         sending.videoBitrate = min(sending.videoBitrate, encoding.maxVideoBitrate)
         sending.onDecision = encoding.onDecision
-        if let srtp = call.srtp {
-            sending.srtp = (srtp.profile, srtp.sendKey)
-            sending.srtpReceiveKey = srtp.receiveKey
+        let streams: [StreamDescription] = call.streams.filter(\.receives).map { s in
+            StreamDescription(kind: s.kind == .video ? .video : .audio, port: 9, payloadType: s.codec.payloadType, encodingName: s.codec.name,
+                              clockRate: s.codec.clockRate, channels: s.codec.channels, feedback: s.codec.feedback, rtcpMux: true,
+                              ssrc: s.remoteSSRC, rtxPayloadType: s.codec.rtxPayloadType)
         }
-        let crypto = call.srtp.map { (profile: $0.profile, keyMaterial: $0.receiveKey) }
-        let streams: [StreamDescription] = call.streams.map { s in
-            StreamDescription(kind: s.kind == "video" ? .video : .audio, port: s.localPort, payloadType: s.codec.payloadType,
-                              encodingName: s.codec.name, clockRate: s.codec.clockRate, channels: s.codec.channels,
-                              feedback: s.codec.feedback, rtcpMux: true, ssrc: s.remoteSSRC, crypto: crypto, rtxPayloadType: s.codec.rtxPayloadType)
-        }
-        var receiving = MediaReceiverConfiguration(description: SessionDescriptionFile(connectionAddress: call.remoteHost, streams: streams))
+        var receiving = MediaReceiverConfiguration(description: SessionDescriptionFile(connectionAddress: "0.0.0.0", streams: streams))
         receiving.duration = duration.map { $0 + .seconds(2) }
         // A peer that vanishes is noticed from RTCP silence within 4 s (reports come every second).
         receiving.idleTimeout = .seconds(4)
-        receiving.srtpSendKey = call.srtp?.sendKey
         receiving.videoRenderers = media.renderers
-        receiving.transportSequenceExtensionID = call.streams.first { $0.kind == "video" }?.transportSequenceExtensionID
+        receiving.transportSequenceExtensionID = video?.transportSequenceExtensionID ?? audio?.transportSequenceExtensionID
         receiving.audioPlayout = media.audioPlayout
-        let keys = call.srtp.map { UDPPairTransport.Keys(profile: $0.profile, send: $0.sendKey, receive: $0.receiveKey) }
-        let transport = try UDPPairTransport(sockets: [.video: videoSocket, .audio: audioSocket],
-                                             destinations: [.video: try UDPAddress(host: call.remoteHost, port: sending.videoPort),
-                                                            .audio: try UDPAddress(host: call.remoteHost, port: sending.audioPort)],
-                                             keys: keys.map { [.video: $0, .audio: $0] } ?? [:])
         let sender = try MediaSender(configuration: sending, transport: transport, tracks: tracks)
         let receiver = try MediaReceiver(configuration: receiving, transport: transport)
         parts.withLock { $0 = (sender, receiver) }
-        // RTP to the receiver, RTCP to both (SR and BYE concern the receiver; RR, NACK, PLI and
-        // FIR the sender).
+        // RTP to the receiver, RTCP to both (SR and BYE concern the receiver; RR, NACK, PLI,
+        // FIR and transport-cc feedback the sender).
         transport.startDelivering { packet in
             if packet.isRTCP { sender.handleRTCP(packet.bytes) }
             receiver.receive(packet)
         }
+        if stopRequested.load(ordering: .relaxed) { stop() }
         let sent = Mutex<Result<SenderStatistics, any Error>?>(nil)
         let senderDone = DispatchSemaphore(value: 0)
         startThread(named: "media-sender") {
@@ -102,12 +138,12 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
             sent.withLock { $0 = result }
             senderDone.signal()
         }
-        let received = try receiver.run()
+        var received = try receiver.run()
         sender.stop()
         senderDone.wait()
-        videoSocket.stop()
-        audioSocket.stop()
+        transport.startDelivering { _ in }
         parts.withLock { $0 = (nil, nil) }
+        if let failure = lateFailure.withLock({ $0 }) { received.endReason = failure }
         return (try sent.withLock { $0! }.get(), received)
     }
 
@@ -118,13 +154,9 @@ public final class CallMedia: @unchecked Sendable {  // sockets and keys are imm
     }
 
     public func stop() {
+        stopRequested.store(true, ordering: .relaxed)
         let (sender, receiver) = parts.withLock { $0 }
         sender?.stop()
         receiver?.stop()
-    }
-
-    deinit {
-        videoSocket.close()
-        audioSocket.close()
     }
 }

@@ -44,9 +44,20 @@ public struct MediaSenderConfiguration: Sendable {
     /// Every encoding decision, as it is made.
     public var onDecision: (@Sendable (EncodingDecision) -> Void)?
 
-    public static let videoPayloadType: UInt8 = 96
-    public static let rtxPayloadType: UInt8 = 97
-    public static let audioPayloadType: UInt8 = 111
+    /// Payload types: fixed for SDP files (96, its RTX 97, Opus 111), the offerer's in a call.
+    public struct PayloadTypes: Sendable, Equatable {
+        public var video: UInt8 = 96
+        /// RFC 4588 retransmissions and probe padding; nil when the peer did not take RTX (then
+        /// lost packets are not resent and probes carry no padding).
+        public var rtx: UInt8? = 97
+        public var audio: UInt8 = 111
+        public init(video: UInt8 = 96, rtx: UInt8? = 97, audio: UInt8 = 111) {
+            self.video = video
+            self.rtx = rtx
+            self.audio = audio
+        }
+    }
+    public var payloadTypes = PayloadTypes()
 
     public init(destinationHost: String, videoPort: Int) {
         self.destinationHost = destinationHost
@@ -175,12 +186,12 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         var streams: [StreamDescription] = []
         let crypto = configuration.srtp
         if videoTrack != nil {
-            streams.append(StreamDescription(kind: .video, port: configuration.videoPort, payloadType: MediaSenderConfiguration.videoPayloadType,
+            streams.append(StreamDescription(kind: .video, port: configuration.videoPort, payloadType: configuration.payloadTypes.video,
                                              encodingName: "VP8", clockRate: 90_000, feedback: ["nack", "nack pli", "ccm fir"],
-                                             ssrc: videoSSRC, cname: cname, crypto: crypto, rtxPayloadType: MediaSenderConfiguration.rtxPayloadType))
+                                             ssrc: videoSSRC, cname: cname, crypto: crypto, rtxPayloadType: configuration.payloadTypes.rtx))
         }
         if audioTrack != nil {
-            streams.append(StreamDescription(kind: .audio, port: configuration.audioPort, payloadType: MediaSenderConfiguration.audioPayloadType,
+            streams.append(StreamDescription(kind: .audio, port: configuration.audioPort, payloadType: configuration.payloadTypes.audio,
                                              encodingName: "opus", clockRate: 48_000, channels: 2, fmtp: "minptime=10;useinbandfec=1",
                                              ssrc: audioSSRC, cname: cname, crypto: crypto))
         }
@@ -303,7 +314,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                     stamp(&packet, probe: entry.probe)
                     out.append(packet)
                 }
-                if s.estimator != nil && s.pacer.probing {
+                if s.estimator != nil && s.pacer.probing, let rtxType = configuration.payloadTypes.rtx {
                     while let bytes = s.pacer.paddingWanted(now: now) {
                         s.rtxSequence &+= 1
                         // Recent video packets sent again on the RTX stream, full size; plain RTP
@@ -311,9 +322,9 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                         var padding: RTPPacket
                         if let recent = s.history.recent(s.probePaddingCursor % 16) {
                             s.probePaddingCursor += 1
-                            padding = RTX.wrap(recent, ssrc: rtxSSRC, payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence)
+                            padding = RTX.wrap(recent, ssrc: rtxSSRC, payloadType: rtxType, sequenceNumber: s.rtxSequence)
                         } else {
-                            padding = RTPPacket(payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence, timestamp: 0,
+                            padding = RTPPacket(payloadType: rtxType, sequenceNumber: s.rtxSequence, timestamp: 0,
                                                 ssrc: rtxSSRC, paddingLength: min(255, bytes))
                         }
                         stamp(&padding, probe: s.pacer.currentProbe)
@@ -502,7 +513,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
             for encoded in encodedFrames {
                 let payloads = packetizer.packetize(encoded.data)
                 for (i, payload) in payloads.enumerated() {
-                    let packet = RTPPacket(payloadType: MediaSenderConfiguration.videoPayloadType, sequenceNumber: sequence, timestamp: timestamp,
+                    let packet = RTPPacket(payloadType: configuration.payloadTypes.video, sequenceNumber: sequence, timestamp: timestamp,
                                            ssrc: videoSSRC, marker: i == payloads.count - 1, payload: payload)
                     sequence &+= 1
                     let sentAt = clock.now
@@ -557,7 +568,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 audioSettings = (bitrate, fec)
             }
             let payload = try encoder!.encode(samples)
-            let packet = RTPPacket(payloadType: MediaSenderConfiguration.audioPayloadType, sequenceNumber: sequence, timestamp: timestamp,
+            let packet = RTPPacket(payloadType: configuration.payloadTypes.audio, sequenceNumber: sequence, timestamp: timestamp,
                                    ssrc: audioSSRC, marker: first, payload: payload)
             first = false
             let now = clock.now
@@ -607,7 +618,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         let arrivalNTP = clock.ntpNow
         for packet in packets {
             switch packet {
-            case .nack(let nack) where nack.mediaSSRC == videoSSRC:
+            case .nack(let nack) where nack.mediaSSRC == videoSSRC && configuration.payloadTypes.rtx != nil:
                 let now = clock.now
                 let answer = state.withLock { s -> RetransmissionHistory.Answer in
                     s.stats.nacksReceived += 1
@@ -632,7 +643,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                         }
                         s.rtxSequence &+= 1
                         s.stats.retransmitted += 1
-                        let rtx = RTX.wrap(original, ssrc: rtxSSRC, payloadType: MediaSenderConfiguration.rtxPayloadType, sequenceNumber: s.rtxSequence)
+                        let rtx = RTX.wrap(original, ssrc: rtxSSRC, payloadType: configuration.payloadTypes.rtx ?? 97, sequenceNumber: s.rtxSequence)
                         s.pacer.enqueue(rtx, size: rtx.serializedSize, priority: .retransmission, now: now.microseconds)
                     }
                 }

@@ -1,0 +1,163 @@
+import RTPTransport
+
+public struct NegotiationError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// What this endpoint publishes, and under which names, for its session descriptions.
+public struct LocalMedia: Sendable, Equatable {
+    public var sendsVideo: Bool
+    public var sendsAudio: Bool
+    public var videoSSRC = UInt32.random(in: 1...UInt32.max)
+    public var rtxSSRC = UInt32.random(in: 1...UInt32.max)
+    public var audioSSRC = UInt32.random(in: 1...UInt32.max)
+    public var cname = "callend-\(UInt32.random(in: 1...UInt32.max))"
+    /// The msid stream identifier both tracks belong to (RFC 8830).
+    public var streamID = "callend"
+
+    public init(sendsVideo: Bool, sendsAudio: Bool) {
+        self.sendsVideo = sendsVideo
+        self.sendsAudio = sendsAudio
+    }
+}
+
+/// The result of offer/answer for one call: per kind, the codec both use (the offerer's payload
+/// types), which way media goes, the SSRCs, and the transport-wide sequence number extension; and
+/// the peer's transport with who opens DTLS.
+public struct NegotiatedCall: Sendable, Equatable {
+    public struct Stream: Sendable, Equatable {
+        public var kind: MediaKind
+        public var codec: JSEPDescription.Codec
+        public var sends: Bool
+        public var receives: Bool
+        public var localSSRC: UInt32
+        public var localRTXSSRC: UInt32?
+        public var remoteSSRC: UInt32?
+        public var transportSequenceExtensionID: UInt8?
+    }
+
+    public var streams: [Stream]
+    public var remoteTransport: JSEPDescription.Transport
+    public var dtlsRole: DTLSSession.Role
+
+    public func stream(_ kind: MediaKind) -> Stream? { streams.first { $0.kind == kind } }
+}
+
+/// JSEP offer/answer (RFC 8829 §5, RFC 3264) for what callend speaks: Opus and VP8 with RTX,
+/// NACK, PLI, FIR and transport-cc, everything bundled with rtcp-mux. An offer from anyone is
+/// answered with the first VP8 and the first Opus it lists (in its payload types); every other
+/// section is declined with port 0; nothing acceptable is an error that says what was offered.
+public enum OfferAnswer {
+    static let opus = JSEPDescription.Codec(payloadType: 111, name: "opus", clockRate: 48_000, channels: 2,
+                                            parameters: "minptime=10;useinbandfec=1", feedback: ["transport-cc"])
+    static let vp8 = JSEPDescription.Codec(payloadType: 96, name: "VP8", clockRate: 90_000,
+                                           feedback: ["nack", "nack pli", "ccm fir", "transport-cc"], rtxPayloadType: 97)
+    static let supportedFeedback: [MediaKind: Set<String>] = [.video: ["nack", "nack pli", "ccm fir", "transport-cc"], .audio: ["transport-cc"]]
+    /// The header extension callend reads and writes (RFC 8285, ID 3 where callend chooses).
+    static let transportCC = JSEPDescription.HeaderExtension(id: 3, uri: TransportSequenceNumber.uri)
+
+    /// This side's offer: audio (mid 0) and video (mid 1), sendrecv where a track is published.
+    public static func offer(_ local: LocalMedia, transport: JSEPDescription.Transport) -> JSEPDescription {
+        var audio = JSEPDescription.Media(kind: "audio", mid: "0")
+        audio.codecs = [opus]
+        audio.direction = .init(sends: local.sendsAudio, receives: true)
+        var video = JSEPDescription.Media(kind: "video", mid: "1")
+        video.codecs = [vp8]
+        video.direction = .init(sends: local.sendsVideo, receives: true)
+        for i in [0, 1] {
+            var m = i == 0 ? audio : video
+            m.extensions = [transportCC]
+            m.cname = local.cname
+            m.msid = "\(local.streamID) \(m.kind)"
+            m.ssrc = i == 0 ? local.audioSSRC : local.videoSSRC
+            m.rtxSSRC = i == 0 ? nil : local.rtxSSRC
+            if i == 0 { audio = m } else { video = m }
+        }
+        return JSEPDescription(type: .offer, media: [audio, video], transport: transport)
+    }
+
+    /// This side's answer to `offer`, and the call it makes. The answerer opens DTLS
+    /// (a=setup:active) unless the offerer insists on being active itself.
+    public static func answer(_ offer: JSEPDescription, local: LocalMedia, transport: JSEPDescription.Transport) throws(NegotiationError) -> (JSEPDescription, NegotiatedCall) {
+        var sections: [JSEPDescription.Media] = []
+        var streams: [NegotiatedCall.Stream] = []
+        for offered in offer.media {
+            var answered = JSEPDescription.Media(kind: offered.kind, mid: offered.mid)
+            answered.proto = offered.proto
+            answered.formats = offered.formats
+            guard let kind = MediaKind(rawValue: offered.kind), !offered.isRejected, !streams.contains(where: { $0.kind == kind }),
+                  let chosen = choose(kind, from: offered.codecs) else {
+                // Declined (RFC 3264 §6): port 0; what callend does not speak, or a second section of a kind.
+                answered.port = 0
+                (answered.direction, answered.rtcpMux, answered.rtcpReducedSize) = (.inactive, false, false)
+                sections.append(answered)
+                continue
+            }
+            let sends = offered.direction.receives && (kind == .video ? local.sendsVideo : local.sendsAudio)
+            answered.direction = .init(sends: sends, receives: offered.direction.sends)
+            answered.codecs = [chosen]
+            answered.extensions = offered.extensions.filter { $0.uri == transportCC.uri }
+            answered.rtcpReducedSize = offered.rtcpReducedSize
+            answered.cname = local.cname
+            answered.msid = "\(local.streamID) \(kind.rawValue)"
+            answered.ssrc = kind == .video ? local.videoSSRC : local.audioSSRC
+            answered.rtxSSRC = kind == .video && chosen.rtxPayloadType != nil ? local.rtxSSRC : nil
+            sections.append(answered)
+            streams.append(stream(kind, chosen, direction: answered.direction, local: local, remote: offered, extensions: answered.extensions))
+        }
+        guard !streams.isEmpty else {
+            let offered = offer.media.map { "\($0.kind) (\($0.codecs.map(\.name).joined(separator: ", ")))" }.joined(separator: "; ")
+            throw NegotiationError("nothing in the offer that callend speaks: it sends and receives Opus and VP8; offered \(offered)")
+        }
+        var mine = transport
+        mine.setup = offer.transport.setup == .active ? .passive : .active
+        let answer = JSEPDescription(type: .answer, media: sections, transport: mine)
+        return (answer, NegotiatedCall(streams: streams, remoteTransport: offer.transport, dtlsRole: mine.setup == .active ? .client : .server))
+    }
+
+    /// The call our offer and the peer's answer make.
+    public static func negotiate(offer: JSEPDescription, answer: JSEPDescription, local: LocalMedia) throws(NegotiationError) -> NegotiatedCall {
+        var streams: [NegotiatedCall.Stream] = []
+        for answered in answer.media where !answered.isRejected {
+            guard let kind = MediaKind(rawValue: answered.kind), let ours = offer.media.first(where: { $0.mid == answered.mid && $0.kind == answered.kind }) else {
+                throw NegotiationError("the answer has a section (mid \(answered.mid), \(answered.kind)) the offer did not have")
+            }
+            guard let codec = answered.codecs.first, let offered = ours.codecs.first(where: { $0.payloadType == codec.payloadType && $0.isCodec(codec.name, clockRate: codec.clockRate) }) else {
+                throw NegotiationError("the answer chose a codec for \(answered.kind) that was not offered: \(answered.codecs.map { "\($0.payloadType) \($0.name)" })")
+            }
+            var agreed = offered
+            agreed.feedback = offered.feedback.filter(codec.feedback.contains)
+            agreed.rtxPayloadType = codec.rtxPayloadType == offered.rtxPayloadType ? offered.rtxPayloadType : nil
+            let direction = JSEPDescription.Direction(sends: ours.direction.sends && answered.direction.receives,
+                                                      receives: ours.direction.receives && answered.direction.sends)
+            let extensions = answered.extensions.filter { e in ours.extensions.contains(e) }
+            streams.append(stream(kind, agreed, direction: direction, local: local, remote: answered, extensions: extensions))
+        }
+        guard !streams.isEmpty else { throw NegotiationError("the answer declined every media section") }
+        let role: DTLSSession.Role
+        switch answer.transport.setup {
+        case .active: role = .server
+        case .passive: role = .client
+        case .actpass: throw NegotiationError("the answer says a=setup:actpass; an answer must choose active or passive (RFC 5763 §5)")
+        }
+        return NegotiatedCall(streams: streams, remoteTransport: answer.transport, dtlsRole: role)
+    }
+
+    /// The first offered codec of `kind` callend speaks, with the feedback both know.
+    static func choose(_ kind: MediaKind, from offered: [JSEPDescription.Codec]) -> JSEPDescription.Codec? {
+        let mine = kind == .video ? vp8 : opus
+        guard var codec = offered.first(where: { $0.isCodec(mine.name, clockRate: mine.clockRate) && (kind == .video || $0.channels == 2) }) else { return nil }
+        codec.feedback = codec.feedback.filter { supportedFeedback[kind]?.contains($0) ?? false }
+        if kind == .audio { codec.rtxPayloadType = nil }
+        return codec
+    }
+
+    private static func stream(_ kind: MediaKind, _ codec: JSEPDescription.Codec, direction: JSEPDescription.Direction, local: LocalMedia,
+                               remote: JSEPDescription.Media, extensions: [JSEPDescription.HeaderExtension]) -> NegotiatedCall.Stream {
+        NegotiatedCall.Stream(kind: kind, codec: codec, sends: direction.sends, receives: direction.receives,
+                              localSSRC: kind == .video ? local.videoSSRC : local.audioSSRC,
+                              localRTXSSRC: kind == .video && codec.rtxPayloadType != nil ? local.rtxSSRC : nil,
+                              remoteSSRC: remote.ssrc, transportSequenceExtensionID: extensions.first { $0.uri == transportCC.uri }?.id)
+    }
+}
