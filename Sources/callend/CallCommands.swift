@@ -125,6 +125,8 @@ func runJoin(_ args: inout Arguments) throws {
             iceServers.append(server)
         } catch let error as ICEError {
             throw UsageError(description: error.description)
+        } catch {
+            throw error
         }
     }
     if let camera {

@@ -1,5 +1,6 @@
 import CallEndpoint
 import Foundation
+import RTPTransport
 import Signaling
 #if canImport(Glibc)
 import Glibc
@@ -8,6 +9,7 @@ import Glibc
 let serveHelp = """
     usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K]
                          [--max-participants N] [--max-connections N] [--issuer ISS]
+                         [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
     any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
@@ -21,6 +23,12 @@ let serveHelp = """
       --max-participants N    participants per room (default 2: a peer-to-peer call)
       --max-connections N     connections in total (default 20000)
       --issuer ISS            accept only tokens whose iss claim is ISS
+      --ice-server URL        a STUN or TURN server handed to every participant in 'joined'
+                              (stun:HOST:PORT, turn:HOST:PORT?transport=udp|tcp; repeatable)
+      --turn-secret-file F    the secret shared with the TURN server (coturn's static-auth-secret):
+                              each participant gets its own credential, username EXPIRY:IDENTITY,
+                              password base64(HMAC-SHA1(secret, username)) (coturn use-auth-secret)
+      --turn-ttl D            how long a TURN credential lasts (default 24h)
     """
 
 let tokenHelp = """
@@ -55,7 +63,7 @@ func parseHostPort(_ text: String, option: String) throws(UsageError) -> (host: 
     return (host, port)
 }
 
-func parseDuration(_ text: String) throws(UsageError) -> Int64 {
+func parseDuration(_ text: String, option: String = "--ttl") throws(UsageError) -> Int64 {
     let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
     var number = Substring(text), unit: Int64 = 1
     if let last = text.last, let scale = units[last] {
@@ -63,7 +71,7 @@ func parseDuration(_ text: String) throws(UsageError) -> Int64 {
         unit = scale
     }
     guard let value = Int64(number), value > 0, value * unit <= 30 * 86400 else {
-        throw UsageError(description: "--ttl takes a positive duration up to 30d such as 90, 15m, 1h or 7d, not '\(text)'")
+        throw UsageError(description: "\(option) takes a positive duration up to 30d such as 90, 15m, 1h or 7d, not '\(text)'")
     }
     return value * unit
 }
@@ -111,8 +119,30 @@ func runServe(_ args: inout Arguments) throws {
     let participants = try args.integer("--max-participants", in: 2...1000)
     let connections = try args.integer("--max-connections", in: 1...1_000_000)
     let issuer = try args.value("--issuer")
+    let iceURLs = try args.values("--ice-server")
+    let turnSecretFile = try args.value("--turn-secret-file")
+    var turnTTL: Int64?
+    if let text = try args.value("--turn-ttl") { turnTTL = try parseDuration(text, option: "--turn-ttl") }
     let secret = try loadSecret(&args)
     try args.finish(command: "serve")
+    var policy = ICEServerPolicy()
+    for url in iceURLs {
+        do {
+            if case .turn = try ICEServer(url: url).kind { policy.turnURLs.append(url) } else { policy.stunURLs.append(url) }
+        } catch {
+            throw UsageError(description: error.description)
+        }
+    }
+    if let turnSecretFile {
+        guard let text = try? String(contentsOfFile: turnSecretFile, encoding: .utf8), !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw UsageError(description: "cannot read a TURN secret from --turn-secret-file \(turnSecretFile)")
+        }
+        policy.turnSecret = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+    }
+    if !policy.turnURLs.isEmpty && policy.turnSecret == nil {
+        throw UsageError(description: "TURN servers given with --ice-server need --turn-secret-file (the secret coturn checks credentials with)")
+    }
+    if let turnTTL { policy.credentialLifetime = turnTTL }
 
     raiseFileLimit()
     var configuration = SignalingServerConfiguration(host: host, port: port, secret: secret)
@@ -120,6 +150,7 @@ func runServe(_ args: inout Arguments) throws {
     if let participants { configuration.limits.maxParticipantsPerRoom = participants }
     if let connections { configuration.limits.maxConnections = connections }
     configuration.requiredIssuer = issuer
+    if !iceURLs.isEmpty { configuration.iceServers = policy }
     let server = try SignalingServer(configuration: configuration) { line in
         FileHandle.standardError.write(Data("callend serve: \(line)\n".utf8))
     }

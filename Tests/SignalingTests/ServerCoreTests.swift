@@ -8,8 +8,8 @@ final class CoreHarness {
     var now: Duration = .seconds(100)
     let wallClock: Int64 = 1_000_100
 
-    init(limits: ServerLimits = ServerLimits()) {
-        core = SignalingServerCore(verifier: TokenVerifier(secret: testSecret), limits: limits)
+    init(limits: ServerLimits = ServerLimits(), iceServers: ICEServerPolicy? = nil) {
+        core = SignalingServerCore(verifier: TokenVerifier(secret: testSecret), limits: limits, iceServers: iceServers)
     }
 
     func open(_ id: UInt64) -> [SignalingServerCore.Action] { core.connectionOpened(id, now: now) }

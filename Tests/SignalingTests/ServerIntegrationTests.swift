@@ -67,7 +67,7 @@ import Testing
             drip.send([byte])
         }
         let reply = drip.receive()
-        guard case .joined(_, "roof", [])? = reply else { Issue.record("no joined after a byte-by-byte join: \(String(describing: reply))"); return }
+        guard case .joined(_, "roof", [], _)? = reply else { Issue.record("no joined after a byte-by-byte join: \(String(describing: reply))"); return }
         let batch = try RawConnection(port: server.port)
         batch.send((1...20).flatMap { SignalingMessage.ping(id: $0).serialized() })
         let ids = (1...20).compactMap { _ -> Int? in if case .pong(let id)? = batch.receive() { return id }; return nil }

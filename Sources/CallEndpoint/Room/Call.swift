@@ -228,6 +228,11 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         do { return try JSEPDescription(type: type, sdp: sdp) } catch { throw NegotiationError("the peer's \(type.rawValue): \(error)") }
     }
 
+    /// The service's servers as the ICE agent takes them; a URL it cannot use is left out.
+    static func iceServers(_ list: [ICEServerInfo]) -> [ICEServer] {
+        list.flatMap { info in info.urls.compactMap { try? ICEServer(url: $0, username: info.username, credential: info.credential) } }
+    }
+
     /// A trickled candidate: {"candidate": "candidate:..." | "" (no more), "sdpMid", "sdpMLineIndex"}.
     static func candidate(_ payload: JSONValue?) -> String? {
         guard case .object(let fields)? = payload, case .string(let line)? = fields["candidate"] else { return nil }
@@ -304,6 +309,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 case .signaling(.message(let message)) where message.kind == .candidate:
                     guard let line = Self.candidate(message.payload) else { continue }
                     if let made = callMedia { apply(candidate: line, to: made.transport) } else { early.append(line) }
+                case .signaling(.iceServers(let list)):
+                    let servers = Self.iceServers(list)
+                    serviceICEServers.withLock { $0 = servers }
+                    if !servers.isEmpty { log("ice: servers from the service: \(servers.map(\.url).joined(separator: ", "))") }
                 case .signaling(.closed(let reason)):
                     throw NegotiationError("signaling closed: \(reason)")
                 case .signaling(.serverError(let code, let text)):

@@ -48,6 +48,8 @@ public enum SignalingEvent: Sendable, Equatable {
     case undelivered(RelayMessage, code: SignalingErrorCode?, reason: String)
     /// An error from the server that is not about one message.
     case serverError(code: SignalingErrorCode, message: String)
+    /// The STUN and TURN servers the service handed out with a join (just before `joined`).
+    case iceServers([ICEServerInfo])
     /// The client has stopped for good: asked to, or refused in a way retrying cannot fix.
     case closed(reason: String)
 }
@@ -320,8 +322,9 @@ public final class SignalingClient: Sendable {
     private func handle(_ message: SignalingMessage, joined: inout Bool, rejoin: Bool, connection: ClientConnection,
                         seen: inout RecentIDs) -> SessionOutcome? {
         switch message {
-        case .joined(_, let participant, let peers):
+        case .joined(_, let participant, let peers, let servers):
             joined = true
+            if !servers.isEmpty { continuation.yield(.iceServers(servers)) }
             // Everything not yet acknowledged goes again, in order; receivers drop duplicates by id.
             let pending = state.withLock { s -> [RelayMessage] in
                 s.fresh.removeAll()

@@ -26,7 +26,7 @@ public struct RelayMessage: Sendable, Equatable {
 /// Every message of the protocol (docs/signaling.md). One JSON object per line, UTF-8.
 public enum SignalingMessage: Sendable, Equatable {
     case join(room: String, token: String, rejoin: Bool)
-    case joined(room: String, participant: String, peers: [String])
+    case joined(room: String, participant: String, peers: [String], iceServers: [ICEServerInfo] = [])
     case peerJoined(participant: String, rejoin: Bool)
     case peerLeft(participant: String, reason: String)
     case relay(RelayMessage)
@@ -82,8 +82,10 @@ public enum SignalingMessage: Sendable, Equatable {
             guard case .array(let list)? = value["peers"] else {
                 throw SignalingProtocolError(.badMessage, "joined: field \"peers\" must be an array")
             }
+            var servers: [ICEServerInfo] = []
+            if case .array(let given)? = value["iceServers"] { servers = given.compactMap(ICEServerInfo.init(json:)) }
             self = .joined(room: try string("room"), participant: try string("participant"),
-                           peers: list.compactMap(\.stringValue))
+                           peers: list.compactMap(\.stringValue), iceServers: servers)
         case "peer-joined":
             self = .peerJoined(participant: try string("participant"), rejoin: value["rejoin"]?.boolValue ?? false)
         case "peer-left":
@@ -116,9 +118,10 @@ public enum SignalingMessage: Sendable, Equatable {
         case .join(let room, let token, let rejoin):
             object = ["type": .string("join"), "room": .string(room), "token": .string(token)]
             if rejoin { object["rejoin"] = .bool(true) }
-        case .joined(let room, let participant, let peers):
+        case .joined(let room, let participant, let peers, let servers):
             object = ["type": .string("joined"), "room": .string(room), "participant": .string(participant),
                       "peers": .array(peers.map(JSONValue.string))]
+            if !servers.isEmpty { object["iceServers"] = .array(servers.map(\.json)) }
         case .peerJoined(let participant, let rejoin):
             object = ["type": .string("peer-joined"), "participant": .string(participant)]
             if rejoin { object["rejoin"] = .bool(true) }

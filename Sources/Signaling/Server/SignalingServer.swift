@@ -15,6 +15,8 @@ public struct SignalingServerConfiguration: Sendable {
     public var requiredIssuer: String?
     /// Largest amount of unsent data a slow connection may hold before it is dropped.
     public var maxPendingOutput = 1 << 20
+    /// STUN and TURN servers for participants, with TURN credentials made per join.
+    public var iceServers: ICEServerPolicy?
 
     public init(host: String = "127.0.0.1", port: Int, secret: TokenSecret, tls: TLSContext? = nil) {
         self.host = host
@@ -52,7 +54,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         epoll = try Epoll()
         (listenFD, port) = try TCPSocket.listen(host: configuration.host, port: configuration.port)
         core = SignalingServerCore(verifier: TokenVerifier(secret: configuration.secret, requiredIssuer: configuration.requiredIssuer),
-                                   limits: configuration.limits)
+                                   limits: configuration.limits, iceServers: configuration.iceServers)
         try epoll.add(listenFD, token: Self.listenToken, writable: false)
     }
 

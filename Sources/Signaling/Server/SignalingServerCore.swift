@@ -28,9 +28,13 @@ public final class SignalingServerCore {
     public var connectionCount: Int { connections.count }
     public var roomCount: Int { rooms.count }
 
-    public init(verifier: TokenVerifier, limits: ServerLimits = ServerLimits()) {
+    /// STUN and TURN servers handed out with every `joined`.
+    public let iceServers: ICEServerPolicy?
+
+    public init(verifier: TokenVerifier, limits: ServerLimits = ServerLimits(), iceServers: ICEServerPolicy? = nil) {
         self.verifier = verifier
         self.limits = limits
+        self.iceServers = iceServers
     }
 
     public func participants(in room: String) -> [String] { rooms[room]?.map(\.identity) ?? [] }
@@ -145,7 +149,8 @@ public final class SignalingServerCore {
         rooms[room] = members
         connections[id]?.room = room
         connections[id]?.identity = claims.identity
-        actions.append(.send(id, .joined(room: room, participant: claims.identity, peers: peers)))
+        actions.append(.send(id, .joined(room: room, participant: claims.identity, peers: peers,
+                                         iceServers: iceServers?.servers(for: claims.identity, now: wallClock) ?? [])))
         if !replaced {
             for member in members.dropLast() {
                 actions.append(.send(member.connection, .peerJoined(participant: claims.identity, rejoin: rejoin)))

@@ -13,6 +13,18 @@ enum Crypto {
         return Array(out.prefix(Int(length)))
     }
 
+    /// For TURN REST credentials (coturn's use-auth-secret), which are defined with SHA-1.
+    static func hmacSHA1(key: [UInt8], data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 20)
+        var length: UInt32 = 0
+        key.withUnsafeBufferPointer { k in
+            data.withUnsafeBufferPointer { d in
+                _ = HMAC(EVP_sha1(), k.baseAddress, Int32(k.count), d.baseAddress, d.count, &out, &length)
+            }
+        }
+        return Array(out.prefix(Int(length)))
+    }
+
     /// Compares in time that depends only on the length, so a forger learns nothing from timing.
     static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
