@@ -6,15 +6,16 @@ set -euo pipefail
 packages=(
   # C libraries behind the system-library targets
   pkg-config libopus-dev libvpx-dev libyuv-dev libjpeg62-turbo-dev libsrtp2-dev libssl-dev
-  libasound2-dev libv4l-dev
+  libasound2-dev libv4l-dev libnice-dev
   # outside tools the tests and benches compare against or make fixtures with
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
   # PyJWT for /usr/bin/python3 (token interop tests), openssl to make test certificates
   python3 python3-jwt openssl
   # GStreamer peers for the RTP interop tests
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  # namespaces, tbf and the path's round trip for the namespace tests and the congestion bench
-  iproute2 iputils-ping
+  # namespaces, tbf and the path's round trip for the namespace tests and the congestion bench;
+  # NAT routers and a TURN/STUN server for the NAT lab
+  iproute2 iputils-ping iptables coturn
 )
 
 missing=()

@@ -20,6 +20,8 @@ scripts/leak-check.sh
 scripts/devicelab/test.sh
 # Two hosts in network namespaces through a router namespace, a 20 s call (root; skips without).
 scripts/twohost/test.sh
+# ICE across NAT routers with coturn: reflexive, relayed (UDP, TCP), host and plain-NAT pairs (root; skips without).
+scripts/natlab/test.sh
 # A tbf bottleneck between namespaces whose capacity falls 2.5 -> 0.6 -> 2.5 Mbit/s: the sender
 # gets below the new capacity, steps its video mode down and back up (root; skips without).
 scripts/congestion/test.sh

@@ -218,33 +218,47 @@ int cnice_agent_set_remote_credentials(cnice_agent *a, const char *ufrag, const 
     return x.result;
 }
 
-static void do_remote_candidate(cnice_agent *a, void *arg) {
-    args *x = arg;
-    NiceCandidate *candidate = nice_agent_parse_remote_candidate_sdp(a->agent, a->stream, x->a);
-    if (!candidate) {
-        x->result = -1;
-        return;
-    }
-    GSList *list = g_slist_append(NULL, candidate);
-    x->result = nice_agent_set_remote_candidates(a->agent, a->stream, 1, list);
+/* Added on the agent's thread without waiting for it: an event handler on one agent's thread
+   that hands a candidate to another agent (two agents in one process, whose threads would
+   otherwise wait for each other) must not block. The line is parsed here, so a bad one is
+   refused at once; libnice's parser takes the agent's lock and emits nothing. */
+typedef struct { cnice_agent *agent; NiceCandidate *candidate; } remote_candidate;
+
+static gboolean add_candidate_on_loop(gpointer data) {
+    remote_candidate *r = data;
+    GSList *list = g_slist_append(NULL, r->candidate);
+    nice_agent_set_remote_candidates(r->agent->agent, r->agent->stream, 1, list);
     g_slist_free(list);
-    nice_candidate_free(candidate);
+    return G_SOURCE_REMOVE;
+}
+
+static void free_remote_candidate(gpointer data) {
+    remote_candidate *r = data;
+    nice_candidate_free(r->candidate);
+    g_free(r);
 }
 
 int cnice_agent_add_remote_candidate(cnice_agent *a, const char *line) {
     gchar *attribute = g_str_has_prefix(line, "a=") ? g_strdup(line) : g_strconcat("a=", line, NULL);
-    args x = { attribute, NULL, -1 };
-    perform(a, do_remote_candidate, &x);
+    NiceCandidate *candidate = nice_agent_parse_remote_candidate_sdp(a->agent, a->stream, attribute);
     g_free(attribute);
-    return x.result;
+    if (!candidate) return -1;
+    remote_candidate *r = g_new(remote_candidate, 1);
+    r->agent = a;
+    r->candidate = candidate;
+    g_main_context_invoke_full(a->context, G_PRIORITY_HIGH, add_candidate_on_loop, r, free_remote_candidate);
+    return 1;
 }
 
-static void do_remote_done(cnice_agent *a, void *arg) {
-    (void)arg;
+static gboolean remote_done_on_loop(gpointer data) {
+    cnice_agent *a = data;
     nice_agent_peer_candidate_gathering_done(a->agent, a->stream);
+    return G_SOURCE_REMOVE;
 }
 
-void cnice_agent_remote_gathering_done(cnice_agent *a) { perform(a, do_remote_done, NULL); }
+void cnice_agent_remote_gathering_done(cnice_agent *a) {
+    g_main_context_invoke_full(a->context, G_PRIORITY_HIGH, remote_done_on_loop, a, NULL);
+}
 
 int cnice_agent_send(cnice_agent *a, const unsigned char *data, unsigned length) {
     return nice_agent_send(a->agent, a->stream, 1, length, (const gchar *)data);

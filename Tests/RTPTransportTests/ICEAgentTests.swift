@@ -113,3 +113,51 @@ final class AgentPair: Sendable {
     }
 }
 
+
+/// coturn on loopback with one long-term user, for the relay tests; nil where coturn is missing.
+final class LoopbackTURN: @unchecked Sendable {  // the process is started in init and stopped in stop()
+    let process: Process
+    let port: Int
+    let log: String
+    init?() {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/turnserver") else { return nil }
+        port = Int.random(in: 30000...39000)
+        log = FileManager.default.temporaryDirectory.appendingPathComponent("callend-turn-\(getpid())-\(port).log").path
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/turnserver")
+        process.arguments = ["-n", "--listening-ip=127.0.0.1", "--relay-ip=127.0.0.1", "--listening-port=\(port)", "--lt-cred-mech",
+                             "--user=callend:turnpass", "--realm=callend.test", "--allow-loopback-peers", "--no-tls", "--no-dtls",
+                             "--no-cli", "--simple-log", "--log-file=\(log)", "--pidfile=\(log).pid", "--min-port=40000", "--max-port=40999"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let table = ((try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? "").uppercased()
+            if table.contains(String(format: "0100007F:%04X", port)) { return }
+            usleep(20_000)
+        }
+        stop()
+        return nil
+    }
+    func stop() {
+        // coturn takes its time over SIGTERM (it drains sessions); a test server needs none of that.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: log)
+        try? FileManager.default.removeItem(atPath: log + ".pid")
+    }
+}
+
+@Suite(.serialized) struct ICERelayTests {
+    @Test(arguments: [false, true]) func relayOnlyAgentsMeetThroughTURN(overTCP: Bool) throws {
+        guard let turn = LoopbackTURN() else { return }
+        defer { turn.stop() }
+        let server = ICEServer(kind: .turn(overTCP: overTCP), host: "127.0.0.1", port: turn.port, username: "callend", credential: "turnpass")
+        let pair = try AgentPair(relayOnly: true, servers: [server], localAddresses: ["127.0.0.1"])
+        defer { pair.close() }
+        #expect(pair.log.connected.wait(timeout: .now() + 20) == .success, "\(pair.log.states.withLock { $0 }) \((try? String(contentsOfFile: turn.log, encoding: .utf8))?.suffix(1500) ?? "")")
+        let chosen = pair.log.pairs.withLock { $0.offerer }
+        #expect(chosen?.local.type == "relay", "\(String(describing: chosen))")
+    }
+}

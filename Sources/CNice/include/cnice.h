@@ -2,9 +2,10 @@
 #define CALLEND_CNICE_H
 /* One libnice ICE agent (RFC 8445 full ICE, regular nomination, trickle, RFC 7675 consent
    freshness) with one stream of one component, running on a GLib main loop on a thread of its
-   own ("ice"). Plain C types only, so that Swift never imports GLib's headers. Every call but
-   cnice_agent_send runs on the agent's thread and waits for it; events and received data are
-   delivered on that thread. */
+   own ("ice"). Plain C types only, so that Swift never imports GLib's headers. Calls run on the
+   agent's thread: most wait for it; adding remote candidates and their end does not (an event
+   handler may add a candidate to another agent), and cnice_agent_send runs on the caller's
+   thread under libnice's agent lock. Events and received data arrive on the agent's thread. */
 
 typedef struct cnice_agent cnice_agent;
 
@@ -30,7 +31,8 @@ int cnice_agent_add_local_address(cnice_agent *agent, const char *ip);
 void cnice_agent_local_credentials(cnice_agent *agent, char *ufrag, unsigned ufrag_size, char *password, unsigned password_size);
 int cnice_agent_gather(cnice_agent *agent);
 int cnice_agent_set_remote_credentials(cnice_agent *agent, const char *ufrag, const char *password);
-/* A candidate line with or without "a=". Returns the number of candidates added, -1 when libnice cannot parse it. */
+/* A candidate line with or without "a=": parsed at once (-1 when libnice cannot read it), then
+   added on the agent's thread without waiting. */
 int cnice_agent_add_remote_candidate(cnice_agent *agent, const char *line);
 void cnice_agent_remote_gathering_done(cnice_agent *agent);
 /* The bytes sent, or -1 (no selected pair yet, or it failed). Any thread. */

@@ -193,6 +193,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         var peer: String?
         var described = false
         var pending: [JSONValue] = []
+        /// Local candidates by type ("host", "srflx", "relay"), for the log line at the end of gathering.
+        var gathered: [String: Int] = [:]
 
         init(client: SignalingClient) { self.client = client }
 
@@ -242,8 +244,14 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// Handles a transport event on the call thread: trickles candidates, logs the path.
     private func handle(_ event: BundleTransport.Event, signaling: RoundSignaling) {
         switch event {
-        case .localCandidate(let line): signaling.candidate(line)
-        case .gatheringDone: signaling.candidate("")
+        case .localCandidate(let line):
+            let fields = line.split(separator: " ")
+            if let typ = fields.firstIndex(of: "typ"), typ + 1 < fields.count { signaling.gathered[String(fields[typ + 1]), default: 0] += 1 }
+            signaling.candidate(line)
+        case .gatheringDone:
+            let counts = signaling.gathered.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+            log("ice: gathered " + (counts.isEmpty ? "no candidates" : counts.joined(separator: ", ")))
+            signaling.candidate("")
         case .selectedPair(let pair): log("ice: \(pair)")
         case .state(let state): if state == .failed { log("ice: failed") }
         case .secured(let profile): log("dtls: connected, SRTP \(profile.rawValue)")

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The NAT lab test (root, network namespaces; see lab.sh for the topology): a 10 s call per
+# case, each direction decoding >= 95 % of the frames the other sent, and the ICE pair checked:
+#   1 srflx      A behind plain MASQUERADE, P on the public network, STUN only -> a reflexive pair
+#   2 relay      A and B behind MASQUERADE --random-fully (symmetric)        -> TURN over UDP
+#   3 tcp-relay  A's router drops outbound UDP, B behind plain MASQUERADE    -> TURN over TCP
+#   4 host       A and A2 on one LAN                                          -> a host pair
+#   5 any        A and B behind plain MASQUERADE: whatever pair ICE finds (two Linux MASQUERADE
+#                routers defeat simultaneous hole punching; the relay must take over by itself)
+# Skips, saying so, without root, ip netns, iptables or coturn. Removes everything it made.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1 || ! command -v iptables >/dev/null || ! command -v turnserver >/dev/null; then
+  echo "natlab: SKIPPED: needs root, ip netns, iptables and coturn (scripts/install-deps.sh installs them)"
+  exit 0
+fi
+bin=$(swift build --show-bin-path)/callend
+seconds=${NATLAB_SECONDS:-10}
+start=$(date +%s)
+source scripts/natlab/lab.sh
+natlab_start || exit 1
+stun=stun:$server_ip:3478
+turn_udp="turn:$server_ip:3478?transport=udp" turn_tcp="turn:$server_ip:3478?transport=tcp"
+status=0
+
+run_case() {  # run_case NAME EXPECT NS1 NS2 [SERVE OPTIONS...]
+  local name=$1 expect=$2 first=$3 second=$4; shift 4
+  natlab_serve "$name" "$@" || { status=1; return; }
+  natlab_call "$name" "$seconds" "$first" "$second" || { echo "natlab: $name: the call did not run"; status=1; }
+  python3 - "$work" "$name" "$expect" <<'PY' || { status=1; for f in "$work/$name"-*.err; do echo "--- $f"; tail -15 "$f"; done; }
+import json, re, sys
+work, name, expect = sys.argv[1:]
+sides = {}
+for n in ("1", "2"):
+    out = open(f"{work}/{name}-{n}.out").read()
+    stats = [json.loads(l) for l in out.splitlines() if l.startswith("{") and "receivedFps" in l]
+    decoded = re.search(r"video (\d+) frames decoded", out)
+    sent = re.search(r"sent (\d+) frames", out)
+    pair = next((s["candidatePair"] for s in reversed(stats) if s.get("candidatePair")), None)
+    sides[n] = (int(decoded.group(1)) if decoded else 0, int(sent.group(1)) if sent else 0, pair)
+ok = True
+for me, other in (("1", "2"), ("2", "1")):
+    decoded, sent, pair = sides[me][0], sides[other][1], sides[me][2]
+    share = decoded / sent if sent else 0
+    print(f"natlab: {name}: side {me} decoded {decoded} of {sent} frames ({100 * share:.1f} %) over {pair}")
+    if share < 0.95: ok = False
+def types(pair):
+    if not pair: return set()
+    local, remote = pair.split(" -> ")
+    return {("local", local.split()[0]), ("remote", remote.split()[0])}
+kinds = {t for side in sides.values() for _, t in types(side[2])}
+if expect == "srflx": good = bool(kinds & {"srflx", "prflx"}) and "relay" not in kinds
+elif expect == "relay": good = "relay" in kinds
+elif expect == "tcp-relay": good = ("local", "relay") in types(sides["1"][2])
+elif expect == "host": good = kinds == {"host"}
+else: good = True
+if not good: print(f"natlab: {name}: expected a {expect} pair, got {[s[2] for s in sides.values()]}")
+print(f"natlab: {name}: {'passed' if ok and good else 'FAILED'}")
+sys.exit(0 if ok and good else 1)
+PY
+}
+
+natlab_nat "$RA" plain; natlab_nat "$RB" plain
+run_case srflx srflx "$A" "$P" --ice-server "$stun"
+natlab_nat "$RA" symmetric; natlab_nat "$RB" symmetric
+run_case relay relay "$A" "$B" --ice-server "$stun" --ice-server "$turn_udp"
+natlab_nat "$RA" block-udp; natlab_nat "$RB" plain
+run_case tcp-relay tcp-relay "$A" "$B" --ice-server "$stun" --ice-server "$turn_udp" --ice-server "$turn_tcp"
+natlab_nat "$RA" plain
+run_case host host "$A" "$A2" --ice-server "$stun" --ice-server "$turn_udp"
+natlab_nat "$RA" plain; natlab_nat "$RB" plain
+run_case any any "$A" "$B" --ice-server "$stun" --ice-server "$turn_udp"
+echo "natlab: $([ $status -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
+exit $status
