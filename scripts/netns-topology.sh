@@ -29,15 +29,7 @@ topology_up() {
   ip netns exec "$r" sysctl -q -w net.ipv4.ip_forward=1
 }
 
-# wait_for FILE TEXT SECONDS: waits until FILE holds TEXT (a process's "listening on" or "joined
-# room" line), so that steps follow events rather than guesses of how long a start takes.
-wait_for() {
-  local deadline=$((SECONDS + $3))
-  until grep -qF -- "$2" "$1" 2>/dev/null; do
-    [ $SECONDS -lt $deadline ] || { echo "$(basename "$0"): '$2' did not appear in $1 within $3 s" >&2; return 1; }
-    sleep 0.05
-  done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
 
 topology_start() {
   work=$(mktemp -d "/tmp/callend-$1.XXXXXX")

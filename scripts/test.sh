@@ -22,6 +22,8 @@ scripts/devicelab/test.sh
 scripts/twohost/test.sh
 # ICE across NAT routers with coturn: reflexive, relayed (UDP, TCP), host and plain-NAT pairs (root; skips without).
 scripts/natlab/test.sh
+# aiortc (PyPI) as the peer of callend join, both offer directions (skips where aiortc cannot be installed).
+scripts/aiortc/test.sh
 # A tbf bottleneck between namespaces whose capacity falls 2.5 -> 0.6 -> 2.5 Mbit/s: the sender
 # gets below the new capacity, steps its video mode down and back up (root; skips without).
 scripts/congestion/test.sh

@@ -13,64 +13,15 @@ Prints "connected" when the media flows and "ended" at the end.
 """
 import argparse
 import asyncio
-import fractions
 import json
-import math
+import os
 import sys
-import time
 
-import av
-import numpy
-from aiortc import AudioStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription, VideoStreamTrack
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.contrib.media import MediaBlackhole
 
-
-class ClipTrack(VideoStreamTrack):
-    """The Y4M clip's pictures, decoded once and sent in a loop at its frame rate (aiortc's
-    MediaPlayer restarts a looped file with a burst and broken timestamps)."""
-
-    def __init__(self, path):
-        super().__init__()
-        with av.open(path) as container:
-            stream = container.streams.video[0]
-            self.rate = int(stream.average_rate or 30)
-            self.frames = [frame.to_ndarray(format="yuv420p") for frame in container.decode(stream)]
-        self.index = 0
-        self.start = None
-
-    async def recv(self):
-        if self.start is None:
-            self.start = time.monotonic()
-        due = self.start + self.index / self.rate
-        await asyncio.sleep(max(0, due - time.monotonic()))
-        frame = av.VideoFrame.from_ndarray(self.frames[self.index % len(self.frames)], format="yuv420p")
-        frame.pts = self.index * (90000 // self.rate)
-        frame.time_base = fractions.Fraction(1, 90000)
-        self.index += 1
-        return frame
-
-
-class ToneTrack(AudioStreamTrack):
-    """A 440 Hz tone, 20 ms frames at 48 kHz, mono, paced in real time."""
-
-    def __init__(self):
-        super().__init__()
-        self.samples = 0
-        self.start = None
-
-    async def recv(self):
-        if self.start is None:
-            self.start = time.monotonic()
-        due = self.start + self.samples / 48000
-        await asyncio.sleep(max(0, due - time.monotonic()))
-        t = (numpy.arange(960) + self.samples) / 48000
-        pcm = (numpy.sin(2 * math.pi * 440 * t) * 8000).astype(numpy.int16).reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(pcm, format="s16", layout="mono")
-        frame.sample_rate = 48000
-        frame.pts = self.samples
-        frame.time_base = fractions.Fraction(1, 48000)
-        self.samples += 960
-        return frame
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "aiortc"))
+from tracks import ClipTrack, ToneTrack  # noqa: E402
 
 
 def host_port(text):

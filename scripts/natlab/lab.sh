@@ -74,14 +74,7 @@ natlab_down() {
   for ns in "$S" "$P" "$RA" "$RB" "$A" "$A2" "$B" "$I"; do ip netns del "$ns" 2>/dev/null; done
 }
 
-# natlab_wait FILE TEXT SECONDS: waits until FILE holds TEXT.
-natlab_wait() {
-  local deadline=$((SECONDS + $3))
-  until grep -qF -- "$2" "$1" 2>/dev/null; do
-    [ $SECONDS -lt $deadline ] || { echo "natlab: '$2' did not appear in $1 within $3 s" >&2; return 1; }
-    sleep 0.05
-  done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../wait.sh"
 
 natlab_start() {
   work=$(mktemp -d /tmp/callend-natlab.XXXXXX)
@@ -111,7 +104,7 @@ natlab_serve() {
   ip netns exec "$S" "$bin" serve --listen "$server_ip:$serve_port" --secret-file "$work/secret" \
     --turn-secret-file "$work/turn-secret" "$@" > "$work/serve-$name.log" 2>&1 &
   pids+=($!)
-  natlab_wait "$work/serve-$name.log" "listening on" 30
+  wait_for "$work/serve-$name.log" "listening on" 30
 }
 
 # natlab_call NAME SECONDS NS1 NS2 [JOIN OPTIONS...]: NS1 joins, then NS2 (which offers); both
@@ -125,7 +118,7 @@ natlab_call() {
   ip netns exec "$first" env CALLEND_TOKEN="$t1" "$bin" "${common[@]}" > "$work/$name-1.out" 2> "$work/$name-1.err" &
   local p1=$!
   pids+=($p1)
-  natlab_wait "$work/$name-1.err" "joined room" 30 || return 1
+  wait_for "$work/$name-1.err" "joined room" 30 || return 1
   ip netns exec "$second" env CALLEND_TOKEN="$t2" "$bin" "${common[@]}" > "$work/$name-2.out" 2> "$work/$name-2.err" &
   local p2=$!
   pids+=($p2)

@@ -1,0 +1,131 @@
+"""An aiortc participant in callend's signaling protocol (docs/signaling.md): joins a room on a
+`callend serve` with a token, offers when it joins second (or answers an offer), trickles and
+takes candidates, sends a moving picture (VP8) and a 440 Hz tone (Opus), and counts what it
+decodes of the peer's video and audio. Proves callend's SDP, ICE and DTLS-SRTP are standard.
+
+  participant.py --server HOST:PORT --room R --token T --seconds S
+
+Prints one JSON line at the end: {"videoFrames": N, "audioFrames": N, "videoSize": "WxH",
+"videoFramesSent": N, "connection": STATE}; exits 0 when both kinds were decoded.
+"""
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.sdp import candidate_from_sdp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tracks import PatternTrack, ToneTrack  # noqa: E402
+
+
+class Signaling:
+    def __init__(self, reader, writer):
+        self.reader, self.writer, self.next_id = reader, writer, 0
+
+    async def send(self, message):
+        self.writer.write((json.dumps(message) + "\n").encode())
+        await self.writer.drain()
+
+    async def relay(self, kind, to, payload):
+        self.next_id += 1
+        await self.send({"type": kind, "id": f"aiortc-{self.next_id}", "to": to, "payload": payload})
+
+    async def receive(self):
+        line = await self.reader.readline()
+        if not line:
+            raise SystemExit("participant: the service closed the connection")
+        return json.loads(line)
+
+
+async def run(args):
+    host, _, port = args.server.rpartition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    signaling = Signaling(reader, writer)
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    pattern = PatternTrack()
+    pc.addTrack(pattern)
+    pc.addTrack(ToneTrack())
+    counts = {"videoFrames": 0, "audioFrames": 0, "videoSize": None}
+
+    async def consume(track):
+        while True:
+            try:
+                frame = await track.recv()
+            except Exception:
+                return
+            if track.kind == "video":
+                counts["videoFrames"] += 1
+                counts["videoSize"] = f"{frame.width}x{frame.height}"
+            else:
+                counts["audioFrames"] += 1
+
+    @pc.on("track")
+    def on_track(track):
+        asyncio.ensure_future(consume(track))
+
+    await signaling.send({"type": "join", "room": args.room, "token": args.token})
+    peer = None
+    deadline = asyncio.get_running_loop().time() + args.seconds + 30
+    connected_at = None
+    while True:
+        now = asyncio.get_running_loop().time()
+        if connected_at is not None and now >= connected_at + args.seconds or now >= deadline:
+            break
+        try:
+            message = await asyncio.wait_for(signaling.receive(), 0.5)
+        except asyncio.TimeoutError:
+            if pc.connectionState == "connected" and connected_at is None:
+                connected_at = now
+            continue
+        kind = message.get("type")
+        if kind == "joined":
+            print(f"participant: joined room {args.room}", file=sys.stderr, flush=True)
+        if kind == "joined" and message.get("peers"):
+            peer = message["peers"][0]
+            await pc.setLocalDescription(await pc.createOffer())
+            # aiortc gathers before it describes: its candidates are in the SDP.
+            await signaling.relay("offer", peer, {"type": "offer", "sdp": pc.localDescription.sdp})
+        elif kind == "offer":
+            peer = message["from"]
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=message["payload"]["sdp"], type="offer"))
+            await pc.setLocalDescription(await pc.createAnswer())
+            await signaling.relay("answer", peer, {"type": "answer", "sdp": pc.localDescription.sdp})
+        elif kind == "answer":
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=message["payload"]["sdp"], type="answer"))
+        elif kind == "candidate":
+            line = message["payload"].get("candidate", "")
+            if line:
+                candidate = candidate_from_sdp(line.split(":", 1)[1])
+                candidate.sdpMid = message["payload"].get("sdpMid")
+                candidate.sdpMLineIndex = message["payload"].get("sdpMLineIndex")
+                await pc.addIceCandidate(candidate)
+        elif kind == "error":
+            print(f"participant: service error {message}", file=sys.stderr)
+        if pc.connectionState == "connected" and connected_at is None:
+            connected_at = asyncio.get_running_loop().time()
+    state = pc.connectionState
+    if peer:
+        await signaling.relay("bye", peer, {})
+    await pc.close()
+    writer.close()
+    counts["connection"] = state
+    counts["videoFramesSent"] = pattern.index
+    print(json.dumps(counts), flush=True)
+    return counts["videoFrames"] > 0 and counts["audioFrames"] > 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description="an aiortc participant in callend's signaling protocol")
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--room", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--seconds", type=float, default=10)
+    args = parser.parse_args()
+    sys.exit(0 if asyncio.run(run(args)) else 1)
+
+
+if __name__ == "__main__":
+    main()

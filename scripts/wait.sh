@@ -1,0 +1,10 @@
+# Sourced by the test scripts. wait_for FILE TEXT SECONDS: waits until FILE holds TEXT (a
+# process's "listening on" or "joined room" line), so that steps follow events rather than
+# guesses of how long a start takes; fails, saying what it waited for, after SECONDS.
+wait_for() {
+  local deadline=$((SECONDS + $3))
+  until grep -qF -- "$2" "$1" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || { echo "$(basename "$0"): '$2' did not appear in $1 within $3 s" >&2; return 1; }
+    sleep 0.05
+  done
+}
