@@ -1,5 +1,5 @@
 import Foundation
-import RTPTransport
+@testable import RTPTransport
 import Synchronization
 import Testing
 @testable import CallEndpoint
@@ -61,6 +61,44 @@ final class CallMediaPair: Sendable {
         // RTCP flowed both ways too: each sender measured a round trip from the other's reports.
         #expect(resultA.sent.roundTripTime != nil && sentB.roundTripTime != nil)
         #expect(pair.a.transport.selectedPair?.local.address == "127.0.0.1" && pair.a.transport.profile != nil)
+        pair.a.transport.close()
+        pair.b.transport.close()
+    }
+
+    /// Under one SRTP master key (this side's DTLS export) every RTP packet has its own (SSRC,
+    /// sequence number) and every RTCP packet its own (SSRC, SRTCP index): no keystream is used
+    /// twice (RFC 3711 §9.1). A call's video, RTX, audio, sender reports and receiver feedback all
+    /// go through the one outbound session of the bundled transport.
+    @Test func everyKeystreamIsUsedOnce() throws {
+        let pair = try CallMediaPair()
+        let sent = Mutex<[[UInt8]]>([])
+        pair.a.transport.observeSent { datagram in sent.withLock { $0.append(datagram) } }
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? pair.b.run(pair.bCall, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(3))
+            done.signal()
+        }.start()
+        _ = try pair.a.run(pair.aCall, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(3))
+        #expect(done.wait(timeout: .now() + 40) == .success)
+        let profile = try #require(pair.a.transport.profile)
+        var rtp = Set<[UInt8]>(), rtcp = Set<[UInt8]>(), rtcpSources = Set<[UInt8]>(), rtpSources = Set<[UInt8]>()
+        var repeats = 0
+        for d in sent.withLock({ $0 }) {
+            if isRTCP(d) {
+                // RFC 3711 §3.4: E flag and 31-bit index before the tag; RFC 7714 §9.1: after it.
+                let at = profile == .aeadAes128Gcm ? d.count - 4 : d.count - 10 - 4
+                let key = Array(d[4..<8]) + Array(d[at..<at + 4])
+                if !rtcp.insert(key).inserted { repeats += 1 }
+                rtcpSources.insert(Array(d[4..<8]))
+            } else {
+                let key = Array(d[8..<12]) + Array(d[2..<4])
+                if !rtp.insert(key).inserted { repeats += 1 }
+                rtpSources.insert(Array(d[8..<12]))
+            }
+        }
+        #expect(repeats == 0, "\(repeats) packets reused a (key, SSRC, index)")
+        #expect(rtp.count > 200 && rtcp.count > 5, "\(rtp.count) RTP, \(rtcp.count) RTCP packets seen")
+        #expect(rtpSources.count >= 2 && rtcpSources.count >= 3, "video, audio (RTX when probing) and the receiver's SSRC: \(rtpSources.count) RTP, \(rtcpSources.count) RTCP sources")
         pair.a.transport.close()
         pair.b.transport.close()
     }

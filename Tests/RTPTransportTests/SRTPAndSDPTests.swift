@@ -86,3 +86,22 @@ import Testing
         }
     }
 }
+
+@Suite struct UDPPairTransportTests {
+    /// Kinds keyed alike share one session per direction, so a receiver's video and audio RTCP
+    /// (one SSRC) continue one SRTCP index instead of each starting at 0 under the same key.
+    @Test func kindsKeyedAlikeShareOneSession() throws {
+        let key = [UInt8](repeating: 7, count: 30), other = [UInt8](repeating: 9, count: 30)
+        let alike = try UDPPairTransport(sockets: [:], keys: [.video: .init(profile: .aes128CmSha1_80, send: key, receive: key),
+                                                               .audio: .init(profile: .aes128CmSha1_80, send: key, receive: key)])
+        #expect(alike.outboundSession(.video) === alike.outboundSession(.audio))
+        let apart = try UDPPairTransport(sockets: [:], keys: [.video: .init(profile: .aes128CmSha1_80, send: key, receive: key),
+                                                               .audio: .init(profile: .aes128CmSha1_80, send: other, receive: other)])
+        #expect(apart.outboundSession(.video) !== apart.outboundSession(.audio))
+        // The one session numbers RTCP from one SSRC continuously across both kinds.
+        let report = RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: 42))])
+        let first = try #require(alike.outboundSession(.video)).protectRTCP(report)
+        let second = try #require(alike.outboundSession(.audio)).protectRTCP(report)
+        #expect(Array(first.suffix(14).prefix(4)) != Array(second.suffix(14).prefix(4)), "two packets, two SRTCP indices")
+    }
+}

@@ -52,6 +52,10 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         var counters = Counters()
         var closed = false
         var finished = false
+        /// Sees every protected datagram as it goes out (tests check keystream uniqueness with it).
+        var sentObserver: (@Sendable ([UInt8]) -> Void)?
+        /// The DTLS-exported keys, kept for tests that look for them where they must not be.
+        var keys: DTLSKeys?
     }
 
     public let configuration: Configuration
@@ -112,12 +116,17 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     public func sendRTCP(_ packet: [UInt8], kind: MediaKind) -> Bool { send(packet) { try $0.protectRTCP($1) } }
 
     private func send(_ packet: [UInt8], protect: (SRTPSession, [UInt8]) throws -> [UInt8]) -> Bool {
-        guard let session = state.withLock({ $0.outbound }), let protected = try? protect(session, packet), agent.send(protected) else {
+        let (session, observer) = state.withLock { ($0.outbound, $0.sentObserver) }
+        guard let session, let protected = try? protect(session, packet), agent.send(protected) else {
             state.withLock { $0.counters.notSent += 1 }
             return false
         }
+        observer?(protected)
         return true
     }
+
+    func observeSent(_ observer: @escaping @Sendable ([UInt8]) -> Void) { state.withLock { $0.sentObserver = observer } }
+    var negotiatedKeys: DTLSKeys? { state.withLock { $0.keys } }
 
     public func startDelivering(to handler: @escaping @Sendable (ReceivedPacket) -> Void) {
         state.withLock { $0.handler = handler }
@@ -209,7 +218,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
                 let outbound = try SRTPSession(profile: keys.profile, keyMaterial: keys.localKeyMaterial, direction: .outbound)
                 let inbound = try SRTPSession(profile: keys.profile, keyMaterial: keys.remoteKeyMaterial, direction: .inbound)
                 state.withLock { s in
-                    (s.outbound, s.inbound, s.profile, s.finished) = (outbound, inbound, keys.profile, true)
+                    (s.outbound, s.inbound, s.profile, s.finished, s.keys) = (outbound, inbound, keys.profile, true, keys)
                 }
                 timerWake.signal()
                 onEvent(.secured(keys.profile))
