@@ -1,0 +1,135 @@
+import Codecs
+import Devices
+import Foundation
+import Platform
+import RTPTransport
+import Synchronization
+
+/// What `callend send` sends and where.
+public struct MediaSenderConfiguration: Sendable {
+    public enum VideoSource: Sendable, Equatable {
+        case none
+        case pattern(width: Int, height: Int, frameRate: Int)
+        case y4m(path: String)
+        case camera(path: String, mode: CameraModeRequest?)
+    }
+
+    public enum AudioSource: Sendable, Equatable {
+        case none
+        case tone
+        case wav(path: String)
+        case alsa(pcm: String)
+    }
+
+    public var destinationHost: String
+    public var videoPort: Int
+    public var audioPort: Int
+    public var video: VideoSource = .pattern(width: 640, height: 480, frameRate: 30)
+    public var audio: AudioSource = .tone
+    public var videoBitrate = 1_000_000
+    public var audioBitrate = 32_000
+    public var srtp: (profile: SRTPProfile, keyMaterial: [UInt8])?
+    /// The key the peer protects its RTCP with, when it is not ours (a call: each side has its own).
+    public var srtpReceiveKey: [UInt8]?
+    /// SSRCs to send with (a call announces them in its session description); random when nil.
+    public var ssrcs: (video: UInt32, rtx: UInt32, audio: UInt32)?
+    public var duration: Duration?
+    /// The RFC 8285 ID to carry the transport-wide sequence number with on the video port. With
+    /// it (and a receiver that sends transport-cc feedback, as a call's does) and `.auto`
+    /// encoding, the bandwidth estimator drives bitrates and the camera mode.
+    public var transportSequenceExtensionID: UInt8?
+    public var encodingMode: VideoEncodingMode = .auto
+    /// The most the video may use (manual mode's cap, auto mode's ceiling).
+    public var maxVideoBitrate = 2_500_000
+    /// Every encoding decision, as it is made.
+    public var onDecision: (@Sendable (EncodingDecision) -> Void)?
+
+    /// Payload types: fixed for SDP files (96, its RTX 97, Opus 111), the offerer's in a call.
+    public struct PayloadTypes: Sendable, Equatable {
+        public var video: UInt8 = 96
+        /// RFC 4588 retransmissions and probe padding; nil when the peer did not take RTX (then
+        /// lost packets are not resent and probes carry no padding).
+        public var rtx: UInt8? = 97
+        public var audio: UInt8 = 111
+        public init(video: UInt8 = 96, rtx: UInt8? = 97, audio: UInt8 = 111) {
+            self.video = video
+            self.rtx = rtx
+            self.audio = audio
+        }
+    }
+    public var payloadTypes = PayloadTypes()
+
+    public init(destinationHost: String, videoPort: Int) {
+        self.destinationHost = destinationHost
+        self.videoPort = videoPort
+        self.audioPort = videoPort + 2
+    }
+}
+
+public struct SenderStatistics: Sendable, CustomStringConvertible {
+    public var videoFrames = 0
+    public var keyframes = 0
+    public var videoPackets = 0
+    public var videoBytes = 0
+    public var audioPackets = 0
+    public var audioBytes = 0
+    public var nacksReceived = 0
+    public var retransmitted = 0
+    public var keyframeRequests = 0
+    public var roundTripTime: Duration?
+    public var receiverLossFraction: Double?
+    public var elapsed: Duration = .zero
+    /// Size of the last video frame sent.
+    public var videoWidth = 0
+    public var videoHeight = 0
+    /// The bandwidth estimate (auto mode), the encoder's targets, and the latest decisions.
+    public var estimateBitrate: Int?
+    public var videoTargetBitrate = 0
+    public var audioTargetBitrate = 0
+    public var mode: String?
+    public var decisions: [EncodingDecision] = []
+    public var paddingBytes = 0
+    /// Packets the transport could not send (no path yet, a network error): counted, never fatal.
+    public var sendErrors = 0
+    /// Auto mode: pictures not encoded because the pacer still held earlier ones (encoder
+    /// pushback), and retransmissions refused because the retransmission budget was spent.
+    public var framesHeldBack = 0
+    public var retransmissionsRefused = 0
+
+    public var description: String {
+        let seconds = max(elapsed.secondsDouble, 0.001)
+        return String(format: "sent %.1f s: video %d frames (%d keyframes), %d packets, %.0f kbit/s; audio %d packets, %.0f kbit/s; NACKs %d, retransmitted %d, keyframe requests %d%@%@%@",
+                      seconds, videoFrames, keyframes, videoPackets, Double(videoBytes * 8) / seconds / 1000,
+                      audioPackets, Double(audioBytes * 8) / seconds / 1000, nacksReceived, retransmitted, keyframeRequests,
+                      roundTripTime.map { String(format: "; RTT %.1f ms", $0.secondsDouble * 1000) } ?? "",
+                      receiverLossFraction.map { String(format: "; receiver loss %.1f %%", $0 * 100) } ?? "",
+                      framesHeldBack + retransmissionsRefused > 0
+                          ? "; held back \(framesHeldBack) frames, refused \(retransmissionsRefused) retransmissions (congestion)" : "")
+    }
+}
+
+extension MediaSenderConfiguration.VideoSource {
+    /// Opens this source as a track (nil for `.none`).
+    public func makeTrack(loopFiles: Bool) throws -> LocalVideoTrack? {
+        let input: CameraInput
+        switch self {
+        case .none: return nil
+        case .pattern(let w, let h, let f): input = .pattern(width: w, height: h, frameRate: f)
+        case .y4m(let path): input = .file(path: path)
+        case .camera(let path, let mode): input = .device(path: path, mode: mode)
+        }
+        return LocalVideoTrack(source: try CameraSource(input, loopFiles: loopFiles))
+    }
+}
+
+extension MediaSenderConfiguration.AudioSource {
+    /// Opens this source as a track (nil for `.none`).
+    public func makeTrack(loopFiles: Bool) throws -> LocalAudioTrack? {
+        switch self {
+        case .none: return nil
+        case .tone: return LocalAudioTrack(device: try SyntheticAudioDevice(source: .tone))
+        case .wav(let path): return LocalAudioTrack(device: try SyntheticAudioDevice(source: .wav(path: path), loop: loopFiles))
+        case .alsa(let pcm): return LocalAudioTrack(device: try ALSAAudioDevice { $0.capturePCM = pcm; $0.playbackPCM = nil })
+        }
+    }
+}
