@@ -7,6 +7,10 @@
 #   4 host       A and A2 on one LAN                                          -> a host pair
 #   5 any        A and B behind plain MASQUERADE: whatever pair ICE finds (two Linux MASQUERADE
 #                routers defeat simultaneous hole punching; the relay must take over by itself)
+#   6 consent    A and P in a call, then A's router drops the STUN A sends (u32 match: first
+#                payload byte 0-3), so A no longer answers P's consent checks while media flows
+#                both ways: without consent (RFC 7675) P stops sending within 30 s of the last
+#                answer (35 s allowed for checks in flight)
 # Skips, saying so, without root, ip netns, iptables or coturn. Removes everything it made.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -70,5 +74,25 @@ natlab_nat "$RA" plain
 run_case host host "$A" "$A2" --ice-server "$stun" --ice-server "$turn_udp"
 natlab_nat "$RA" plain; natlab_nat "$RB" plain
 run_case any any "$A" "$B" --ice-server "$stun" --ice-server "$turn_udp"
+
+consent_case() {
+  natlab_nat "$RA" plain
+  natlab_serve consent --ice-server "$stun" || { status=1; return; }
+  natlab_call consent 90 "$A" "$P" > /dev/null 2>&1 &
+  local caller=$!
+  wait_for "$work/consent-2.out" '"receivedFps"' 30 || { status=1; return; }
+  ip netns exec "$RA" iptables -I FORWARD -s 10.1.0.2 -p udp -m u32 --u32 "0>>22&0x3C@8>>24&0xFF=0:3" -j DROP
+  local blocked=$SECONDS ok=1
+  if wait_for "$work/consent-2.err" "consent checks" 40; then
+    echo "natlab: consent: P stopped sending $((SECONDS - blocked)) s after A's consent answers stopped"
+    [ $((SECONDS - blocked)) -le 35 ] || ok=0
+  else
+    ok=0
+  fi
+  kill "$caller" 2>/dev/null
+  for p in $(pgrep -f "join consent"); do kill "$p" 2>/dev/null; done
+  [ $ok -eq 1 ] && echo "natlab: consent: passed" || { echo "natlab: consent: FAILED"; status=1; }
+}
+consent_case
 echo "natlab: $([ $status -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
 exit $status
