@@ -6,24 +6,35 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 scripts/install-deps.sh
 
+# stage NAME COMMAND...: runs one part and says how long it took (the whole must stay well
+# inside CI's time; the closing notes report these).
+started=$SECONDS
+stage() {
+  local name=$1 start=$SECONDS; shift
+  "$@"
+  echo "test.sh: $name took $((SECONDS - start)) s ($((SECONDS - started)) s so far)"
+}
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-swift build --build-tests 2>&1 | tee "$log"
-if grep -qE "(warning|error):" "$log"; then
-  echo "test.sh: the build printed warnings or errors (the tree must stay warning-free)" >&2
-  exit 1
-fi
-
-swift test
-scripts/leak-check.sh
+build() {
+  swift build --build-tests 2>&1 | tee "$log"
+  if grep -qE "(warning|error):" "$log"; then
+    echo "test.sh: the build printed warnings or errors (the tree must stay warning-free)" >&2
+    exit 1
+  fi
+}
+stage build build
+stage "swift test" swift test
+stage leak-check scripts/leak-check.sh
 # Real V4L2 and ALSA drivers (vivid, snd-aloop) in a qemu VM; skips, saying so, where qemu cannot run.
-scripts/devicelab/test.sh
+stage devicelab scripts/devicelab/test.sh
 # Two hosts in network namespaces through a router namespace, a 20 s call (root; skips without).
-scripts/twohost/test.sh
+stage twohost scripts/twohost/test.sh
 # ICE across NAT routers with coturn: reflexive, relayed (UDP, TCP), host and plain-NAT pairs (root; skips without).
-scripts/natlab/test.sh
+stage natlab scripts/natlab/test.sh
 # aiortc (PyPI) as the peer of callend join, both offer directions (skips where aiortc cannot be installed).
-scripts/aiortc/test.sh
+stage aiortc scripts/aiortc/test.sh
 # A tbf bottleneck between namespaces whose capacity falls 2.5 -> 0.6 -> 2.5 Mbit/s: the sender
 # gets below the new capacity, steps its video mode down and back up (root; skips without).
-scripts/congestion/test.sh
+stage congestion scripts/congestion/test.sh
