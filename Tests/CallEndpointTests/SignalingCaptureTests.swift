@@ -12,7 +12,8 @@ final class RecordingProxy: @unchecked Sendable {  // the listener is set in ini
     let captured = Mutex<[UInt8]>([])
     private let stopping = Atomic<Bool>(false)
 
-    init(to upstream: Int) throws {
+    /// `rewrite` edits each line a client sends before the service sees it (a man in the middle).
+    init(to upstream: Int, rewrite: (@Sendable (String) -> String)? = nil) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         listener = fd
         var address = sockaddr_in()
@@ -33,14 +34,24 @@ final class RecordingProxy: @unchecked Sendable {  // the listener is set in ini
                 target.sin_addr.s_addr = inet_addr("127.0.0.1")
                 target.sin_port = UInt16(upstream).bigEndian
                 _ = withUnsafePointer(to: &target) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-                for (from, to) in [(client, server), (server, client)] {
+                for (from, to, edit) in [(client, server, rewrite), (server, client, nil)] {
                     Thread { [self] in
                         var buffer = [UInt8](repeating: 0, count: 65536)
+                        var pending: [UInt8] = []
                         while true {
                             let n = read(from, &buffer, buffer.count)
                             if n <= 0 { break }
                             captured.withLock { $0 += buffer[0..<n] }
-                            _ = write(to, buffer, n)
+                            guard let edit else {
+                                _ = write(to, buffer, n)
+                                continue
+                            }
+                            pending += buffer[0..<n]
+                            while let end = pending.firstIndex(of: 0x0a) {
+                                let line = Array(edit(String(decoding: pending[...end], as: UTF8.self)).utf8)
+                                pending.removeSubrange(...end)
+                                _ = write(to, line, line.count)
+                            }
                         }
                         shutdown(to, Int32(SHUT_WR))
                     }.start()
@@ -85,6 +96,38 @@ final class RecordingProxy: @unchecked Sendable {  // the listener is set in ini
             let encodings = [Data(key).base64EncodedString(), key.map { String(format: "%02x", $0) }.joined(), key.map { String(format: "%02X", $0) }.joined()]
             for text in encodings { #expect(!capture.contains(text), "a key appears in the capture") }
             #expect(proxy.captured.withLock { bytes in !bytes.indices.contains { i in i + key.count <= bytes.count && Array(bytes[i..<i + key.count]) == key } })
+        }
+    }
+
+    /// Someone on the signaling path swaps the offer's fingerprint for their own: the answerer
+    /// refuses the certificate it then meets, and the call ends with the reason (it does not
+    /// wait for the peer again: retrying would hand the media to whoever is on the path).
+    @Test func aForgedFingerprintEndsTheCall() throws {
+        let service = try TestService()
+        let proxy = try RecordingProxy(to: service.server.port) { line in
+            guard line.contains(#""type":"offer""#), let range = line.range(of: "a=fingerprint:sha-256 ") else { return line }
+            var forged = line
+            let first = forged.index(range.upperBound, offsetBy: 0)
+            let byte = forged[first...].prefix(2)
+            forged.replaceSubrange(first..<forged.index(first, offsetBy: 2), with: byte == "00" ? "01" : "00")
+            return forged
+        }
+        defer { proxy.stop() }
+        func join(_ who: String) throws -> Room {
+            let waiter = JoinWaiter(forwardingTo: nil)
+            let room = try Room.connect(options: try service.options(who), server: ("127.0.0.1", proxy.port),
+                                        media: try Call.Media.synthetic(width: 160, height: 120), duration: .seconds(30), delegate: waiter)
+            #expect(waiter.joined.wait(timeout: 30))
+            return room
+        }
+        let alice = try join("alice"), bob = try join("bob")
+        defer { alice.disconnect(); bob.disconnect() }
+        // Bob offered; Alice saw a forged fingerprint and refuses Bob's real certificate.
+        do {
+            _ = try alice.wait()
+            Issue.record("alice's call went on with a certificate her offer did not announce")
+        } catch {
+            #expect(error is CallSecurityError && "\(error)".contains("does not match the fingerprint"), "\(error)")
         }
     }
 }

@@ -104,7 +104,7 @@ final class TransportPair: Sendable {
         defer { pair.close() }
         let deadline = Date().addingTimeInterval(20)
         func failure() -> String? {
-            pair.a.events.withLock { $0.compactMap { if case .failed(let why) = $0 { return why }; return nil }.first }
+            pair.a.events.withLock { $0.compactMap { if case .untrusted(let why) = $0 { return why }; return nil }.first }
         }
         while Date() < deadline && failure() == nil { usleep(10_000) }
         #expect(failure()?.contains("does not match the fingerprint") == true, "\(pair.a.events.withLock { $0 })")

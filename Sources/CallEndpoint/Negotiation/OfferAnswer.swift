@@ -5,6 +5,12 @@ public struct NegotiationError: Error, Equatable, Sendable, CustomStringConverti
     public init(_ description: String) { self.description = description }
 }
 
+/// The peer could not prove it is who its description said (its DTLS certificate did not match):
+/// the call ends, because retrying would hand the media to whoever is on the path.
+public struct CallSecurityError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let description: String
+}
+
 /// What this endpoint publishes, and under which names, for its session descriptions.
 public struct LocalMedia: Sendable, Equatable {
     public var sendsVideo: Bool

@@ -255,7 +255,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         case .selectedPair(let pair): log("ice: \(pair)")
         case .state(let state): if state == .failed { log("ice: failed") }
         case .secured(let profile): log("dtls: connected, SRTP \(profile.rawValue)")
-        case .failed(let why): log(why)
+        case .failed(let why), .untrusted(let why): log(why)
         case .closedByPeer: log("dtls: the peer closed the connection")
         }
     }

@@ -15,6 +15,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     private let outcome = Mutex<String??>(nil)
     private let settled = DispatchSemaphore(value: 0)
     private let stopRequested = Atomic<Bool>(false)
+    /// Set when the peer's certificate did not match its description.
+    let untrusted = Mutex<String?>(nil)
 
     /// How long ICE and DTLS may take once both descriptions are known (RFC 8445 checks take
     /// seconds at worst through TURN; a peer that never answers must not hold the round for ever).
@@ -31,6 +33,9 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
             switch event {
             case .secured: me.media?.settle(nil)
             case .failed(let why): me.media?.settle(why)
+            case .untrusted(let why):
+                me.media?.untrusted.withLock { $0 = why }
+                me.media?.settle(why)
             default: break
             }
             onEvent(event)
@@ -96,6 +101,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
             if DispatchTime.now() >= waitUntil { throw NegotiationError("no connection to the peer within \(Self.connectTimeout) (ICE and DTLS)") }
             _ = settled.wait(timeout: .now() + 0.1)
         }
+        if let why = untrusted.withLock({ $0 }) { throw CallSecurityError(description: why) }
         if case .some(.some(let failure)) = outcome.withLock({ $0 }) { throw NegotiationError(failure) }
         let video = call.stream(.video), audio = call.stream(.audio)
         var sending = MediaSenderConfiguration(destinationHost: "0.0.0.0", videoPort: 0)

@@ -25,8 +25,11 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         case selectedPair(ICECandidatePair)
         /// DTLS is done and SRTP keyed: media may flow.
         case secured(SRTPProfile)
-        /// ICE found no path, consent was lost, or DTLS failed (a fingerprint that does not match).
+        /// ICE found no path, consent was lost, or the DTLS handshake failed.
         case failed(String)
+        /// The peer's DTLS certificate is not the one its description announced: not a network
+        /// fault but someone else on the path; no key was agreed.
+        case untrusted(String)
         /// The peer closed DTLS (close_notify).
         case closedByPeer
     }
@@ -230,6 +233,10 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
             state.withLock { $0.finished = true }
             timerWake.signal()
             onEvent(.failed("DTLS: \(why)"))
+        case .untrusted(let why):
+            state.withLock { $0.finished = true }
+            timerWake.signal()
+            onEvent(.untrusted("DTLS: \(why)"))
         case .closed:
             onEvent(.closedByPeer)
         }

@@ -21,6 +21,9 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
     public enum Event: Sendable, Equatable {
         case connected(DTLSKeys)
         case failed(String)
+        /// The peer's certificate is not the one its description announced (or it sent none):
+        /// someone else answered on the path.
+        case untrusted(String)
         /// The peer sent close_notify.
         case closed
     }
@@ -176,12 +179,12 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
         guard let expected = s.remoteFingerprint else { return .failed("no fingerprint to check the peer's certificate against") }
         guard let certificate = SSL_get1_peer_certificate(ssl) else {
             s.finished = true
-            return .failed("the peer presented no certificate")
+            return .untrusted("the peer presented no certificate")
         }
         defer { X509_free(certificate) }
         guard let actual = DTLSFingerprint(of: certificate, algorithm: expected.algorithm), actual == expected else {
             s.finished = true
-            return .failed("the peer's DTLS certificate does not match the fingerprint in its session description (expected \(expected), got \(DTLSFingerprint(of: certificate, algorithm: expected.algorithm)?.description ?? "none"))")
+            return .untrusted("the peer's DTLS certificate does not match the fingerprint in its session description (expected \(expected), got \(DTLSFingerprint(of: certificate, algorithm: expected.algorithm)?.description ?? "none"))")
         }
         return .connected(keys)
     }
