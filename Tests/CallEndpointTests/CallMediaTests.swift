@@ -97,6 +97,12 @@ final class CallMediaPair: Sendable {
             }
         }
         #expect(repeats == 0, "\(repeats) packets reused a (key, SSRC, index)")
+        // The MID (RFC 8843 §15.2) rides on the first packets of each stream, in the clear
+        // header, until the peer's first receiver report for it; then no more.
+        let media = sent.withLock { $0 }.filter { !isRTCP($0) }.compactMap { try? RTPPacket(parsing: $0) }
+        let mids = media.map { $0.headerExtension(id: 4).map { String(decoding: $0, as: UTF8.self) } }
+        #expect(Set(mids.prefix(20).compactMap { $0 }) == ["0", "1"], "audio and video say their mid at first: \(mids.prefix(20))")
+        #expect(mids.suffix(50).allSatisfy { $0 == nil }, "and stop once reported on")
         #expect(rtp.count > 200 && rtcp.count > 5, "\(rtp.count) RTP, \(rtcp.count) RTCP packets seen")
         #expect(rtpSources.count >= 2 && rtcpSources.count >= 3, "video, audio (RTX when probing) and the receiver's SSRC: \(rtpSources.count) RTP, \(rtcpSources.count) RTCP sources")
         pair.a.transport.close()

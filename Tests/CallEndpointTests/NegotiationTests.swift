@@ -71,7 +71,9 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
         #expect(audio.codec.payloadType == 111 && audio.codec.feedback == ["transport-cc"] && !audio.sends && audio.receives)
         #expect(video.codec.payloadType == 96 && video.codec.rtxPayloadType == 97 && video.sends)
         #expect(video.codec.feedback == ["transport-cc", "ccm fir", "nack", "nack pli"], "goog-remb left out")
-        #expect(answer.media[1].extensions == [.init(id: 3, uri: TransportSequenceNumber.uri)], "the offer's ID, only transport-cc")
+        #expect(answer.media[1].extensions == [.init(id: 3, uri: TransportSequenceNumber.uri), .init(id: 4, uri: "urn:ietf:params:rtp-hdrext:sdes:mid")],
+                "the offer's IDs, only transport-cc and mid")
+        #expect(call.stream(.video)?.midExtensionID == 4 && call.stream(.video)?.mid == "1")
         #expect(answer.media[0].direction == .recvonly && answer.media[1].direction == .sendrecv)
         // The answer reads back as a browser would read it.
         let back = try JSEPDescription(type: .answer, sdp: answer.sdp)

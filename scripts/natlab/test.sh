@@ -7,7 +7,8 @@
 #   4 host       A and A2 on one LAN                                          -> a host pair
 #   5 any        A and B behind plain MASQUERADE: whatever pair ICE finds (two Linux MASQUERADE
 #                routers defeat simultaneous hole punching; the relay must take over by itself)
-#   6 consent    A and P in a call, then A's router drops the STUN A sends (u32 match: first
+#   6 relay-only A and A2 on one LAN, both with --ice-transport relay        -> a relayed pair anyway
+#   7 consent    A and P in a call, then A's router drops the STUN A sends (u32 match: first
 #                payload byte 0-3), so A no longer answers P's consent checks while media flows
 #                both ways: without consent (RFC 7675) P stops sending within 30 s of the last
 #                answer (35 s allowed for checks in flight)
@@ -26,11 +27,12 @@ natlab_start || exit 1
 stun=stun:$server_ip:3478
 turn_udp="turn:$server_ip:3478?transport=udp" turn_tcp="turn:$server_ip:3478?transport=tcp"
 status=0
+join_extra=()
 
 run_case() {  # run_case NAME EXPECT NS1 NS2 [SERVE OPTIONS...]
   local name=$1 expect=$2 first=$3 second=$4; shift 4
   natlab_serve "$name" "$@" || { status=1; return; }
-  natlab_call "$name" "$seconds" "$first" "$second" || { echo "natlab: $name: the call did not run"; status=1; }
+  natlab_call "$name" "$seconds" "$first" "$second" "${join_extra[@]}" || { echo "natlab: $name: the call did not run"; status=1; }
   python3 - "$work" "$name" "$expect" <<'PY' || { status=1; for f in "$work/$name"-*.err; do echo "--- $f"; tail -15 "$f"; done; }
 import json, re, sys
 work, name, expect = sys.argv[1:]
@@ -57,6 +59,7 @@ if expect == "srflx": good = bool(kinds & {"srflx", "prflx"}) and "relay" not in
 elif expect == "relay": good = "relay" in kinds
 elif expect == "tcp-relay": good = ("local", "relay") in types(sides["1"][2])
 elif expect == "host": good = kinds == {"host"}
+elif expect == "relay-only": good = all(("local", "relay") in types(s[2]) for s in sides.values())
 else: good = True
 if not good: print(f"natlab: {name}: expected a {expect} pair, got {[s[2] for s in sides.values()]}")
 print(f"natlab: {name}: {'passed' if ok and good else 'FAILED'}")
@@ -74,6 +77,10 @@ natlab_nat "$RA" plain
 run_case host host "$A" "$A2" --ice-server "$stun" --ice-server "$turn_udp"
 natlab_nat "$RA" plain; natlab_nat "$RB" plain
 run_case any any "$A" "$B" --ice-server "$stun" --ice-server "$turn_udp"
+natlab_nat "$RA" plain
+join_extra=(--ice-transport relay)
+run_case relay-only relay-only "$A" "$A2" --ice-server "$stun" --ice-server "$turn_udp"
+join_extra=()
 
 consent_case() {
   natlab_nat "$RA" plain

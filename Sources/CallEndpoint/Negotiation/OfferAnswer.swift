@@ -41,6 +41,9 @@ public struct NegotiatedCall: Sendable, Equatable {
         public var localRTXSSRC: UInt32?
         public var remoteSSRC: UInt32?
         public var transportSequenceExtensionID: UInt8?
+        /// The MID header extension's ID and this section's mid, when negotiated.
+        public var midExtensionID: UInt8?
+        public var mid: String
     }
 
     public var streams: [Stream]
@@ -62,6 +65,8 @@ public enum OfferAnswer {
     static let supportedFeedback: [MediaKind: Set<String>] = [.video: ["nack", "nack pli", "ccm fir", "transport-cc"], .audio: ["transport-cc"]]
     /// The header extension callend reads and writes (RFC 8285, ID 3 where callend chooses).
     static let transportCC = JSEPDescription.HeaderExtension(id: 3, uri: TransportSequenceNumber.uri)
+    /// The BUNDLE demultiplexing extension (RFC 8843 §15.2), ID 4 where callend chooses.
+    static let mid = JSEPDescription.HeaderExtension(id: 4, uri: "urn:ietf:params:rtp-hdrext:sdes:mid")
 
     /// This side's offer: audio (mid 0) and video (mid 1), sendrecv where a track is published.
     public static func offer(_ local: LocalMedia, transport: JSEPDescription.Transport) -> JSEPDescription {
@@ -73,7 +78,7 @@ public enum OfferAnswer {
         video.direction = .init(sends: local.sendsVideo, receives: true)
         for i in [0, 1] {
             var m = i == 0 ? audio : video
-            m.extensions = [transportCC]
+            m.extensions = [transportCC, mid]
             m.cname = local.cname
             m.msid = "\(local.streamID) \(m.kind)"
             m.ssrc = i == 0 ? local.audioSSRC : local.videoSSRC
@@ -103,14 +108,14 @@ public enum OfferAnswer {
             let sends = offered.direction.receives && (kind == .video ? local.sendsVideo : local.sendsAudio)
             answered.direction = .init(sends: sends, receives: offered.direction.sends)
             answered.codecs = [chosen]
-            answered.extensions = offered.extensions.filter { $0.uri == transportCC.uri }
+            answered.extensions = offered.extensions.filter { $0.uri == transportCC.uri || $0.uri == mid.uri }
             answered.rtcpReducedSize = offered.rtcpReducedSize
             answered.cname = local.cname
             answered.msid = "\(local.streamID) \(kind.rawValue)"
             answered.ssrc = kind == .video ? local.videoSSRC : local.audioSSRC
             answered.rtxSSRC = kind == .video && chosen.rtxPayloadType != nil ? local.rtxSSRC : nil
             sections.append(answered)
-            streams.append(stream(kind, chosen, direction: answered.direction, local: local, remote: offered, extensions: answered.extensions))
+            streams.append(stream(kind, chosen, direction: answered.direction, local: local, remote: offered, extensions: answered.extensions, mid: offered.mid))
         }
         guard !streams.isEmpty else {
             let offered = offer.media.map { "\($0.kind) (\($0.codecs.map(\.name).joined(separator: ", ")))" }.joined(separator: "; ")
@@ -138,7 +143,7 @@ public enum OfferAnswer {
             let direction = JSEPDescription.Direction(sends: ours.direction.sends && answered.direction.receives,
                                                       receives: ours.direction.receives && answered.direction.sends)
             let extensions = answered.extensions.filter { e in ours.extensions.contains(e) }
-            streams.append(stream(kind, agreed, direction: direction, local: local, remote: answered, extensions: extensions))
+            streams.append(stream(kind, agreed, direction: direction, local: local, remote: answered, extensions: extensions, mid: answered.mid))
         }
         guard !streams.isEmpty else { throw NegotiationError("the answer declined every media section") }
         let role: DTLSSession.Role
@@ -160,10 +165,11 @@ public enum OfferAnswer {
     }
 
     private static func stream(_ kind: MediaKind, _ codec: JSEPDescription.Codec, direction: JSEPDescription.Direction, local: LocalMedia,
-                               remote: JSEPDescription.Media, extensions: [JSEPDescription.HeaderExtension]) -> NegotiatedCall.Stream {
+                               remote: JSEPDescription.Media, extensions: [JSEPDescription.HeaderExtension], mid: String) -> NegotiatedCall.Stream {
         NegotiatedCall.Stream(kind: kind, codec: codec, sends: direction.sends, receives: direction.receives,
                               localSSRC: kind == .video ? local.videoSSRC : local.audioSSRC,
                               localRTXSSRC: kind == .video && codec.rtxPayloadType != nil ? local.rtxSSRC : nil,
-                              remoteSSRC: remote.ssrc, transportSequenceExtensionID: extensions.first { $0.uri == transportCC.uri }?.id)
+                              remoteSSRC: remote.ssrc, transportSequenceExtensionID: extensions.first { $0.uri == transportCC.uri }?.id,
+                              midExtensionID: extensions.first { $0.uri == Self.mid.uri }?.id, mid: mid)
     }
 }

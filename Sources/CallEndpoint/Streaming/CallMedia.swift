@@ -111,6 +111,9 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.duration = duration
         sending.ssrcs = (local.videoSSRC, local.rtxSSRC, local.audioSSRC)
         sending.transportSequenceExtensionID = video?.transportSequenceExtensionID
+        if let id = video?.midExtensionID ?? audio?.midExtensionID {
+            sending.midExtension = (id, video?.mid ?? "1", audio?.mid ?? "0")
+        }
         sending.encodingMode = encoding.mode
         sending.maxVideoBitrate = encoding.maxVideoBitrate
         sending.videoBitrate = min(sending.videoBitrate, encoding.maxVideoBitrate)

@@ -39,8 +39,9 @@ extension MediaSender {
                 audioSettings = (bitrate, fec)
             }
             let payload = try encoder!.encode(samples)
-            let packet = RTPPacket(payloadType: configuration.payloadTypes.audio, sequenceNumber: sequence, timestamp: timestamp,
+            var packet = RTPPacket(payloadType: configuration.payloadTypes.audio, sequenceNumber: sequence, timestamp: timestamp,
                                    ssrc: audioSSRC, marker: first, payload: payload)
+            if let mid = state.withLock({ midElement(for: audioSSRC, state: $0) }) { packet.setHeaderExtensionElements([mid]) }
             first = false
             let now = clock.now
             state.withLock { s in

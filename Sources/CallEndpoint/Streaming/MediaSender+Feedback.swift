@@ -72,6 +72,7 @@ extension MediaSender {
                     s.stats.roundTripTime = rtt
                 }
                 if report.ssrc == videoSSRC { s.stats.receiverLossFraction = Double(report.fractionLost) / 256 }
+                s.midAcknowledged.insert(report.ssrc)
             }
         }
     }

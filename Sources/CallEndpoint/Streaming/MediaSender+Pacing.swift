@@ -29,10 +29,14 @@ extension MediaSender {
                 }
                 var out: [RTPPacket] = []
                 func stamp(_ packet: inout RTPPacket, probe: BandwidthEstimator.ProbeCluster?) {
-                    guard let extensionID else { return }
+                    let mid = midElement(for: packet.ssrc, state: s)
+                    guard let extensionID else {
+                        if let mid { packet.setHeaderExtensionElements([mid]) }
+                        return
+                    }
                     let sequence = s.transportSequence
                     s.transportSequence &+= 1
-                    packet.setHeaderExtensionElements([HeaderExtensionElement(id: extensionID, data: TransportSequenceNumber.encode(sequence))])
+                    packet.setHeaderExtensionElements([HeaderExtensionElement(id: extensionID, data: TransportSequenceNumber.encode(sequence))] + (mid.map { [$0] } ?? []))
                     let size = packet.serializedSize + transport.overhead
                     s.adapter.packetSent(sequence: sequence, size: size, atMicroseconds: now)
                     if let probe { s.estimator?.probePacketSent(probe, sequence: sequence, size: size, at: now) }

@@ -41,6 +41,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         var controller: EncodingController?
         var decisions: [EncodingDecision] = []
         var retransmissionBudget = RetransmissionBudget()
+        /// Streams whose first receiver report came back: their packets no longer carry the MID.
+        var midAcknowledged: Set<UInt32> = []
     }
     let state = Mutex(State())
     let videoTrack: LocalVideoTrack?
@@ -163,6 +165,15 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     func shouldContinue(_ elapsed: Duration) -> Bool {
         !stopping.load(ordering: .relaxed) && configuration.duration.map { elapsed < $0 } ?? true
+    }
+
+    /// The MID header extension element for a packet of `ssrc` (media or its RTX), while the peer
+    /// has not yet reported on the stream.
+    func midElement(for ssrc: UInt32, state s: State) -> HeaderExtensionElement? {
+        guard let mid = configuration.midExtension else { return nil }
+        let media = ssrc == rtxSSRC ? videoSSRC : ssrc
+        guard !s.midAcknowledged.contains(media) else { return nil }
+        return HeaderExtensionElement(id: mid.id, data: Array((media == audioSSRC ? mid.audio : mid.video).utf8))
     }
 
     /// A packet the transport cannot send is counted: a network that is down for a while must

@@ -38,6 +38,10 @@ public struct MediaSenderConfiguration: Sendable {
     /// it (and a receiver that sends transport-cc feedback, as a call's does) and `.auto`
     /// encoding, the bandwidth estimator drives bitrates and the camera mode.
     public var transportSequenceExtensionID: UInt8?
+    /// RFC 9143 §15 / RFC 8843 §15.2: the MID header extension's ID and each kind's mid, sent on
+    /// every packet of a stream until the peer's first receiver report for it shows it can tell
+    /// the stream apart (as libwebrtc does); nil where not negotiated.
+    public var midExtension: (id: UInt8, video: String, audio: String)?
     public var encodingMode: VideoEncodingMode = .auto
     /// The most the video may use (manual mode's cap, auto mode's ceiling).
     public var maxVideoBitrate = 2_500_000
