@@ -9,6 +9,8 @@ pids=()
 
 topology_down() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+  # Whatever still runs inside the namespaces (a pipeline's far end outlives its shell).
+  for ns in "$a" "$b" "$r"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null; done
   wait 2>/dev/null
   for ns in "$a" "$b" "$r"; do ip netns del "$ns" 2>/dev/null; done
 }

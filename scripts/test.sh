@@ -31,6 +31,9 @@ stage leak-check scripts/leak-check.sh
 stage devicelab scripts/devicelab/test.sh
 # Two hosts in network namespaces through a router namespace, a 20 s call (root; skips without).
 stage twohost scripts/twohost/test.sh
+# One call through a router namespace that blacks out for 6 s and 30 s, answers ICMP unreachable
+# for 5 s, and sees one host's address change: media back within 2 s (3 s) each time (root; skips without).
+stage faults scripts/faults/test.sh
 # ICE across NAT routers with coturn: reflexive, relayed (UDP, TCP), host and plain-NAT pairs (root; skips without).
 stage natlab scripts/natlab/test.sh
 # aiortc (PyPI) as the peer of callend join, both offer directions (skips where aiortc cannot be installed).

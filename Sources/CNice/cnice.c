@@ -18,6 +18,10 @@ struct cnice_agent {
     cnice_data_fn on_data;
     gboolean closed;
     gboolean has_local_address;
+    /* The peer's credentials and candidates as given, for rechecks (cnice_agent_recheck). */
+    gchar *remote_ufrag, *remote_password;
+    GSList *remote_candidates;
+    gboolean remote_done;
 };
 
 static const char *type_name(NiceCandidateType type) {
@@ -210,6 +214,12 @@ int cnice_agent_gather(cnice_agent *a) {
 static void do_remote_credentials(cnice_agent *a, void *arg) {
     args *x = arg;
     x->result = nice_agent_set_remote_credentials(a->agent, a->stream, x->a, x->b) ? 1 : 0;
+    if (x->result) {
+        g_free(a->remote_ufrag);
+        g_free(a->remote_password);
+        a->remote_ufrag = g_strdup(x->a);
+        a->remote_password = g_strdup(x->b);
+    }
 }
 
 int cnice_agent_set_remote_credentials(cnice_agent *a, const char *ufrag, const char *password) {
@@ -227,7 +237,10 @@ typedef struct { cnice_agent *agent; NiceCandidate *candidate; } remote_candidat
 static gboolean add_candidate_on_loop(gpointer data) {
     remote_candidate *r = data;
     GSList *list = g_slist_append(NULL, r->candidate);
-    nice_agent_set_remote_candidates(r->agent->agent, r->agent->stream, 1, list);
+    if (nice_agent_set_remote_candidates(r->agent->agent, r->agent->stream, 1, list) > 0 &&
+        g_slist_length(r->agent->remote_candidates) < 64) {
+        r->agent->remote_candidates = g_slist_append(r->agent->remote_candidates, nice_candidate_copy(r->candidate));
+    }
     g_slist_free(list);
     return G_SOURCE_REMOVE;
 }
@@ -252,9 +265,28 @@ int cnice_agent_add_remote_candidate(cnice_agent *a, const char *line) {
 
 static gboolean remote_done_on_loop(gpointer data) {
     cnice_agent *a = data;
+    a->remote_done = TRUE;
     nice_agent_peer_candidate_gathering_done(a->agent, a->stream);
     return G_SOURCE_REMOVE;
 }
+
+/* A restart of the checks that keeps both sides' credentials: libnice forgets the pairs (and
+   the peer's candidates) and takes the same credentials and candidates again, so the peer, which
+   may be doing the same, answers without any signaling. The local candidates stay. */
+static void do_recheck(cnice_agent *a, void *arg) {
+    gchar *ufrag = NULL, *password = NULL;
+    (void)arg;
+    if (!a->remote_ufrag || !nice_agent_get_local_credentials(a->agent, a->stream, &ufrag, &password)) return;
+    nice_agent_restart_stream(a->agent, a->stream);
+    nice_agent_set_local_credentials(a->agent, a->stream, ufrag, password);
+    nice_agent_set_remote_credentials(a->agent, a->stream, a->remote_ufrag, a->remote_password);
+    if (a->remote_candidates) nice_agent_set_remote_candidates(a->agent, a->stream, 1, a->remote_candidates);
+    if (a->remote_done) nice_agent_peer_candidate_gathering_done(a->agent, a->stream);
+    g_free(ufrag);
+    g_free(password);
+}
+
+void cnice_agent_recheck(cnice_agent *a) { perform(a, do_recheck, NULL); }
 
 void cnice_agent_remote_gathering_done(cnice_agent *a) {
     g_main_context_invoke_full(a->context, G_PRIORITY_HIGH, remote_done_on_loop, a, NULL);
@@ -302,5 +334,8 @@ void cnice_agent_destroy(cnice_agent *a) {
     /* Whatever the closing left attached (its timeout, a late reply) goes with the context. */
     g_main_loop_unref(a->loop);
     g_main_context_unref(a->context);
+    g_free(a->remote_ufrag);
+    g_free(a->remote_password);
+    g_slist_free_full(a->remote_candidates, (GDestroyNotify)nice_candidate_free);
     g_free(a);
 }

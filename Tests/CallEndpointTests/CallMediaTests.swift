@@ -9,24 +9,37 @@ import Testing
 final class CallMediaPair: Sendable {
     let a: CallMedia, b: CallMedia
     let aCall: NegotiatedCall, bCall: NegotiatedCall
+    /// Events of a's transport (on their way to b) and of b's.
+    let toB: Wire, toA: Wire
 
-    init(certificateA: DTLSCertificate? = nil) throws {
-        final class Wire: Sendable {
-            let peer = Mutex<CallMedia?>(nil)
-            let pending = Mutex<[String]>([])
-            func candidate(_ line: String) {
-                if let p = peer.withLock({ $0 }) { try? p.transport.addRemoteCandidate(line) } else { pending.withLock { $0.append(line) } }
+    final class Wire: Sendable {
+        let peer = Mutex<CallMedia?>(nil)
+        let pending = Mutex<[String]>([])
+        /// What the sending side's transport reported.
+        let events = Mutex<[BundleTransport.Event]>([])
+        func event(_ event: BundleTransport.Event) {
+            events.withLock { $0.append(event) }
+            switch event {
+            case .localCandidate(let line, let ufrag):
+                if let p = peer.withLock({ $0 }) { try? p.transport.addRemoteCandidate(line, ufrag: ufrag) } else { pending.withLock { $0.append(line) } }
+            case .gatheringDone(let ufrag):
+                peer.withLock { $0 }?.transport.remoteGatheringDone(ufrag: ufrag)
+            default: break
             }
         }
-        let toB = Wire(), toA = Wire()
+    }
+
+    init(certificateA: DTLSCertificate? = nil) throws {
+        let (toB, toA) = (Wire(), Wire())
+        (self.toB, self.toA) = (toB, toA)
         var ice = ICEAgent.Configuration(controlling: true)
         ice.localAddresses = ["127.0.0.1"]
         a = try CallMedia(media: try Call.Media.synthetic(width: 320, height: 240), ice: ice, certificate: try certificateA ?? DTLSCertificate()) { event in
-            if case .localCandidate(let c) = event { toB.candidate(c) }
+            toB.event(event)
         }
         ice.controlling = false
         b = try CallMedia(media: try Call.Media.synthetic(width: 320, height: 240), ice: ice, certificate: try DTLSCertificate()) { event in
-            if case .localCandidate(let c) = event { toA.candidate(c) }
+            toA.event(event)
         }
         let offer = a.offer()
         let (answer, bCall) = try b.answer(try JSEPDescription(type: .offer, sdp: offer.sdp))
@@ -61,6 +74,55 @@ final class CallMediaPair: Sendable {
         // RTCP flowed both ways too: each sender measured a round trip from the other's reports.
         #expect(resultA.sent.roundTripTime != nil && sentB.roundTripTime != nil)
         #expect(pair.a.transport.selectedPair?.local.address == "127.0.0.1" && pair.a.transport.profile != nil)
+        pair.a.transport.close()
+        pair.b.transport.close()
+    }
+
+    /// In the middle of a call one side restarts ICE (as after an address change): the offer
+    /// continues the session, the answer keeps the DTLS roles, media moves to the new path with
+    /// the same keys and goes on. An answer naming another certificate is refused, and an offer
+    /// from another session (a peer that restarted) is not taken for a continuation.
+    @Test func anICERestartInTheMiddleOfACallKeepsMediaGoing() throws {
+        let pair = try CallMediaPair()
+        let results = Mutex<[String: (SenderStatistics, ReceiverSummary)]>([:])
+        let done = DispatchSemaphore(value: 0)
+        for (name, media, call) in [("a", pair.a, pair.aCall), ("b", pair.b, pair.bCall)] {
+            Thread {
+                if let r = try? media.run(call, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(5)) {
+                    results.withLock { $0[name] = (r.sent, r.received) }
+                }
+                done.signal()
+            }.start()
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline && (pair.a.statistics()?.received.framesDecoded ?? 0) < 20 { usleep(10_000) }
+        let keys = pair.a.transport.negotiatedKeys
+        let offer = try JSEPDescription(type: .offer, sdp: try pair.b.restartOffer().sdp)
+        #expect(pair.a.continuesSession(offer) && pair.b.awaitsRestartAnswer)
+        let (answer, restartsICE) = try pair.a.answerRestart(offer)
+        #expect(restartsICE && answer.transport.setup == .passive, "a stays the DTLS server: \(answer.transport.setup)")
+        try pair.b.acceptRestart(try JSEPDescription(type: .answer, sdp: answer.sdp))
+        func restarted(_ wire: CallMediaPair.Wire) -> Bool { wire.events.withLock { $0.contains { if case .restarted = $0 { return true }; return false } } }
+        while Date() < deadline && !(restarted(pair.toA) && restarted(pair.toB)) { usleep(10_000) }
+        #expect(restarted(pair.toA) && restarted(pair.toB), "both moved to the new path")
+        #expect(pair.a.transport.negotiatedKeys == keys)
+
+        // A forged answer to a second restart is refused; so is an offer of another session.
+        let second = try pair.b.restartOffer()
+        var forged = try pair.a.answerRestart(try JSEPDescription(type: .offer, sdp: second.sdp)).answer
+        forged.transport.fingerprint = try DTLSCertificate().fingerprint
+        #expect(throws: CallSecurityError.self) { try pair.b.acceptRestart(forged) }
+        let stranger = try CallMedia(media: try Call.Media.synthetic(width: 320, height: 240), ice: .init(controlling: true),
+                                     certificate: try DTLSCertificate()) { _ in }
+        #expect(!pair.a.continuesSession(try JSEPDescription(type: .offer, sdp: stranger.offer().sdp)))
+        stranger.transport.close()
+
+        #expect(done.wait(timeout: .now() + 40) == .success && done.wait(timeout: .now() + 40) == .success)
+        let r = results.withLock { $0 }
+        for (from, to) in [("a", "b"), ("b", "a")] {
+            let sent = try #require(r[from]?.0), received = try #require(r[to]?.1)
+            #expect(Double(received.framesDecoded) >= 0.9 * Double(sent.videoFrames), "\(from) -> \(to): \(received.framesDecoded) of \(sent.videoFrames) frames")
+        }
         pair.a.transport.close()
         pair.b.transport.close()
     }

@@ -17,8 +17,10 @@ final class TransportPair: Sendable {
             events.withLock { $0.append(e) }
             switch e {
             case .secured: secured.signal()
-            case .localCandidate(let c):
-                if let p = peer.withLock({ $0 }) { try? p.addRemoteCandidate(c) } else { pending.withLock { $0.append(c) } }
+            case .localCandidate(let c, let ufrag):
+                if let p = peer.withLock({ $0 }) { try? p.addRemoteCandidate(c, ufrag: ufrag) } else { pending.withLock { $0.append(c) } }
+            case .gatheringDone(let ufrag):
+                if let p = peer.withLock({ $0 }) { p.remoteGatheringDone(ufrag: ufrag) }
             default: break
             }
         }
@@ -74,6 +76,40 @@ final class TransportPair: Sendable {
         #expect(pair.offerer.profile == .aeadAes128Gcm && pair.offerer.overhead == 16)
         let chosen = try #require(pair.offerer.selectedPair)
         #expect(chosen.local.type == "host" && chosen.local.address == "127.0.0.1", "\(chosen)")
+    }
+
+    /// An ICE restart gathers under new credentials and moves media to the new agent's path
+    /// once it works (make before break); DTLS is not repeated and the SRTP keys stay. The
+    /// restart's candidates may arrive before its description: they wait for it.
+    @Test func anICERestartMovesMediaToANewPathAndKeepsTheKeys() throws {
+        let pair = try TransportPair()
+        defer { pair.close() }
+        #expect(pair.a.secured.wait(timeout: .now() + 20) == .success && pair.b.secured.wait(timeout: .now() + 20) == .success)
+        let keys = try #require(pair.offerer.negotiatedKeys)
+        let before = try #require(pair.offerer.selectedPair)
+        let offered = try pair.offerer.restartICE(controlling: true)
+        #expect(offered != pair.offerer.localCredentials, "new credentials, the old ones still in use")
+        #expect(pair.offerer.restartUnderWay == (true, false))
+        let answered = try pair.answerer.restartICE(controlling: false)
+        usleep(200_000)  // both have gathered and trickled before either description lands
+        let fingerprint = pair.offerer.fingerprint
+        try pair.answerer.setRestartRemote(.init(ufrag: offered.ufrag, password: offered.password, fingerprint: fingerprint, setup: .actpass))
+        try pair.offerer.setRestartRemote(.init(ufrag: answered.ufrag, password: answered.password, fingerprint: pair.answerer.fingerprint, setup: .active))
+        func restarted(_ side: TransportPair.Side) -> Bool { side.events.withLock { $0.contains { if case .restarted = $0 { return true }; return false } } }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline && !(restarted(pair.a) && restarted(pair.b)) { usleep(10_000) }
+        #expect(restarted(pair.a) && restarted(pair.b), "\(pair.a.events.withLock { $0 })")
+        #expect(pair.offerer.localCredentials == offered && pair.offerer.restartUnderWay == (false, false))
+        #expect(pair.offerer.selectedPair != before, "a new pair: \(String(describing: pair.offerer.selectedPair)) after \(before)")
+        #expect(pair.offerer.negotiatedKeys == keys, "no new DTLS handshake")
+        let rtp = RTPPacket(payloadType: 96, sequenceNumber: 5, timestamp: 1, ssrc: 0xabc, payload: [5]).serialized()
+        #expect(pair.offerer.sendRTP(rtp, kind: .video))
+        while Date() < deadline && !pair.b.received.withLock({ $0.contains { $0.bytes == rtp } }) { usleep(5_000) }
+        #expect(pair.b.received.withLock { $0.contains { $0.bytes == rtp } }, "media on the new path")
+        // An answer for a restart nobody started is refused.
+        #expect(throws: ICEError.self) {
+            try pair.offerer.setRestartRemote(.init(ufrag: "x", password: "y", fingerprint: fingerprint, setup: .active))
+        }
     }
 
     /// A datagram from anywhere but the selected pair's remote end never reaches the transport:

@@ -84,6 +84,30 @@ final class AgentPair: Sendable {
         #expect(chosen.local.type == "host" && chosen.remote.type == "host" && chosen.local.transport == "udp", "\(chosen)")
     }
 
+    /// A recheck (what follows a lost consent) forgets the pairs and checks them again under
+    /// the same credentials: the agents find each other again with no signaling, whether one
+    /// side rechecks or both, and data flows after.
+    @Test func aRecheckFindsThePathAgainWithoutSignaling() throws {
+        let pair = try AgentPair(localAddresses: ["127.0.0.1"])
+        defer { pair.close() }
+        #expect(pair.log.connected.wait(timeout: .now() + 20) == .success)
+        for both in [false, true] {
+            pair.log.states.withLock { $0 = ([], []) }
+            pair.offerer.recheck()
+            if both { pair.answerer.recheck() }
+            #expect(pair.log.connected.wait(timeout: .now() + 20) == .success, "both: \(both): \(pair.log.states.withLock { $0 })")
+            #expect(pair.log.states.withLock { $0.offerer.first } == .gathering, "the checks started over: \(pair.log.states.withLock { $0 })")
+            let before = pair.log.received.withLock { $0.answerer.count }
+            var delivered = false
+            for i in 0..<200 where !delivered {
+                pair.offerer.send([0x80, UInt8(i)])
+                delivered = pair.log.received.withLock { $0.answerer.count > before }
+                usleep(10_000)
+            }
+            #expect(delivered, "data after the recheck (both: \(both))")
+        }
+    }
+
     @Test func serverURLsParseAndBadOnesAreRefused() throws {
         #expect(try ICEServer(url: "stun:stun.example.org:19302") == ICEServer(kind: .stun, host: "stun.example.org", port: 19302))
         #expect(try ICEServer(url: "stun:10.0.0.1") == ICEServer(kind: .stun, host: "10.0.0.1", port: 3478))

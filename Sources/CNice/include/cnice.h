@@ -35,6 +35,9 @@ int cnice_agent_set_remote_credentials(cnice_agent *agent, const char *ufrag, co
    added on the agent's thread without waiting. */
 int cnice_agent_add_remote_candidate(cnice_agent *agent, const char *line);
 void cnice_agent_remote_gathering_done(cnice_agent *agent);
+/* Checks every pair again with the same credentials on both sides (after consent was lost):
+   the path is found again when it returns, without signaling. Waits for the agent's thread. */
+void cnice_agent_recheck(cnice_agent *agent);
 /* The bytes sent, or -1 (no selected pair yet, or it failed). Any thread. */
 int cnice_agent_send(cnice_agent *agent, const unsigned char *data, unsigned length);
 /* Releases TURN allocations (two seconds at most), stops the loop, joins its thread, frees all. */

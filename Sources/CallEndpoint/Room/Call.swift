@@ -67,6 +67,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         func append(_ event: Event) { items.withLock { $0.append(event) } }
         func drain() -> [Event] { items.withLock { e in defer { e.removeAll() }; return e } }
         func contains(where predicate: (Event) -> Bool) -> Bool { items.withLock { $0.contains(where: predicate) } }
+        /// Puts events back in front of the queue, in order (taken, but for someone else).
+        func prepend(_ events: [Event]) { items.withLock { $0.insert(contentsOf: events, at: 0) } }
         /// Removes the matching events and returns them, in order.
         func take(where predicate: (Event) -> Bool) -> [Event] {
             items.withLock { e in
@@ -177,7 +179,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 : result.received.endReason.isEmpty || outOfTime ? "done" : result.received.endReason
             if summary.endReason == "done" || summary.endReason == "stopped" { break }
             if let peer = summary.peer { onEvent?(.participantLeft(peer, reason: summary.endReason)) }
-            log("\(summary.endReason): waiting for \(summary.peer ?? "the peer") to join again")
+            log(result.received.endReason == Self.newSessionReason ? "\(summary.peer ?? "the peer") came back as a new session: a new round of media"
+                : "\(summary.endReason): waiting for \(summary.peer ?? "the peer") to join again")
         }
         if stopRequested.load(ordering: .relaxed), summary.endReason.isEmpty || summary.mediaRounds > 0 && summary.endReason != "done" { summary.endReason = "stopped" }
         onEvent?(.disconnected(reason: summary.endReason))
@@ -198,9 +201,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
         init(client: SignalingClient) { self.client = client }
 
-        /// A local candidate ("candidate:..."), or the end of them ("").
-        func candidate(_ line: String) {
-            let payload = JSONValue.object(["candidate": .string(line), "sdpMid": .string("0"), "sdpMLineIndex": .number(0)])
+        /// A local candidate ("candidate:..."), or the end of them (""), of the agent with `ufrag`.
+        func candidate(_ line: String, ufrag: String) {
+            let payload = JSONValue.object(["candidate": .string(line), "sdpMid": .string("0"), "sdpMLineIndex": .number(0),
+                                            "usernameFragment": .string(ufrag)])
             if described, let peer {
                 client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: payload))
             } else {
@@ -235,35 +239,41 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         list.flatMap { info in info.urls.compactMap { try? ICEServer(url: $0, username: info.username, credential: info.credential) } }
     }
 
-    /// A trickled candidate: {"candidate": "candidate:..." | "" (no more), "sdpMid", "sdpMLineIndex"}.
-    static func candidate(_ payload: JSONValue?) -> String? {
+    /// A trickled candidate: {"candidate": "candidate:..." | "" (no more), "sdpMid", "sdpMLineIndex",
+    /// "usernameFragment" (optional: the ICE generation it belongs to)}.
+    static func candidate(_ payload: JSONValue?) -> (line: String, ufrag: String?)? {
         guard case .object(let fields)? = payload, case .string(let line)? = fields["candidate"] else { return nil }
-        return line
+        if case .string(let ufrag)? = fields["usernameFragment"], !ufrag.isEmpty { return (line, ufrag) }
+        return (line, nil)
     }
 
     /// Handles a transport event on the call thread: trickles candidates, logs the path.
     private func handle(_ event: BundleTransport.Event, signaling: RoundSignaling) {
         switch event {
-        case .localCandidate(let line):
+        case .localCandidate(let line, let ufrag):
             let fields = line.split(separator: " ")
             if let typ = fields.firstIndex(of: "typ"), typ + 1 < fields.count { signaling.gathered[String(fields[typ + 1]), default: 0] += 1 }
-            signaling.candidate(line)
-        case .gatheringDone:
+            signaling.candidate(line, ufrag: ufrag)
+        case .gatheringDone(let ufrag):
             let counts = signaling.gathered.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
             log("ice: gathered " + (counts.isEmpty ? "no candidates" : counts.joined(separator: ", ")))
-            signaling.candidate("")
+            signaling.gathered = [:]
+            signaling.candidate("", ufrag: ufrag)
         case .selectedPair(let pair): log("ice: \(pair)")
-        case .state(let state): if state == .failed { log("ice: failed") }
+        case .state: break
         case .secured(let profile): log("dtls: connected, SRTP \(profile.rawValue)")
         case .failed(let why), .untrusted(let why): log(why)
         case .closedByPeer: log("dtls: the peer closed the connection")
+        case .pathLost: log("ice: the peer stopped answering consent checks (RFC 7675): sending paused, checking the path again every second")
+        case .pathRestored: log("ice: the path works again")
+        case .restarted: log("ice: restart done, the new path carries the media")
         }
     }
 
-    private func apply(candidate line: String, to transport: BundleTransport) {
-        if line.isEmpty {
-            transport.remoteGatheringDone()
-        } else if let error = Result(catching: { try transport.addRemoteCandidate(line) }).failure {
+    private func apply(candidate: (line: String, ufrag: String?), to transport: BundleTransport) {
+        if candidate.line.isEmpty {
+            transport.remoteGatheringDone(ufrag: candidate.ufrag)
+        } else if let error = Result(catching: { try transport.addRemoteCandidate(candidate.line, ufrag: candidate.ufrag) }).failure {
             log("ice: \(error)")
         }
     }
@@ -273,7 +283,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                            deadline: ContinuousClock.Instant?) throws -> (CallMedia, NegotiatedCall)? {
         var callMedia: CallMedia?
         var offer: JSEPDescription?
-        var early: [String] = []
+        var early: [(line: String, ufrag: String?)] = []
         let queue = events
         func roundMedia(controlling: Bool) throws -> CallMedia {
             if let callMedia { return callMedia }
@@ -315,8 +325,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     guard let made = callMedia, let offer else { continue }
                     negotiated = try made.accept(try Self.description(message.payload, as: .answer), to: offer)
                 case .signaling(.message(let message)) where message.kind == .candidate:
-                    guard let line = Self.candidate(message.payload) else { continue }
-                    if let made = callMedia { apply(candidate: line, to: made.transport) } else { early.append(line) }
+                    guard let candidate = Self.candidate(message.payload) else { continue }
+                    if let made = callMedia { apply(candidate: candidate, to: made.transport) } else { early.append(candidate) }
                 case .signaling(.iceServers(let list)):
                     let servers = Self.iceServers(list)
                     serviceICEServers.withLock { $0 = servers }
@@ -333,7 +343,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 }
             }
             if let made = callMedia {
-                for line in early { apply(candidate: line, to: made.transport) }
+                for candidate in early { apply(candidate: candidate, to: made.transport) }
                 early = []
             }
             if let negotiated, let made = callMedia { return (made, negotiated) }
@@ -342,35 +352,105 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         return nil
     }
 
-    /// Runs one round of media. The peer's bye ends it early, and so does a new offer (the peer
-    /// came back before its silence was noticed; the offer stays queued for the next round).
+    /// Runs one round of media. The peer's bye ends it early, and so does an offer of a new
+    /// session (the peer came back as a new process; the offer stays queued for the next round).
     /// peer-left does not: it only says the peer's signaling connection dropped, and media may
-    /// well go on (RTCP silence ends a round whose peer really vanished). Candidates keep
-    /// trickling both ways while media runs.
+    /// well go on. Neither does silence: a lost path is looked for again (see `ICERestartPolicy`),
+    /// and an offer in this session (an ICE restart) is answered here. Candidates keep trickling
+    /// both ways while media runs.
+    static let newSessionReason = "the peer came back as a new session"
+
     private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, round: Int, signaling: RoundSignaling, participant: String,
                           peer: String, remaining: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
         let roundOver = Atomic<Bool>(false)
+        let restarts = Atomic<Int>(0)
+        let newSession = Atomic<Bool>(false)
+        let offerer = callMedia.transport.configuration.ice.controlling
         startThread(named: "call-watcher") { [self] in
+            var policy = ICERestartPolicy(offerer: offerer)
+            var addresses = LocalAddresses.current()
+            var nextAddressCheck = ContinuousClock.now + .seconds(1)
+            func restart(_ reason: String) {
+                do {
+                    let offer = try callMedia.restartOffer()
+                    signaling.describe(offer, to: peer)
+                    policy.restarted(at: .now)
+                    restarts.add(1, ordering: .relaxed)
+                    self.log("ice: restarting (\(reason))")
+                } catch {
+                    self.log("ice: cannot restart: \(error)")
+                }
+            }
             while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
                 let handled = events.take { event in
                     switch event {
-                    case .signaling(.message(let m)): return m.kind == .bye || m.kind == .candidate
+                    case .signaling(.message(let m)): return [.bye, .candidate, .offer, .answer].contains(m.kind)
                     case .transport: return true
                     default: return false
                     }
                 }
-                var bye = false
-                for event in handled {
+                var over = false
+                for (index, event) in handled.enumerated() where !over {
                     switch event {
-                    case .signaling(.message(let m)) where m.kind == .bye: bye = true
-                    case .signaling(.message(let m)): if let line = Self.candidate(m.payload) { apply(candidate: line, to: callMedia.transport) }
-                    case .transport(let r, let e): if r == round { handle(e, signaling: signaling) }
+                    case .signaling(.message(let m)) where m.kind == .bye: over = true
+                    case .signaling(.message(let m)) where m.kind == .candidate:
+                        if let candidate = Self.candidate(m.payload) { apply(candidate: candidate, to: callMedia.transport) }
+                    case .signaling(.message(let m)) where m.kind == .offer:
+                        guard let offer = try? Self.description(m.payload, as: .offer), callMedia.continuesSession(offer) else {
+                            // A new session: the next round takes it, with whatever came after it.
+                            events.prepend(handled[index...].map { $0 })
+                            newSession.store(true, ordering: .relaxed)
+                            over = true
+                            continue
+                        }
+                        if callMedia.awaitsRestartAnswer && offerer {
+                            self.log("ice: both sides restarted at once; the peer answers ours")
+                            continue
+                        }
+                        do {
+                            let (answer, restartsICE) = try callMedia.answerRestart(offer)
+                            signaling.describe(answer, to: peer)
+                            if restartsICE {
+                                restarts.add(1, ordering: .relaxed)
+                                self.log("ice: answered the peer's restart")
+                            }
+                        } catch {
+                            self.log("ice: the peer's restart offer: \(error)")
+                        }
+                    case .signaling(.message(let m)) where m.kind == .answer:
+                        guard callMedia.awaitsRestartAnswer else { continue }
+                        do {
+                            try callMedia.acceptRestart(try Self.description(m.payload, as: .answer))
+                        } catch {
+                            self.log("ice: the peer's answer to our restart: \(error)")
+                        }
+                    case .transport(let r, let e) where r == round:
+                        handle(e, signaling: signaling)
+                        if e == .pathLost { policy.pathLost(at: .now) }
+                        if e == .pathRestored { policy.pathRestored() }
                     default: break
                     }
                 }
-                if bye || events.contains(where: { if case .signaling(.message(let m)) = $0 { return m.kind == .offer }; return false }) {
+                if over {
                     callMedia.stop()
                     break
+                }
+                let now = ContinuousClock.now
+                var changed = false
+                if now >= nextAddressCheck {
+                    nextAddressCheck = now + .seconds(1)
+                    let fresh = LocalAddresses.current()
+                    if fresh != addresses {
+                        changed = true
+                        self.log("network: local addresses now \(fresh.sorted().joined(separator: " ")) (were \(addresses.sorted().joined(separator: " ")))")
+                        addresses = fresh
+                        // The signaling connection may have used a departed address: TCP would
+                        // take minutes to say so.
+                        signaling.client.reconnect(because: "local addresses changed")
+                    }
+                }
+                if policy.shouldRestart(at: now, addressesChanged: changed) {
+                    restart(changed ? "local addresses changed" : "no path for \(Int(((now - policy.lostSince!) + .seconds(10)).secondsDouble)) s")
                 }
                 usleep(20_000)
             }
@@ -382,10 +462,26 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             var previous: (sent: SenderStatistics, received: ReceiverSummary)?
             var subscribed = (video: false, audio: false)
             var tick = 0
+            var outageSince: Duration?
+            var lastPicture: (count: Int, at: Duration?) = (0, nil)
             while !roundOver.load(ordering: .relaxed) {
                 usleep(100_000)
                 tick += 1
                 guard let now = callMedia.statistics() else { continue }
+                if let since = now.received.silentSince, outageSince == nil {
+                    outageSince = since
+                    self.log("peer silent for 4.0 s: waiting for the path to return (outage \(now.received.outages))")
+                } else if now.received.silentSince == nil, let since = outageSince {
+                    outageSince = nil
+                    self.log(String(format: "media back after %.1f s of silence", (now.received.elapsed - since).secondsDouble))
+                }
+                // A stall of a second or more and its end, for whoever reads the log.
+                if now.received.framesDecoded != lastPicture.count {
+                    if let at = lastPicture.at, now.received.elapsed - at >= .seconds(1) {
+                        self.log(String(format: "video: decoding again after %.1f s without a picture", (now.received.elapsed - at).secondsDouble))
+                    }
+                    lastPicture = (now.received.framesDecoded, now.received.elapsed)
+                }
                 if !subscribed.video && now.received.framesDecoded > 0 {
                     subscribed.video = true
                     onEvent?(.trackSubscribed(participant: peer, kind: .video))
@@ -397,6 +493,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 guard tick % 10 == 0 else { continue }
                 var status = CallStatus.between(previous, now, participant: participant)
                 status.candidatePair = callMedia.transport.selectedPair?.description
+                status.iceRestarts = restarts.load(ordering: .relaxed)
                 current.withLock { $0.status = status }
                 onStatus?(status)
                 onEvent?(.stats(status))
@@ -412,7 +509,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         encoding.maxVideoBitrate = options.encodingParameters?.maxVideoBitrate ?? 2_500_000
         let log = self.log
         encoding.onDecision = { decision in log(decision.line) }
-        return try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
+        var result = try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
+        if newSession.load(ordering: .relaxed) { result.received.endReason = Self.newSessionReason }
+        return result
     }
 }
 

@@ -21,6 +21,13 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var lastDecision: EncodingDecision?
     /// The ICE candidate pair media flows over ("host udp 10.0.0.2:5000 -> srflx 203.0.113.7:6000").
     public var candidatePair: String?
+    /// Media packets not sent since the start: no working path (an outage), or the socket refused
+    /// them (ENETUNREACH, EHOSTUNREACH, EPERM, ...). Sending goes on either way.
+    public var sendErrors = 0
+    /// Silences of the peer longer than 4 s since the start (the call went on through each).
+    public var outages = 0
+    /// ICE restarts since the start (after long outages and local address changes).
+    public var iceRestarts = 0
 
     /// The one-line form for a terminal.
     public var line: String {
@@ -32,6 +39,7 @@ public struct CallStatus: Sendable, Codable, Equatable {
         if let latencyMs { parts.append(String(format: "latency %.0f ms", latencyMs)) }
         if let estimateKbps { parts.append("estimate \(estimateKbps) kbit/s\(mode.map { " " + $0 } ?? "")") }
         if let candidatePair { parts.append(candidatePair) }
+        if outages > 0 || sendErrors > 0 { parts.append("outages \(outages), not sent \(sendErrors)") }
         return parts.joined(separator: " | ")
     }
 }
@@ -58,7 +66,8 @@ extension CallStatus {
                           latencyMs: newLatencies.isEmpty ? nil : newLatencies[newLatencies.count / 2],
                           estimateKbps: after.sent.estimateBitrate.map { $0 / 1000 },
                           videoTargetKbps: after.sent.estimateBitrate == nil ? nil : after.sent.videoTargetBitrate / 1000,
-                          mode: after.sent.mode, lastDecision: after.sent.decisions.last)
+                          mode: after.sent.mode, lastDecision: after.sent.decisions.last,
+                          sendErrors: after.sent.sendErrors, outages: after.received.outages)
     }
 
     private static func size(_ width: Int, _ height: Int) -> String { width == 0 ? "-" : "\(width)x\(height)" }

@@ -67,12 +67,28 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         .init(ufrag: transport.localCredentials.ufrag, password: transport.localCredentials.password, fingerprint: transport.fingerprint, setup: .actpass)
     }
 
-    public func offer() -> JSEPDescription { OfferAnswer.offer(local, transport: localTransport) }
+    /// The descriptions this round has agreed on (each side's latest), and the DTLS role: what a
+    /// later offer in the same session (an ICE restart) is checked against and answered with.
+    struct Session {
+        var local: JSEPDescription?
+        var remote: JSEPDescription?
+        var role: DTLSSession.Role?
+        /// Our restart offer waiting for its answer.
+        var restartOffer: JSEPDescription?
+    }
+    private let session = Mutex(Session())
+
+    public func offer() -> JSEPDescription {
+        let offer = OfferAnswer.offer(local, transport: localTransport)
+        session.withLock { $0.local = offer }
+        return offer
+    }
 
     /// Answers the peer's offer and points the transport at the peer.
     public func answer(_ offer: JSEPDescription) throws -> (JSEPDescription, NegotiatedCall) {
         let (answer, call) = try OfferAnswer.answer(offer, local: local, transport: localTransport)
         try transport.setRemote(call.remoteTransport, role: call.dtlsRole)
+        session.withLock { $0 = Session(local: answer, remote: offer, role: call.dtlsRole) }
         return (answer, call)
     }
 
@@ -80,8 +96,74 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     public func accept(_ answer: JSEPDescription, to offer: JSEPDescription) throws -> NegotiatedCall {
         let call = try OfferAnswer.negotiate(offer: offer, answer: answer, local: local)
         try transport.setRemote(call.remoteTransport, role: call.dtlsRole)
+        session.withLock { $0 = Session(local: offer, remote: answer, role: call.dtlsRole) }
         return call
     }
+
+    // MARK: ICE restarts (RFC 8445 §9, RFC 8829 §5.2.1)
+
+    /// Whether `offer` comes from the peer of this round, in the same session: the origin's
+    /// session id and the certificate of its last description. A peer that restarted makes a new
+    /// session (and a new certificate), which is a new round instead.
+    public func continuesSession(_ offer: JSEPDescription) -> Bool {
+        guard let remote = session.withLock({ $0.remote }) else { return false }
+        return offer.sessionID == remote.sessionID && offer.transport.fingerprint == remote.transport.fingerprint
+    }
+
+    /// Whether an answer to our restart offer is awaited.
+    public var awaitsRestartAnswer: Bool { session.withLock { $0.restartOffer != nil } }
+
+    /// The same media under new ICE credentials, from a new agent that gathers now; media stays
+    /// on the current path until the new one works.
+    public func restartOffer() throws -> JSEPDescription {
+        let credentials = try transport.restartICE(controlling: true)
+        return try session.withLock { s in
+            guard let previous = s.local else { throw NegotiationError("no description yet to restart ICE from") }
+            var offer = OfferAnswer.offer(local, transport: .init(ufrag: credentials.ufrag, password: credentials.password,
+                                                                  fingerprint: transport.fingerprint, setup: .actpass))
+            offer.sessionID = previous.sessionID
+            offer.sessionVersion = previous.sessionVersion + 1
+            s.restartOffer = offer
+            return offer
+        }
+    }
+
+    /// The peer's answer to our restart offer: the new agent checks against its new credentials.
+    public func acceptRestart(_ answer: JSEPDescription) throws {
+        guard let offer = session.withLock({ s in defer { s.restartOffer = nil }; return s.restartOffer }) else {
+            throw NegotiationError("an answer without an offer of ours waiting for it")
+        }
+        guard answer.transport.fingerprint == fingerprintOfPeer else {
+            throw CallSecurityError(description: "the peer's answer to an ICE restart names another certificate")
+        }
+        _ = try OfferAnswer.negotiate(offer: offer, answer: answer, local: local)
+        try transport.setRestartRemote(answer.transport)
+        session.withLock { s in (s.local, s.remote) = (offer, answer) }
+    }
+
+    /// Answers a later offer of the peer in this session. New ICE credentials in it are an ICE
+    /// restart: a new agent answers them, and ours (a restart of our own under way) gives way.
+    /// The media and the DTLS role stay as they are.
+    public func answerRestart(_ offer: JSEPDescription) throws -> (answer: JSEPDescription, restartsICE: Bool) {
+        let (previous, role) = session.withLock { s in (s, s.role) }
+        guard let mine = previous.local, let theirs = previous.remote, let role else { throw NegotiationError("no session to renegotiate") }
+        var transportInAnswer = localTransport
+        let restartsICE = offer.transport.ufrag != theirs.transport.ufrag || offer.transport.password != theirs.transport.password
+        if restartsICE {
+            session.withLock { $0.restartOffer = nil }
+            let credentials = try transport.restartICE(controlling: false)
+            try transport.setRestartRemote(offer.transport)
+            (transportInAnswer.ufrag, transportInAnswer.password) = credentials
+        }
+        var (answer, _) = try OfferAnswer.answer(offer, local: local, transport: transportInAnswer)
+        answer.transport.setup = role == .client ? .active : .passive
+        answer.sessionID = mine.sessionID
+        answer.sessionVersion = mine.sessionVersion + 1
+        session.withLock { s in (s.local, s.remote) = (answer, offer) }
+        return (answer, restartsICE)
+    }
+
+    private var fingerprintOfPeer: DTLSFingerprint? { session.withLock { $0.remote?.transport.fingerprint } }
 
     /// How the encoders are driven in a call: the mode, the video ceiling, and where decisions go.
     public struct Encoding: Sendable {
@@ -125,8 +207,11 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         }
         var receiving = MediaReceiverConfiguration(description: SessionDescriptionFile(connectionAddress: "0.0.0.0", streams: streams))
         receiving.duration = duration.map { $0 + .seconds(2) }
-        // A peer that vanishes is noticed from RTCP silence within 4 s (reports come every second).
+        // Silence of 4 s (reports come every second) is an outage: the round goes on, and media
+        // resumes when the path returns (or after an ICE restart). A peer that comes back as a
+        // new process sends a new offer, which starts a new round.
         receiving.idleTimeout = .seconds(4)
+        receiving.silenceEndsSession = false
         receiving.videoRenderers = media.renderers
         receiving.transportSequenceExtensionID = video?.transportSequenceExtensionID ?? audio?.transportSequenceExtensionID
         receiving.audioPlayout = media.audioPlayout

@@ -22,9 +22,11 @@ public struct MediaReceiverConfiguration: Sendable {
     /// bandwidth estimator reads it).
     public var transportSequenceExtensionID: UInt8?
     public var duration: Duration?
-    /// Stop after this long without any packet, RTP or RTCP, once media has flowed: the sender
-    /// went away. RTCP arrives every second even from a muted sender, so silence means gone.
+    /// After this long without any packet, RTP or RTCP, once media has flowed, the peer is
+    /// silent: RTCP arrives every second even from a muted sender. `callend receive` then stops
+    /// (the sender went away); a call counts an outage and waits for the path to return.
     public var idleTimeout: Duration = .seconds(3)
+    public var silenceEndsSession = true
 
     public init(description: SessionDescriptionFile) {
         self.description = description
@@ -61,6 +63,10 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var firstFrameAt: Duration?
     /// Why receiving ended early (bye, silence), empty when it ran its course.
     public var endReason = ""
+    /// Outages: silences longer than the idle timeout (a call goes on through them).
+    public var outages = 0
+    /// Since when the peer has been silent, when it is now (the time of its last packet).
+    public var silentSince: Duration?
     /// Size of the last decoded picture.
     public var videoWidth = 0
     public var videoHeight = 0
@@ -183,9 +189,17 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 (s.lastPacket.map { now - $0 > configuration.idleTimeout } ?? false,
                  !s.goodbyes.isEmpty && s.goodbyes.count >= (videoStream == nil ? 0 : 1) + (audioStream == nil ? 0 : 1))
             }
-            if idle || allGone {
+            if allGone || idle && configuration.silenceEndsSession {
                 state.withLock { $0.summary.endReason = allGone ? "peer said bye" : "peer silent for \(configuration.idleTimeout)" }
                 break
+            }
+            if idle {
+                state.withLock { s in
+                    if s.summary.silentSince == nil {
+                        s.summary.silentSince = s.lastPacket
+                        s.summary.outages += 1
+                    }
+                }
             }
             sendFeedback(now: now)
             if now >= nextReport {
@@ -248,6 +262,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var packet = received
         state.withLock { s in
             s.lastPacket = arrival
+            s.summary.silentSince = nil
             // Every packet on the port counts for congestion control: media, RTX and probe padding.
             if let id = configuration.transportSequenceExtensionID, let data = packet.headerExtension(id: id),
                let sequence = TransportSequenceNumber.decode(data) {
@@ -354,6 +369,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
         state.withLock { s in
             s.lastPacket = arrival
+            s.summary.silentSince = nil
             for packet in packets {
                 switch packet {
                 case .senderReport(let sr):
@@ -373,6 +389,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         guard audioStream != nil else { return }
         state.withLock { s in
             s.lastPacket = arrival
+            s.summary.silentSince = nil
             if s.audioStats == nil { s.audioStats = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 48_000) }
             s.audioStats?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival)
             s.audioBuffer.insert(packet, arrival: arrival)

@@ -8,7 +8,7 @@ import Synchronization
 /// 20 ... 63 DTLS, 128 ... 191 RTP and RTCP (STUN never reaches here: libnice answers it).
 /// Nothing is sent before the keys exist, and nothing that fails SRTP authentication is
 /// delivered: a packet from anywhere but the peer that holds the DTLS keys is dropped.
-public final class BundleTransport: PacketTransport, @unchecked Sendable {  // mutable state is in `state`; `agent` is set once in init
+public final class BundleTransport: PacketTransport, @unchecked Sendable {  // mutable state, the ICE agents included, is in `state`
     public struct Configuration: Sendable {
         public var ice: ICEAgent.Configuration
         public var certificate: DTLSCertificate
@@ -19,19 +19,28 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     }
 
     public enum Event: Sendable, Equatable {
-        case localCandidate(String)
-        case gatheringDone
+        /// A local candidate, and the username fragment of the agent that gathered it (a restart
+        /// gathers under new credentials).
+        case localCandidate(String, ufrag: String)
+        case gatheringDone(ufrag: String)
         case state(ICEConnectionState)
         case selectedPair(ICECandidatePair)
         /// DTLS is done and SRTP keyed: media may flow.
         case secured(SRTPProfile)
-        /// ICE found no path, consent was lost, or the DTLS handshake failed.
+        /// ICE found no path, or the DTLS handshake failed, before media could flow.
         case failed(String)
         /// The peer's DTLS certificate is not the one its description announced: not a network
         /// fault but someone else on the path; no key was agreed.
         case untrusted(String)
         /// The peer closed DTLS (close_notify).
         case closedByPeer
+        /// Media flowed, then the peer stopped answering consent checks (RFC 7675): nothing is
+        /// sent until a check finds a path again. Rechecks run every second meanwhile.
+        case pathLost
+        /// A path works again after `pathLost`, found by a recheck or an ICE restart.
+        case pathRestored
+        /// An ICE restart's agent found a path and took over from the previous one.
+        case restarted(ufrag: String)
     }
 
     /// Counts for stats: what could not be sent and what was refused on arrival.
@@ -40,7 +49,21 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         public var refused = 0
     }
 
+    /// One ICE agent and what is known of it: the current one carries media; the next one, made by
+    /// an ICE restart, takes over once it has a path (make before break).
+    struct Leg {
+        let agent: ICEAgent
+        let generation: Int
+        var remoteUfrag: String?
+        var state: ICEConnectionState = .disconnected
+        var selectedPair: ICECandidatePair?
+        var isUp: Bool { state == .connected || state == .ready }
+    }
+
     struct State {
+        var current: Leg
+        var next: Leg?
+        var generations = 0
         var dtls: DTLSSession?
         /// DTLS datagrams that came before the role and fingerprint were known (the answerer's
         /// ClientHello can beat the answer to the offerer).
@@ -50,11 +73,16 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         var outbound: SRTPSession?
         var inbound: SRTPSession?
         var handler: (@Sendable (ReceivedPacket) -> Void)?
-        var selectedPair: ICECandidatePair?
         var profile: SRTPProfile?
         var counters = Counters()
         var closed = false
         var finished = false
+        /// Since when the path has been lost (consent gone after media flowed); nil while it works.
+        var lostSince: ContinuousClock.Instant?
+        var rechecking = false
+        /// Candidates (and ends of candidates, "") under credentials no agent knows yet: a
+        /// restart's, trickled before its description was taken. Kept until it is (32 at most).
+        var strays: [(ufrag: String, line: String)] = []
         /// Sees every protected datagram as it goes out (tests check keystream uniqueness with it).
         var sentObserver: (@Sendable ([UInt8]) -> Void)?
         /// The DTLS-exported keys, kept for tests that look for them where they must not be.
@@ -62,39 +90,55 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     }
 
     public let configuration: Configuration
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let onEvent: @Sendable (Event) -> Void
     private let timerWake = DispatchSemaphore(value: 0)
-    private var agent: ICEAgent!
+    private let recheckWake = DispatchSemaphore(value: 0)
+    /// How often a lost path is checked again.
+    public static let recheckInterval: Duration = .seconds(1)
+
+    final class Weak: @unchecked Sendable {  // set once, right after init
+        weak var transport: BundleTransport?
+    }
+    private let me: Weak
 
     public init(configuration: Configuration, onEvent: @escaping @Sendable (Event) -> Void) throws(ICEError) {
         self.configuration = configuration
         self.onEvent = onEvent
-        final class Weak: @unchecked Sendable {  // set once, right after init
-            weak var transport: BundleTransport?
-        }
         let me = Weak()
-        agent = try ICEAgent(configuration: configuration.ice, onEvent: { event in me.transport?.iceEvent(event) },
-                             onData: { bytes in me.transport?.incoming(bytes) })
+        self.me = me
+        let agent = try Self.makeAgent(configuration.ice, generation: 0, me: me)
+        state = Mutex(State(current: Leg(agent: agent, generation: 0)))
         me.transport = self
+    }
+
+    private static func makeAgent(_ ice: ICEAgent.Configuration, generation: Int, me: Weak) throws(ICEError) -> ICEAgent {
+        try ICEAgent(configuration: ice, onEvent: { event in me.transport?.iceEvent(event, generation: generation) },
+                     onData: { bytes in me.transport?.incoming(bytes) })
     }
 
     deinit { close() }
 
-    /// This side's ICE credentials and certificate fingerprint, for its session description.
+    private var agent: ICEAgent { state.withLock { $0.current.agent } }
+
+    /// This side's ICE credentials (of the agent carrying media) and certificate fingerprint.
     public var localCredentials: (ufrag: String, password: String) { agent.localCredentials }
     public var fingerprint: DTLSFingerprint { configuration.certificate.fingerprint }
-    public var selectedPair: ICECandidatePair? { state.withLock { $0.selectedPair } }
+    public var selectedPair: ICECandidatePair? { state.withLock { $0.current.selectedPair } }
     public var profile: SRTPProfile? { state.withLock { $0.profile } }
     public var counters: Counters { state.withLock { $0.counters } }
     public var overhead: Int { state.withLock { $0.profile == .aeadAes128Gcm ? 16 : 10 } }
+    /// Since when the path has been lost, nil while it works.
+    public var pathLostSince: ContinuousClock.Instant? { state.withLock { $0.lostSince } }
 
     /// Starts gathering candidates; each comes as `.localCandidate`.
     public func start() throws(ICEError) { try agent.startGathering() }
 
     /// The peer's transport from its description, and who opens DTLS.
     public func setRemote(_ remote: JSEPDescription.Transport, role: DTLSSession.Role) throws {
+        let agent = self.agent
         try agent.setRemoteCredentials(ufrag: remote.ufrag, password: remote.password)
+        state.withLock { $0.current.remoteUfrag = remote.ufrag }
         let dtls = try DTLSSession(role: role, certificate: configuration.certificate, remoteFingerprint: remote.fingerprint)
         let (early, start) = state.withLock { s -> ([[UInt8]], Bool) in
             s.dtls = dtls
@@ -107,8 +151,78 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         if remote.endOfCandidates { agent.remoteGatheringDone() }
     }
 
-    public func addRemoteCandidate(_ line: String) throws(ICEError) { try agent.addRemoteCandidate(line) }
-    public func remoteGatheringDone() { agent.remoteGatheringDone() }
+    /// A trickled candidate of the peer. `ufrag` (the peer's, when the signaling says it) picks
+    /// the agent it belongs to; a candidate of credentials neither agent knows is stale (from
+    /// before a restart) and dropped. Without it, the newest agent that knows the peer takes it.
+    public func addRemoteCandidate(_ line: String, ufrag: String? = nil) throws(ICEError) {
+        guard let agent = agent(forRemote: ufrag, line: line) else { return }
+        try agent.addRemoteCandidate(line)
+    }
+
+    public func remoteGatheringDone(ufrag: String? = nil) { agent(forRemote: ufrag, line: "")?.remoteGatheringDone() }
+
+    /// The agent that knows the peer under `ufrag`; nil (the line kept for later) when none does.
+    private func agent(forRemote ufrag: String?, line: String) -> ICEAgent? {
+        state.withLock { s in
+            let legs = [s.next, s.current].compactMap { $0 }
+            guard let ufrag else { return (legs.first { $0.remoteUfrag != nil } ?? s.current).agent }
+            if let leg = legs.first(where: { $0.remoteUfrag == ufrag || $0.remoteUfrag == nil && $0.generation == 0 }) { return leg.agent }
+            if s.strays.count < 32 { s.strays.append((ufrag, line)) }
+            return nil
+        }
+    }
+
+    // MARK: ICE restart
+
+    /// Starts an ICE restart (RFC 8445 §9): a new agent with new credentials gathers now, and
+    /// takes over once it finds a path; media stays on the current path until then, and DTLS and
+    /// SRTP stay as they are. A restart still under way is dropped for this one. Returns the new
+    /// credentials, for the description that announces them.
+    public func restartICE(controlling: Bool) throws(ICEError) -> (ufrag: String, password: String) {
+        var ice = configuration.ice
+        ice.controlling = controlling
+        let generation = state.withLock { s in
+            s.generations += 1
+            return s.generations
+        }
+        let agent = try Self.makeAgent(ice, generation: generation, me: me)
+        let replaced = state.withLock { s -> ICEAgent? in
+            defer { s.next = Leg(agent: agent, generation: generation) }
+            return s.next?.agent
+        }
+        replaced.map(closeInBackground)
+        try agent.startGathering()
+        return agent.localCredentials
+    }
+
+    /// The peer's side of the restart under way: its new credentials and candidates.
+    public func setRestartRemote(_ remote: JSEPDescription.Transport) throws(ICEError) {
+        guard let (agent, strays) = state.withLock({ s -> (ICEAgent, [String])? in
+            guard s.next != nil else { return nil }
+            s.next?.remoteUfrag = remote.ufrag
+            let mine = s.strays.filter { $0.ufrag == remote.ufrag }.map(\.line)
+            s.strays.removeAll { $0.ufrag == remote.ufrag }
+            return s.next.map { ($0.agent, mine) }
+        }) else { throw ICEError("no ICE restart under way for the peer's new credentials") }
+        try agent.setRemoteCredentials(ufrag: remote.ufrag, password: remote.password)
+        for candidate in remote.candidates + strays.filter({ !$0.isEmpty }) { try? agent.addRemoteCandidate(candidate) }
+        if remote.endOfCandidates || strays.contains("") { agent.remoteGatheringDone() }
+    }
+
+    /// Whether a restart is under way, and whether the peer has answered it.
+    public var restartUnderWay: (started: Bool, peerKnown: Bool) {
+        state.withLock { ($0.next != nil, $0.next?.remoteUfrag != nil) }
+    }
+
+    /// Drops a restart under way (the peer's restart wins a glare).
+    public func abandonRestart() {
+        state.withLock { s -> ICEAgent? in defer { s.next = nil }; return s.next?.agent }.map(closeInBackground)
+    }
+
+    /// Closing waits for TURN allocations to be released (two seconds at most): not on an agent's thread.
+    private func closeInBackground(_ agent: ICEAgent) {
+        startThread(named: "ice-close") { agent.close() }
+    }
 
     // MARK: Sending
 
@@ -119,7 +233,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     public func sendRTCP(_ packet: [UInt8], kind: MediaKind) -> Bool { send(packet) { try $0.protectRTCP($1) } }
 
     private func send(_ packet: [UInt8], protect: (SRTPSession, [UInt8]) throws -> [UInt8]) -> Bool {
-        let (session, observer) = state.withLock { ($0.outbound, $0.sentObserver) }
+        let (session, observer, agent) = state.withLock { ($0.outbound, $0.sentObserver, $0.current.agent) }
         guard let session, let protected = try? protect(session, packet), agent.send(protected) else {
             state.withLock { $0.counters.notSent += 1 }
             return false
@@ -137,36 +251,102 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
 
     /// close_notify to the peer, then the ICE agent goes (its TURN allocation released).
     public func close() {
-        let dtls = state.withLock { s -> DTLSSession? in
+        guard let (dtls, agents) = state.withLock({ s -> (DTLSSession?, [ICEAgent])? in
             guard !s.closed else { return nil }
             s.closed = true
             s.handler = nil
-            return s.dtls
-        }
-        if let dtls { for datagram in dtls.close().datagrams { agent.send(datagram) } }
+            defer { s.next = nil }
+            return (s.dtls, [s.current.agent] + (s.next.map { [$0.agent] } ?? []))
+        }) else { return }
+        if let dtls { for datagram in dtls.close().datagrams { agents[0].send(datagram) } }
         timerWake.signal()
-        agent?.close()
+        recheckWake.signal()
+        for agent in agents { agent.close() }
     }
 
     // MARK: The agent's thread
 
-    private func iceEvent(_ event: ICEAgent.Event) {
+    private func iceEvent(_ event: ICEAgent.Event, generation: Int) {
+        enum Which { case current, next }
+        guard let (which, ufrag) = state.withLock({ s -> (Which, String)? in
+            if s.current.generation == generation { return (.current, s.current.agent.localCredentials.ufrag) }
+            if let next = s.next, next.generation == generation { return (.next, next.agent.localCredentials.ufrag) }
+            return nil
+        }) else { return }
         switch event {
-        case .localCandidate(let c): onEvent(.localCandidate(c))
-        case .gatheringDone: onEvent(.gatheringDone)
+        case .localCandidate(let c): onEvent(.localCandidate(c, ufrag: ufrag))
+        case .gatheringDone: onEvent(.gatheringDone(ufrag: ufrag))
         case .selectedPair(let pair):
-            state.withLock { $0.selectedPair = pair }
-            onEvent(.selectedPair(pair))
-        case .state(let s):
-            onEvent(.state(s))
-            if s == .connected || s == .ready {
-                let start = state.withLock { st -> Bool in
-                    defer { st.iceConnected = true }
-                    return !st.iceConnected && st.dtls != nil
+            state.withLock { s in
+                if which == .current { s.current.selectedPair = pair } else { s.next?.selectedPair = pair }
+            }
+            if which == .current { onEvent(.selectedPair(pair)) }
+        case .state(let new):
+            if which == .next {
+                // A restart's agent takes over once it has a path; until then its failures are its own.
+                let up = state.withLock { s -> Bool in
+                    s.next?.state = new
+                    return s.next?.isUp == true
                 }
-                if start { startHandshake() }
-            } else if s == .failed {
+                if up { promoteNext() }
+                return
+            }
+            let (start, restored, lost) = state.withLock { s -> (Bool, Bool, Bool) in
+                s.current.state = new
+                if s.current.isUp {
+                    defer { s.iceConnected = true; s.lostSince = nil }
+                    return (!s.iceConnected && s.dtls != nil, s.lostSince != nil, false)
+                }
+                // Consent lost after media began: not the end, the path may come back.
+                guard new == .failed, s.profile != nil, s.lostSince == nil else { return (false, false, false) }
+                s.lostSince = .now
+                return (false, false, true)
+            }
+            onEvent(.state(new))
+            if start { startHandshake() }
+            if restored { onEvent(.pathRestored) }
+            if lost {
+                onEvent(.pathLost)
+                startRechecking()
+            } else if new == .failed, state.withLock({ $0.profile == nil }) {
                 onEvent(.failed("ICE failed: no candidate pair works, or the peer stopped answering consent checks (RFC 7675)"))
+            }
+        }
+    }
+
+    /// The restart's agent has a path: it carries media from now on, and the previous one goes.
+    private func promoteNext() {
+        guard let (old, leg, wasLost) = state.withLock({ s -> (ICEAgent, Leg, Bool)? in
+            guard let next = s.next, !s.closed else { return nil }
+            let old = s.current.agent
+            s.current = next
+            s.next = nil
+            defer { s.lostSince = nil }
+            return (old, next, s.lostSince != nil)
+        }) else { return }
+        closeInBackground(old)
+        onEvent(.restarted(ufrag: leg.agent.localCredentials.ufrag))
+        if let pair = leg.selectedPair { onEvent(.selectedPair(pair)) }
+        if wasLost { onEvent(.pathRestored) }
+    }
+
+    /// While the path is lost, every pair is checked again each second with the same
+    /// credentials (the peer does the same), so media resumes soon after the path returns.
+    private func startRechecking() {
+        guard state.withLock({ s in defer { s.rechecking = true }; return !s.rechecking }) else { return }
+        startThread(named: "ice-recheck") { [weak self] in
+            while true {
+                guard let self else { return }
+                let agent = self.state.withLock { s -> ICEAgent? in
+                    guard !s.closed, s.lostSince != nil, !s.current.isUp else {
+                        s.rechecking = false
+                        return nil
+                    }
+                    return s.current.agent
+                }
+                guard let agent else { return }
+                agent.recheck()
+                _ = self.recheckWake.wait(timeout: .now() + Double(Self.recheckInterval.components.seconds))
             }
         }
     }

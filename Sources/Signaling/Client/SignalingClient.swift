@@ -84,6 +84,8 @@ public final class SignalingClient: Sendable {
         var started = false
         var wakeFD: Int32 = -1
         var nextID = 1
+        /// Set by `reconnect(because:)`: the session in progress ends and a new one starts.
+        var reconnectReason: String?
     }
 
     private let state = Mutex(State())
@@ -123,6 +125,17 @@ public final class SignalingClient: Sendable {
         }
         Self.wake(wake)
         return id
+    }
+
+    /// Drops the connection and connects again at once (rejoining the room), for when the
+    /// caller knows the connection is dead before TCP does: the local address it used is gone.
+    /// Unacknowledged messages go again on the new connection.
+    public func reconnect(because reason: String) {
+        let wake = state.withLock { s -> Int32 in
+            s.reconnectReason = reason
+            return s.wakeFD
+        }
+        Self.wake(wake)
     }
 
     /// Stops the client; anything still unacknowledged is reported as undelivered.
@@ -197,7 +210,7 @@ public final class SignalingClient: Sendable {
         // Wait, but wake at once for stop().
         var pfd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
         let deadline = ContinuousClock.now + delay
-        while !isStopped, ContinuousClock.now < deadline {
+        while !isStopped, ContinuousClock.now < deadline, state.withLock({ $0.reconnectReason == nil }) {
             let ms = Int32(max(1, (deadline - ContinuousClock.now).secondsValue * 1000))
             _ = poll(&pfd, 1, ms)
             var value: UInt64 = 0
@@ -214,6 +227,8 @@ public final class SignalingClient: Sendable {
 
     /// One connection: connect, (TLS), join, then relay until the connection fails or stop().
     private func session(wakeFD: Int32, rejoin: Bool, seen: inout RecentIDs) -> SessionOutcome {
+        // A reconnection asked for before now is this one.
+        state.withLock { $0.reconnectReason = nil }
         let fd: Int32
         do {
             fd = try TCPSocket.connect(host: configuration.host, port: configuration.port, timeout: configuration.connectTimeout)
@@ -253,6 +268,9 @@ public final class SignalingClient: Sendable {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             if isStopped { return .stopped }
+            if let reason = state.withLock({ s in defer { s.reconnectReason = nil }; return s.reconnectReason }) {
+                return joined ? .joinedThenLost(reason) : .failed(reason)
+            }
             if joined {
                 // Write what the caller queued since the last pass.
                 let fresh = state.withLock { s -> [RelayMessage] in defer { s.fresh.removeAll() }; return s.fresh }

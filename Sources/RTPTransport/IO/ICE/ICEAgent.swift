@@ -39,7 +39,8 @@ public struct ICECandidatePair: Sendable, Equatable, Codable, CustomStringConver
 /// One ICE agent (RFC 8445, full ICE, regular nomination, trickle) with one stream of one
 /// component: audio, video, RTX and RTCP share it (BUNDLE and rtcp-mux), so a call holds one NAT
 /// binding and one TURN allocation. Consent freshness (RFC 7675) is on: without answers to its
-/// consent checks for 30 s, the agent fails the pair and media stops.
+/// consent checks for 10 s (libnice's fixed limit, inside RFC 7675's 30 s), the agent fails the
+/// pair and stops sending on it; `recheck()` looks for the path again.
 ///
 /// libnice runs on a GLib main loop on a thread of its own ("ice", see CNice); every libnice call
 /// but `send` is marshalled onto that thread, and events and received data arrive on it. `send`
@@ -166,6 +167,13 @@ public final class ICEAgent: @unchecked Sendable {  // `agent` is set in init an
     public func remoteGatheringDone() {
         guard !closed.load(ordering: .relaxed) else { return }
         cnice_agent_remote_gathering_done(agent)
+    }
+
+    /// After consent was lost: every pair is checked again with the same credentials on both
+    /// sides, so the path is found again when it returns, with no signaling.
+    public func recheck() {
+        guard !closed.load(ordering: .relaxed) else { return }
+        cnice_agent_recheck(agent)
     }
 
     /// Sends one datagram over the selected pair; false when there is none yet (or it failed).

@@ -1,0 +1,39 @@
+import Testing
+@testable import CallEndpoint
+
+struct ICERestartPolicyTests {
+    let t0 = ContinuousClock.now
+
+    @Test func aLostPathIsRestartedAfterThirtySecondsOfOutageThenEveryThirty() {
+        var policy = ICERestartPolicy(offerer: true)
+        #expect(!policy.shouldRestart(at: t0, addressesChanged: false), "nothing lost, nothing changed")
+        policy.pathLost(at: t0)  // consent lost: 10 s into the outage
+        #expect(!policy.shouldRestart(at: t0 + .seconds(19), addressesChanged: false), "rechecks first")
+        #expect(policy.shouldRestart(at: t0 + .seconds(20), addressesChanged: false))
+        policy.restarted(at: t0 + .seconds(20))
+        #expect(!policy.shouldRestart(at: t0 + .seconds(49), addressesChanged: false), "one restart at a time")
+        #expect(policy.shouldRestart(at: t0 + .seconds(50), addressesChanged: false), "tried again while still lost")
+        policy.pathRestored()
+        #expect(!policy.shouldRestart(at: t0 + .seconds(500), addressesChanged: false))
+    }
+
+    @Test func theAnswererWaitsLongerSoThatBothRarelyOfferAtOnce() {
+        var offerer = ICERestartPolicy(offerer: true), answerer = ICERestartPolicy(offerer: false)
+        offerer.pathLost(at: t0)
+        answerer.pathLost(at: t0)
+        #expect(offerer.shouldRestart(at: t0 + .seconds(20), addressesChanged: false))
+        #expect(!answerer.shouldRestart(at: t0 + .seconds(24), addressesChanged: false))
+        #expect(answerer.shouldRestart(at: t0 + .seconds(25), addressesChanged: false))
+    }
+
+    @Test func aNewLocalAddressRestartsAtOnceButNotTwiceInASecond() {
+        var policy = ICERestartPolicy(offerer: false)
+        #expect(policy.shouldRestart(at: t0, addressesChanged: true))
+        policy.restarted(at: t0)
+        #expect(!policy.shouldRestart(at: t0 + .milliseconds(500), addressesChanged: true))
+        #expect(policy.shouldRestart(at: t0 + .seconds(1), addressesChanged: true))
+        // A path lost after that restart gets its own, once the outage is long enough.
+        policy.pathLost(at: t0 + .seconds(2))
+        #expect(policy.shouldRestart(at: t0 + .seconds(27), addressesChanged: false))
+    }
+}

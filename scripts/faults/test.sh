@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Network faults in the middle of one call (root: network namespaces). Hosts A (10.71.1.2) and B
+# (10.71.2.2) talk through router R (scripts/netns-topology.sh); the signaling service runs on A,
+# so B's signaling crosses R too. One call lives through, in turn:
+#   blackout-6s     blackhole routes on R for both hosts: silent drops, no ICMP (an LTE stall)
+#   blackout-30s    the same for 30 s: consent is lost on both sides (libnice gives up at 10 s)
+#   unreachable-5s  R answers with ICMP host unreachable for 5 s
+#   address-change  B's address changes to 10.71.2.3, as a modem's does when it reconnects
+# After each fault, both sides must decode video again within 2 s of the path's return (3 s of
+# the new address), and the first full second of stats after that must show >= 25 fps. Neither
+# process is restarted, and the call holds one media session throughout. Prints the time to
+# media after each fault; FAULTS="blackout-6s ..." runs a subset.
+set -u
+cd "$(dirname "$0")/../.."
+if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
+  echo "faults: SKIPPED: needs root and ip netns"
+  exit 0
+fi
+bin=${CALLEND_BIN:-$(swift build --show-bin-path)/callend}
+py=/usr/bin/python3
+source scripts/netns-topology.sh
+topology_start faults
+start=$(date +%s)
+status=0
+
+"$bin" token --new-secret > "$work/secret"
+ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
+pids+=($!)
+wait_for "$work/serve.log" "listening on" 30 || { echo "faults: the service did not start"; exit 1; }
+for who in a b; do
+  "$bin" token --room faults --identity "$who" --secret-file "$work/secret" > "$work/token-$who"
+done
+
+# Every line of a side's output (stats on stdout, log on stderr) with the wall-clock time it came.
+stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done; }
+join_side() {  # join_side NAMESPACE WHO
+  ip netns exec "$1" env CALLEND_TOKEN="$(cat "$work/token-$2")" "$bin" join faults --server 10.71.1.2:7000 \
+    --video-size 320x240 --duration 600 --no-stdin 2>&1 | stamp > "$work/$2.log"
+}
+join_side "$a" a & pids+=($!)
+wait_for "$work/a.log" "joined room" 30 || { echo "faults: a did not join"; exit 1; }
+join_side "$b" b & pids+=($!)
+for who in a b; do wait_for "$work/$who.log" '"receivedFps"' 30 || { echo "faults: no media at $who"; exit 1; }; done
+callers=$(pgrep -f "join faults" | sort | tr '\n' ' ')
+
+now() { date +%s.%N; }
+
+# recovered LABEL SINCE LIMIT: waits (20 s at most) until both sides decode again after SINCE,
+# then judges and prints the figures.
+recovered() {
+  local label=$1 since=$2 limit=$3 deadline=$((SECONDS + 20)) verdict
+  while :; do
+    verdict=$("$py" - "$since" "$limit" "$work/a.log" "$work/b.log" <<'PY'
+import json, sys
+since, limit = float(sys.argv[1]), float(sys.argv[2])
+out = []
+for path in sys.argv[3:]:
+    side = path.rsplit("/", 1)[1][0]
+    lines = []
+    for line in open(path, errors="replace"):
+        stamp, _, text = line.partition(" ")
+        try:
+            t = float(stamp)
+        except ValueError:
+            continue
+        if t > since:
+            lines.append((t, text))
+    # When pictures stopped for a second or more, the side says when they came back; a side
+    # that never stalled that long decoded all along. Either is known once stats run past the limit.
+    if not any(t >= since + limit + 1 and text.startswith("{") for t, text in lines):
+        print("wait")
+        sys.exit()
+    back = next((t for t, text in lines if "decoding again after" in text and t <= since + limit + 1), None)
+    stalled = back is not None
+    back = back or since
+    fps = next((json.loads(text).get("receivedFps", 0) for t, text in lines if text.startswith("{") and t - 1 >= back), None)
+    if fps is None:
+        print("wait")
+        sys.exit()
+    out.append((side, back - since, fps, stalled))
+ok = all(delay <= limit and fps >= 25 for _, delay, fps, _ in out)
+print(("pass " if ok else "fail ") + ", ".join(
+    (f"{side} decodes {delay:.1f} s after" if stalled else f"{side} never without pictures for 1 s") + f", then {fps:.1f} fps"
+    for side, delay, fps, stalled in out))
+PY
+)
+    [ "$verdict" != wait ] && break
+    if [ $SECONDS -ge $deadline ]; then verdict="fail: no decoding again at both sides within 20 s"; break; fi
+    sleep 0.2
+  done
+  echo "faults: $label: ${verdict#* } (limit ${limit} s)"
+  case $verdict in pass*) ;; *) status=1 ;; esac
+}
+
+# Lets the call settle at full rate before each fault: a stats line at both sides of >= 25 fps.
+steady() {
+  local deadline=$((SECONDS + 30)) mark
+  mark=$(now)
+  until "$py" -c '
+import json, sys
+mark = float(sys.argv[1])
+def good(path):
+    for line in open(path, errors="replace"):
+        stamp, _, text = line.partition(" ")
+        try:
+            if float(stamp) > mark and text.startswith("{") and json.loads(text)["receivedFps"] >= 25: return True
+        except ValueError: pass
+    return False
+sys.exit(0 if all(good(p) for p in sys.argv[2:]) else 1)' "$mark" "$work/a.log" "$work/b.log"; do
+    [ $SECONDS -ge $deadline ] && { echo "faults: the call did not settle at 25 fps"; status=1; return 1; }
+    sleep 0.2
+  done
+}
+
+blackout() {  # blackout SECONDS ROUTE-TYPE
+  steady || return
+  for host in 10.71.1.2 10.71.2.2; do ip -n "$r" route add "$2" "$host/32"; done
+  sleep "$1"
+  for host in 10.71.1.2 10.71.2.2; do ip -n "$r" route del "$2" "$host/32"; done
+}
+
+for fault in ${FAULTS:-blackout-6s blackout-30s unreachable-5s address-change}; do
+  case $fault in
+    blackout-6s) blackout 6 blackhole && recovered "$fault" "$(now)" 2 ;;
+    blackout-30s) blackout 30 blackhole && recovered "$fault" "$(now)" 2 ;;
+    unreachable-5s) blackout 5 unreachable && recovered "$fault" "$(now)" 2 ;;
+    address-change)
+      steady || continue
+      ip -n "$b" addr flush dev "${tag}br"
+      ip -n "$b" addr add 10.71.2.3/24 dev "${tag}br"
+      ip -n "$b" route add default via 10.71.2.1
+      recovered "$fault" "$(now)" 3 ;;
+    *) echo "faults: no fault named $fault"; status=1 ;;
+  esac
+done
+
+# Still the same two processes, in the one media session they started with.
+[ "$(pgrep -f "join faults" | sort | tr '\n' ' ')" = "$callers" ] || { echo "faults: a caller was restarted or died"; status=1; }
+for pid in $callers; do kill -TERM "$pid" 2>/dev/null; done
+for who in a b; do
+  wait_for "$work/$who.log" "ended:" 20 || { echo "faults: $who did not end cleanly"; status=1; continue; }
+  summary=$(grep "ended:" "$work/$who.log" | cut -d' ' -f2-)
+  echo "faults: $who: $summary"
+  case $summary in *"media sessions"*) echo "faults: $who needed a new media session"; status=1 ;; esac
+  grep -h '"receivedFps"' "$work/$who.log" | tail -1 | cut -d' ' -f2- | "$py" -c '
+import json, sys
+s = json.load(sys.stdin)
+print("faults: %s: outages %d, ICE restarts %d, packets not sent %d" % (sys.argv[1], s["outages"], s["iceRestarts"], s["sendErrors"]))' "$who"
+done
+[ $status -eq 0 ] || { for who in a b; do echo "--- $who"; grep -v '^[0-9.]* {' "$work/$who.log" | grep -v '"change"' | tail -40; done; }
+echo "faults: $([ $status -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
+exit $status
