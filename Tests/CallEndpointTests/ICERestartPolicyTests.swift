@@ -36,4 +36,25 @@ struct ICERestartPolicyTests {
         policy.pathLost(at: t0 + .seconds(2))
         #expect(policy.shouldRestart(at: t0 + .seconds(27), addressesChanged: false))
     }
+
+    @Test func consentLostWhileThePeersMediaArrivesRestartsHalfASecondLater() {
+        var policy = ICERestartPolicy(offerer: false)
+        policy.heard(at: t0)
+        policy.pathLost(at: t0)
+        policy.heard(at: t0 + .milliseconds(300))
+        #expect(!policy.shouldRestart(at: t0 + .milliseconds(300), addressesChanged: false), "the recheck goes first")
+        policy.heard(at: t0 + .seconds(1))
+        #expect(policy.shouldRestart(at: t0 + .seconds(1), addressesChanged: false))
+        #expect(policy.reason(at: t0 + .seconds(1)) == "consent lost while the peer's media arrives")
+        policy.restarted(at: t0 + .seconds(1))
+        policy.heard(at: t0 + .seconds(3))
+        #expect(!policy.shouldRestart(at: t0 + .seconds(3), addressesChanged: false), "one restart at a time")
+        #expect(policy.shouldRestart(at: t0 + .seconds(6), addressesChanged: false), "tried again while still lost")
+        // Silence in both directions is an outage: no early restart for that.
+        var quiet = ICERestartPolicy(offerer: false)
+        quiet.heard(at: t0)
+        quiet.pathLost(at: t0)
+        #expect(!quiet.shouldRestart(at: t0 + .seconds(10), addressesChanged: false))
+        #expect(quiet.reason(at: t0 + .seconds(15)) == "no path for 25 s")
+    }
 }

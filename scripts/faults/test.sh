@@ -7,7 +7,9 @@
 #   unreachable-5s  R answers with ICMP host unreachable for 5 s
 #   address-change  B's address changes to 10.71.2.3, as a modem's does when it reconnects
 # After each fault, both sides must decode video again within 2 s of the path's return (3 s of
-# the new address), and the first full second of stats after that must show >= 25 fps. Neither
+# the new address), and the first full second of stats from then on, and no earlier than that
+# limit after the return, must show >= 25 fps (a stall that comes back after the first pictures,
+# such as consent that libnice ends just after the path returned, must be over by then). Neither
 # process is restarted, and the call holds one media session throughout. Prints the time to
 # media after each fault; FAULTS="blackout-6s ..." runs a subset.
 set -u
@@ -73,7 +75,8 @@ for path in sys.argv[3:]:
     back = next((t for t, text in lines if "decoding again after" in text and t <= since + limit + 1), None)
     stalled = back is not None
     back = back or since
-    fps = next((json.loads(text).get("receivedFps", 0) for t, text in lines if text.startswith("{") and t - 1 >= back), None)
+    fps = next((json.loads(text).get("receivedFps", 0) for t, text in lines
+                if text.startswith("{") and t - 1 >= max(back, since + limit)), None)
     if fps is None:
         print("wait")
         sys.exit()

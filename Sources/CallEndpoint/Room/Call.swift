@@ -89,6 +89,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     public var onEvent: (@Sendable (RoomEvent) -> Void)?
     /// The media session running now, and the last status, for control commands.
     let current = Mutex<(media: CallMedia?, status: CallStatus?)>((nil, nil))
+    private let signalingTLS: TLSContext?
     /// ICE servers the signaling service handed out in its last `joined`.
     private let serviceICEServers = Mutex<[ICEServer]>([])
 
@@ -96,6 +97,13 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     public init(options: ConnectOptions, server: (host: String, port: Int), media: Media? = nil, duration: Duration?,
                 log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.options = options
+        // A CA file that cannot be read fails here, before anything is opened.
+        signalingTLS = try options.signalingTLS.map { tls throws(TLSError) in
+            switch tls {
+            case .systemTrust: try TLSContext(trustedCAFile: nil)
+            case .caFile(let path): try TLSContext(trustedCAFile: path)
+            }
+        }
         self.server = server
         self.media = try media ?? .synthetic()
         self.duration = duration
@@ -119,7 +127,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let deadline = duration.map { start + $0 }
         var summary = CallSummary()
         let token = options.token
-        var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token })
+        var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token },
+                                                        tls: signalingTLS)
         let queue = events
         let emit = onEvent
         let (log, room) = (self.log, options.roomName)
@@ -370,6 +379,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             var policy = ICERestartPolicy(offerer: offerer)
             var addresses = LocalAddresses.current()
             var nextAddressCheck = ContinuousClock.now + .seconds(1)
+            var lastHeardCount = callMedia.transport.packetsAuthenticated
             func restart(_ reason: String) {
                 do {
                     let offer = try callMedia.restartOffer()
@@ -449,8 +459,13 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                         signaling.client.reconnect(because: "local addresses changed")
                     }
                 }
+                if policy.lostSince != nil {
+                    let heard = callMedia.transport.packetsAuthenticated
+                    if heard != lastHeardCount { policy.heard(at: now) }
+                    lastHeardCount = heard
+                }
                 if policy.shouldRestart(at: now, addressesChanged: changed) {
-                    restart(changed ? "local addresses changed" : "no path for \(Int(((now - policy.lostSince!) + .seconds(10)).secondsDouble)) s")
+                    restart(changed ? "local addresses changed" : policy.reason(at: now))
                 }
                 usleep(20_000)
             }

@@ -4,6 +4,12 @@
 /// cannot: a new local address, a NAT binding or TURN allocation that expired during a long
 /// outage. Both sides run this; the round's offerer restarts first after an outage and its peer a
 /// little later, so that the two rarely offer at once (and when they do, the offerer's wins).
+///
+/// One case does not wait: consent lost while the peer's media keeps arriving. libnice ends
+/// consent 10 s after the last answered check, so a check lost in a short outage can end it just
+/// after the path came back; the controlling side's recheck nominates again at once, but the
+/// controlled side's waits for the peer's next check (up to 6 s). A restart brings it back in
+/// one signaling round trip; the recheck gets half a second first (it is immediate).
 struct ICERestartPolicy: Sendable {
     /// The round's offerer (the controlling agent).
     let offerer: Bool
@@ -15,18 +21,38 @@ struct ICERestartPolicy: Sendable {
 
     private(set) var lostSince: ContinuousClock.Instant?
     private(set) var lastRestart: ContinuousClock.Instant?
+    private(set) var lastHeard: ContinuousClock.Instant?
+    /// Consent lost while the peer is heard: this long for the recheck before a restart.
+    static let heardGrace: Duration = .milliseconds(500)
+    /// ... and a restart for that reason at most this often.
+    static let heardRetry: Duration = .seconds(5)
 
     init(offerer: Bool) { self.offerer = offerer }
 
     mutating func pathLost(at now: ContinuousClock.Instant) { if lostSince == nil { lostSince = now } }
     mutating func pathRestored() { lostSince = nil }
+    /// Authenticated media from the peer arrived.
+    mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
+    /// Why `shouldRestart` says yes for a lost path, for the log.
+    func reason(at now: ContinuousClock.Instant) -> String {
+        guard let lostSince else { return "local addresses changed" }
+        if peerHeardSinceLoss { return "consent lost while the peer's media arrives" }
+        return "no path for \(Int(((now - lostSince) + .seconds(10)).secondsDouble)) s"
+    }
+    private var peerHeardSinceLoss: Bool {
+        guard let lostSince, let lastHeard else { return false }
+        return lastHeard >= lostSince + Self.heardGrace
+    }
     mutating func restarted(at now: ContinuousClock.Instant) { lastRestart = now }
 
     /// Whether to restart now. A change of local addresses restarts at once (one restart a
-    /// second at most); a lost path after `afterLoss`, then every `retry` while it stays lost.
+    /// second at most); a lost path after `afterLoss`, then every `retry` while it stays lost;
+    /// a lost path that still carries the peer's media half a second after the loss, at once.
     func shouldRestart(at now: ContinuousClock.Instant, addressesChanged: Bool) -> Bool {
         if addressesChanged { return lastRestart.map { now - $0 >= .seconds(1) } ?? true }
-        guard let lostSince, now - lostSince >= afterLoss else { return false }
+        guard let lostSince else { return false }
+        if peerHeardSinceLoss { return lastRestart.map { now - $0 >= Self.heardRetry || $0 < lostSince } ?? true }
+        guard now - lostSince >= afterLoss else { return false }
         return lastRestart.map { now - $0 >= Self.retry || $0 < lostSince } ?? true
     }
 }

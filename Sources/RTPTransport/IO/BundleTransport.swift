@@ -130,6 +130,10 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     public var overhead: Int { state.withLock { $0.profile == .aeadAes128Gcm ? 16 : 10 } }
     /// Since when the path has been lost, nil while it works.
     public var pathLostSince: ContinuousClock.Instant? { state.withLock { $0.lostSince } }
+    /// SRTP and SRTCP packets that arrived and authenticated: proof that the peer's media reaches
+    /// us, whatever the state of our consent to send.
+    public var packetsAuthenticated: Int { authenticated.load(ordering: .relaxed) }
+    private let authenticated = Atomic<Int>(0)
 
     /// Starts gathering candidates; each comes as `.localCandidate`.
     public func start() throws(ICEError) { try agent.startGathering() }
@@ -367,6 +371,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
                 state.withLock { $0.counters.refused += 1 }
                 return
             }
+            authenticated.add(1, ordering: .relaxed)
             handler?(ReceivedPacket(bytes: clear, isRTCP: rtcp, kind: nil, age: .zero))
         default:
             state.withLock { $0.counters.refused += 1 }
