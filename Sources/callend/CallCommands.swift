@@ -6,7 +6,7 @@ import Signaling
 import Synchronization
 
 let joinHelp = """
-    usage: callend join ROOM (--token T | CALLEND_TOKEN=T) [--server HOST:PORT]
+    usage: callend join ROOM (--token-file F | CALLEND_TOKEN=T | --token T) [--server [tls://]HOST:PORT [--ca-file F]]
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                         [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
                         [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
@@ -19,7 +19,12 @@ let joinHelp = """
     call ends after --duration, on 'leave', on SIGINT/SIGTERM, or when the peer leaves for good. A
     peer that drops out is waited for; when it joins again media resumes.
 
-      --server HOST:PORT    the signaling service (default 127.0.0.1:7000)
+      --token-file F        the access token from F (or CALLEND_TOKEN): a token given with --token
+                            shows in the process list to every user of the machine
+      --server HOST:PORT    the signaling service (default 127.0.0.1:7000), plain TCP
+      --server tls://HOST:PORT  the same over TLS; the service's certificate must be signed by a CA
+                            the system trusts (or one in --ca-file F, PEM) and name HOST; a
+                            certificate that fails ends the join with exit code 1
       --camera DEV          a V4L2 camera (/dev/video0); --video-size/--fps/--pixel-format pick the
                             nearest mode it offers (default 640x480@30); 'callend devices' lists them
       --video-source S      the moving test pattern (default), a Y4M file (looped), or none
@@ -81,12 +86,34 @@ extension Duration {
     var secondsValue: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
+/// The access token: --token T, --token-file F (one of them), else CALLEND_TOKEN.
+func readToken(_ args: inout Arguments) throws -> String {
+    let given = try args.value("--token"), file = try args.value("--token-file")
+    if given != nil && file != nil { throw UsageError(description: "--token and --token-file are alternatives; give one") }
+    var token = given ?? ProcessInfo.processInfo.environment["CALLEND_TOKEN"]
+    if let file {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw UsageError(description: "cannot read --token-file \(file)") }
+        token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard token?.isEmpty == false else { throw UsageError(description: "--token-file \(file) is empty") }
+    }
+    guard let token, !token.isEmpty else {
+        throw UsageError(description: "join needs --token-file F (or CALLEND_TOKEN, or --token T); mint one with 'callend token'")
+    }
+    return token
+}
+
 func runJoin(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(joinHelp); return }
     guard let room = args.popOperand() else { throw UsageError(description: "join needs a ROOM") }
-    let token = try args.value("--token") ?? ProcessInfo.processInfo.environment["CALLEND_TOKEN"]
-    guard let token, !token.isEmpty else { throw UsageError(description: "join needs --token T (or CALLEND_TOKEN); mint one with 'callend token'") }
-    let server = try parseHostPort(try args.value("--server") ?? "127.0.0.1:7000", option: "--server")
+    let token = try readToken(&args)
+    let serverArgument = try args.value("--server") ?? "127.0.0.1:7000"
+    let overTLS = serverArgument.hasPrefix("tls://")
+    let server = try parseHostPort(overTLS ? String(serverArgument.dropFirst(6)) : serverArgument, option: "--server")
+    let caFile = try args.value("--ca-file")
+    if let caFile {
+        guard overTLS else { throw UsageError(description: "--ca-file applies to --server tls://HOST:PORT only") }
+        guard FileManager.default.isReadableFile(atPath: caFile) else { throw UsageError(description: "cannot read --ca-file \(caFile)") }
+    }
     let camera = try args.value("--camera"), mic = try args.value("--mic"), speaker = try args.value("--speaker")
     let pixelFormat = try args.value("--pixel-format")
     var (video, audio) = try parseSources(&args, maxFrameRate: 60)
@@ -150,6 +177,7 @@ func runJoin(_ args: inout Arguments) throws {
             $0.roomName = room
             $0.iceServers = iceServers
             $0.iceTransportPolicy = iceTransport.flatMap(ICETransportPolicy.init(rawValue:)) ?? .all
+            if overTLS { $0.signalingTLS = caFile.map { .caFile($0) } ?? .systemTrust }
             switch encoding {
             case "auto": $0.videoEncodingMode = .auto
             case "manual": $0.videoEncodingMode = .manual

@@ -1,5 +1,6 @@
 import CallEndpoint
 import Foundation
+import Platform
 import RTPTransport
 import Signaling
 #if canImport(Glibc)
@@ -33,11 +34,11 @@ let serveHelp = """
 
 let tokenHelp = """
     usage: callend token --room R --identity I (--secret-file F | CALLEND_SECRET=...) [--ttl 1h] [--issuer ISS]
-           callend token --new-secret
+           callend token --new-secret [--out F]
 
     Prints a standard JWT (HS256) on standard output: sub = identity, room = the room it grants
     ("*" for every room), iss, iat, nbf = now, exp = now + ttl. --new-secret prints a random secret
-    (64 hex characters) to put in a secret file.
+    (64 hex characters) to put in a secret file; with --out F it writes the file itself, mode 0600.
 
       --ttl D        lifetime: seconds, or a number with s, m, h or d (default 1h; at most 30d)
       --issuer ISS   iss claim (default callend)
@@ -92,8 +93,16 @@ let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 func runToken(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(tokenHelp); return }
     if args.flag("--new-secret") {
+        let out = try args.value("--out")
         try args.finish(command: "token")
-        print(String(decoding: TokenSecret.random().printable, as: UTF8.self))
+        let secret = TokenSecret.random().printable
+        if let out {
+            do { try writePrivateFile(atPath: out, contents: secret + [UInt8(ascii: "\n")]) } catch {
+                throw UsageError(description: "--out: \(error)")
+            }
+        } else {
+            print(String(decoding: secret, as: UTF8.self))
+        }
         return
     }
     guard let room = try args.value("--room") else { throw UsageError(description: "token needs --room R") }

@@ -1,5 +1,6 @@
 import CallEndpoint
 import Foundation
+import Platform
 import RTPTransport
 
 let sendHelp = """
@@ -90,8 +91,9 @@ func runSend(_ args: inout Arguments) throws {
     let sender = try MediaSender(configuration: configuration)
     let sdp = sender.sessionDescription.text
     if let sdpOut {
-        do { try sdp.write(toFile: sdpOut, atomically: true, encoding: .utf8) } catch {
-            throw UsageError(description: "cannot write --sdp-out \(sdpOut): \(error.localizedDescription)")
+        // With SRTP the file holds the keys (a=crypto): owner only.
+        do { try writePrivateFile(atPath: sdpOut, contents: Array(sdp.utf8)) } catch {
+            throw UsageError(description: "--sdp-out: \(error)")
         }
     }
     FileHandle.standardError.write(Data("callend send: video to \(host):\(port), audio to \(host):\(port + 2)\(configuration.srtp == nil ? "" : " (SRTP \(profile.rawValue))")\n".utf8))

@@ -1,30 +1,7 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Signaling
-
-/// A self-signed certificate for localhost/127.0.0.1 made by `openssl req`, in a folder removed afterwards.
-final class TestCertificate {
-    let directory: String
-    var certificate: String { directory + "/cert.pem" }
-    var key: String { directory + "/key.pem" }
-
-    init(commonName: String = "localhost") throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("callend-tls-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-                             "-subj", "/CN=\(commonName)", "-addext", "subjectAltName=DNS:\(commonName),IP:127.0.0.1",
-                             "-keyout", key, "-out", certificate]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw ToolError(description: "openssl req failed") }
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: directory) }
-}
 
 @Suite(.serialized) struct TLSIntegrationTests {
     @Test func callOverTLSWithATrustedCertificate() async throws {

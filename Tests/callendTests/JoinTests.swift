@@ -3,8 +3,8 @@ import Testing
 import TestSupport
 
 /// `callend serve` on a loopback port (0: any free one) and the port it took.
-func startServe(_ secret: SecretFile, port: Int = 0) throws -> (Process, Int) {
-    let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:\(port)", "--secret-file", secret.path])
+func startServe(_ secret: SecretFile, port: Int = 0, _ extra: [String] = []) throws -> (Process, Int) {
+    let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:\(port)", "--secret-file", secret.path] + extra)
     let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
     return (server, try #require(Int(first.split(separator: ":").last?.split(separator: " ").first ?? "")))
 }

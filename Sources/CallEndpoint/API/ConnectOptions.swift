@@ -31,6 +31,13 @@ public struct ConfigurationError: Error, Equatable, Sendable, CustomStringConver
     public init(_ description: String) { self.description = description }
 }
 
+/// TLS to the signaling service: the system's trusted CAs, or only those in a PEM file. The
+/// service's certificate must also name the host dialled.
+public enum SignalingTLS: Sendable, Equatable {
+    case systemTrust
+    case caFile(String)
+}
+
 /// How to join a room, in the shape hosted video SDKs use:
 ///
 ///     let options = try ConnectOptions(token: token) {
@@ -54,6 +61,8 @@ public struct ConnectOptions: Sendable {
     /// Host candidates on these addresses only (a lab that must not use its other interfaces);
     /// empty: every interface.
     public var iceLocalAddresses: [String] = []
+    /// TLS to the signaling service (nil: plain TCP, for loopback and labs).
+    public var signalingTLS: SignalingTLS?
 
     public init(token: String, _ configure: (inout ConnectOptions) -> Void = { _ in }) throws(ConfigurationError) {
         self.token = token

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Signaling
 #if canImport(Glibc)
 import Glibc
@@ -84,8 +85,8 @@ public struct CallBenchmark {
     public func run() throws -> [Endpoint] {
         let secret = TokenSecret.random()
         let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("callend-bench-call-\(UUID().uuidString)").path
-        guard FileManager.default.createFile(atPath: secretFile, contents: Data(secret.printable), attributes: [.posixPermissions: 0o600]) else {
-            throw ExternalTool.Failure(description: "cannot write \(secretFile)")
+        do { try writePrivateFile(atPath: secretFile, contents: secret.printable) } catch {
+            throw ExternalTool.Failure(description: error.description)
         }
         defer { try? FileManager.default.removeItem(atPath: secretFile) }
         let service = try ServiceProcess.start(executable: executable, secretFile: secretFile)

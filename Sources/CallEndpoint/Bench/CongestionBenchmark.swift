@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Signaling
 #if canImport(Glibc)
 import Glibc
@@ -206,8 +207,8 @@ public struct CongestionBenchmark {
     private func startCallend(topology: NamespaceTopology, clip: String, work: String, sampler: Sampler) throws -> [Process] {
         let secret = TokenSecret.random()
         let secretFile = work + "/secret"
-        guard FileManager.default.createFile(atPath: secretFile, contents: Data(secret.printable), attributes: [.posixPermissions: 0o600]) else {
-            throw ExternalTool.Failure(description: "cannot write \(secretFile)")
+        do { try writePrivateFile(atPath: secretFile, contents: secret.printable) } catch {
+            throw ExternalTool.Failure(description: error.description)
         }
         let seconds = Int(options.schedule.duration) + 60
         let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", secretFile])

@@ -21,6 +21,12 @@ public struct TLSError: Error, CustomStringConvertible, Sendable {
         detail = lines.isEmpty ? "no detail from OpenSSL" : lines.joined(separator: "; ")
     }
 
+    init(_ operation: String, detail: String) {
+        self.operation = operation
+        self.detail = detail
+        ERR_clear_error()
+    }
+
     public var description: String { "\(operation): \(detail)" }
 }
 
@@ -93,11 +99,10 @@ final class TLSSession {
     func handshake() throws(TLSError) {
         guard SSL_do_handshake(ssl) == 1 else {
             let verify = SSL_get_verify_result(ssl)
-            var error = TLSError("TLS handshake")
-            if verify != Int(X509_V_OK) {
-                error = TLSError("TLS handshake (certificate: \(String(cString: X509_verify_cert_error_string(verify))))")
+            guard verify == Int(X509_V_OK) else {
+                throw TLSError("TLS handshake", detail: "the service's certificate is refused: \(String(cString: X509_verify_cert_error_string(verify)))")
             }
-            throw error
+            throw TLSError("TLS handshake")
         }
     }
 

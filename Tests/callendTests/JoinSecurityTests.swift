@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The endpoint's side of TLS to the signaling service, and secrets kept off the command line
+/// and out of other users' reach.
+@Suite(.serialized) struct JoinSecurityTests {
+    /// Over tls:// with the service's certificate trusted through --ca-file, a call runs; the
+    /// token comes from a file.
+    @Test func aCallOverTLSWithTheTokenInAFile() throws {
+        let secret = try SecretFile()
+        let cert = try TestCertificate()
+        let (server, port) = try startServe(secret, ["--tls-cert", cert.certificate, "--tls-key", cert.key])
+        defer { terminate(server) }
+        let tokenFile = cert.directory + "/token"
+        try (try token("roof", secret, room: "tls") + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let common = ["--server", "tls://localhost:\(port)", "--ca-file", cert.certificate, "--video-size", "160x120", "--duration", "3"]
+        let a = try launchJoined(["join", "tls", "--token-file", tokenFile] + common)
+        let b = try launchJoined(["join", "tls"] + common, environment: ["CALLEND_TOKEN": try token("bench", secret, room: "tls")])
+        a.process.waitUntilExit()
+        b.process.waitUntilExit()
+        for (side, peer) in [(a, b), (b, a)] {
+            let text = side.out.finalText
+            #expect(side.process.terminationStatus == 0, "\(text) \(side.log.text)")
+            let (decoded, sent) = (joinSummary(text).decoded, joinSummary(peer.out.finalText).sent)
+            #expect(sent > 0 && decoded > 0, "\(text)")
+        }
+    }
+
+    /// A certificate nobody vouches for, or one that names another host, ends the join at once
+    /// with exit code 1 and says why: retrying will not make it trusted.
+    @Test func aCertificateThatFailsIsAClearErrorWithExitCodeOne() throws {
+        let secret = try SecretFile()
+        let cert = try TestCertificate(commonName: "signal.example")
+        let (server, port) = try startServe(secret, ["--tls-cert", cert.certificate, "--tls-key", cert.key])
+        defer { terminate(server) }
+        let tokenText = try token("roof", secret, room: "tls")
+        // The system's CAs do not know this self-signed certificate.
+        let untrusted = try runCallend(["join", "tls", "--token", tokenText, "--server", "tls://127.0.0.1:\(port)", "--duration", "30"])
+        #expect(untrusted.status == 1, "\(untrusted.stderr)")
+        #expect(untrusted.stderr.contains("certificate"), "\(untrusted.stderr)")
+        // Trusted, but it names signal.example and 127.0.0.1, not localhost.
+        let wrongName = try runCallend(["join", "tls", "--token", tokenText, "--server", "tls://localhost:\(port)",
+                                        "--ca-file", cert.certificate, "--duration", "30"])
+        #expect(wrongName.status == 1, "\(wrongName.stderr)")
+        #expect(wrongName.stderr.contains("certificate"), "\(wrongName.stderr)")
+        // Bad command lines about TLS and secrets: exit code 2.
+        let cases: [([String], String)] = [
+            (["join", "lab", "--token", "t", "--ca-file", cert.certificate], "--ca-file applies to --server tls://"),
+            (["join", "lab", "--token", "t", "--server", "tls://localhost:1", "--ca-file", cert.directory + "/none.pem"], "cannot read --ca-file"),
+            (["join", "lab", "--token", "t", "--server", "tls://nowhere"], "HOST:PORT"),
+            (["join", "lab", "--token", "t", "--token-file", tokenFileThatExists(cert)], "alternatives"),
+            (["join", "lab", "--token-file", cert.directory + "/missing"], "cannot read --token-file"),
+            (["join", "lab", "--token-file", emptyFile(cert)], "is empty"),
+            (["token", "--new-secret", "--out", cert.directory + "/no/such/folder/secret"], "cannot write"),
+        ]
+        for (arguments, message) in cases {
+            let result = try runCallend(arguments)
+            #expect(result.status == 2, "\(arguments) exited \(result.status): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+    }
+
+    /// Files that hold keys are the owner's alone, even where one stood before with a wider mode.
+    @Test func filesThatHoldKeysAreWrittenModeSixHundred() throws {
+        let cert = try TestCertificate()
+        let secretPath = cert.directory + "/secret"
+        try "old".write(toFile: secretPath, atomically: true, encoding: .utf8)
+        chmod(secretPath, 0o644)
+        let made = try runCallend(["token", "--new-secret", "--out", secretPath])
+        #expect(made.status == 0 && made.stdout.isEmpty, "\(made)")
+        #expect(mode(secretPath) == 0o600)
+        let secretText = try String(contentsOfFile: secretPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(secretText.count == 64 && secretText != "old")
+        // The secret works: a token minted from it.
+        let minted = try runCallend(["token", "--room", "r", "--identity", "i", "--secret-file", secretPath])
+        #expect(minted.status == 0 && minted.stdout.split(separator: ".").count == 3, "\(minted)")
+        // An SDP file with SRTP keys in it.
+        let sdpPath = cert.directory + "/send.sdp"
+        let sent = try runCallend(["send", "--to", "127.0.0.1:9", "--sdp-out", sdpPath, "--srtp-key", "random",
+                                   "--video-source", "none", "--duration", "1"])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(try String(contentsOfFile: sdpPath, encoding: .utf8).contains("a=crypto:"))
+        #expect(mode(sdpPath) == 0o600)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: cert.directory).filter { $0.contains(".tmp-") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+    }
+
+    private func mode(_ path: String) -> mode_t {
+        var info = stat()
+        stat(path, &info)
+        return info.st_mode & 0o777
+    }
+
+    private func tokenFileThatExists(_ cert: TestCertificate) -> String {
+        let path = cert.directory + "/some-token"
+        try? "x.y.z".write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    private func emptyFile(_ cert: TestCertificate) -> String {
+        let path = cert.directory + "/empty-token"
+        try? "\n".write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+}
