@@ -19,7 +19,7 @@ seconds=${AIORTC_SECONDS:-8}
 work=$(mktemp -d /tmp/callend-aiortc.XXXXXX)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"' EXIT
-"$bin" token --new-secret > "$work/secret"
+"$bin" token --new-secret --out "$work/secret"
 "$bin" serve --listen 127.0.0.1:0 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
 pids+=($!)
 wait_for "$work/serve.log" "listening on" 30 || exit 1

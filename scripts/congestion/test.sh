@@ -23,7 +23,7 @@ shape "$high"
 
 # Each output line is prefixed with the wall-clock time it appeared, to line it up with the schedule.
 stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done; }
-"$bin" token --new-secret > "$work/secret"
+"$bin" token --new-secret --out "$work/secret"
 ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
 pids+=($!)
 wait_for "$work/serve.log" "listening on" 30 || exit 1

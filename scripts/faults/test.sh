@@ -25,7 +25,7 @@ topology_start faults
 start=$(date +%s)
 status=0
 
-"$bin" token --new-secret > "$work/secret"
+"$bin" token --new-secret --out "$work/secret"
 ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
 pids+=($!)
 wait_for "$work/serve.log" "listening on" 30 || { echo "faults: the service did not start"; exit 1; }

@@ -94,7 +94,7 @@ natlab_start() {
     [ $SECONDS -lt $deadline ] || { echo "natlab: coturn did not start: $(tail -5 "$work/turn.out")" >&2; return 1; }
     sleep 0.05
   done
-  "$bin" token --new-secret > "$work/secret"
+  "$bin" token --new-secret --out "$work/secret"
 }
 
 # natlab_serve NAME [--ice-server URL]...: a signaling service on S for one case, on its own port.

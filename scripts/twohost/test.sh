@@ -16,7 +16,7 @@ source scripts/netns-topology.sh
 topology_start twohost
 
 # The same commands docker-compose.yml runs in its three containers.
-"$bin" token --new-secret > "$work/secret"
+"$bin" token --new-secret --out "$work/secret"
 ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
 pids+=($!)
 wait_for "$work/serve.log" "listening on" 30 || exit 1
