@@ -15,6 +15,7 @@ import Testing
         .ping(id: 3),
         .pong(id: nil),
         .error(code: .roomFull, message: "full", id: "9"),
+        .token(token: "a.b.c", expires: 1_790_000_000),
     ]
 
     @Test(arguments: samples)
@@ -37,6 +38,8 @@ import Testing
         (#"{"type":"join","room":"r"}"#, .badMessage),
         (#"{"type":"join","room":5,"token":"t"}"#, .badMessage),
         (#"{"type":"offer","payload":{}}"#, .badMessage),
+        (#"{"type":"token","token":"a.b.c"}"#, .badMessage),
+        (#"{"type":"token","token":"","expires":5}"#, .badMessage),
         (#"{"type":"ping""#, .badJSON),
         ("\u{0}\u{1}binary", .badJSON),
         (String(repeating: "[", count: 40) + String(repeating: "]", count: 40), .tooDeep),

@@ -6,7 +6,7 @@ import Testing
 final class CoreHarness {
     let core: SignalingServerCore
     var now: Duration = .seconds(100)
-    let wallClock: Int64 = 1_000_100
+    var wallClock: Int64 = 1_000_100
 
     init(limits: ServerLimits = ServerLimits(), iceServers: ICEServerPolicy? = nil) {
         core = SignalingServerCore(verifier: TokenVerifier(secret: testSecret), limits: limits, iceServers: iceServers)
@@ -34,6 +34,48 @@ func errorCode(_ actions: [SignalingServerCore.Action], to id: UInt64) -> Signal
 }
 
 @Suite struct ServerCoreTests {
+    /// A participant's credential is renewed over its connection before it expires; the renewal
+    /// serves a rejoin after the original's expiry, and nothing else.
+    @Test func aConnectedParticipantsCredentialIsRenewedBeforeItExpires() throws {
+        let h = CoreHarness()
+        _ = h.open(1)
+        let original = mint(identity: "a", issuedAt: h.wallClock, ttl: 60)  // expires at +60; renewed 20 s before
+        #expect(h.send(1, .join(room: "lab", token: original, rejoin: false)).count == 1)
+        h.wallClock += 39
+        #expect(h.core.tick(now: h.now, wallClock: h.wallClock).isEmpty, "41 s left: not yet")
+        h.wallClock += 1
+        let actions = h.core.tick(now: h.now, wallClock: h.wallClock)
+        guard case .send(1, .token(let renewed, let expires))? = actions.first, actions.count == 1 else {
+            Issue.record("no renewal: \(actions)")
+            return
+        }
+        #expect(expires == h.wallClock + 60, "the same lifetime again")
+        let claims = try TokenVerifier(secret: testSecret).verify(renewed, room: "lab", now: h.wallClock)
+        #expect(claims.identity == "a" && claims.room == "lab" && claims.renewal && claims.expires == expires)
+        h.wallClock += 1
+        #expect(h.core.tick(now: h.now, wallClock: h.wallClock).isEmpty, "renewed once, not every second")
+        // The connection drops after the original expired (and its 10 s of leeway passed).
+        h.wallClock += 30
+        _ = h.core.connectionClosed(1)
+        _ = h.open(2)
+        #expect(errorCode(h.send(2, .join(room: "lab", token: original, rejoin: true)), to: 2) == .tokenExpired)
+        #expect(errorCode(h.send(2, .join(room: "lab", token: renewed, rejoin: false)), to: 2) == .tokenRenewal,
+                "a renewal is not a ticket for a fresh join")
+        #expect(h.send(2, .join(room: "lab", token: renewed, rejoin: true)) == [.send(2, .joined(room: "lab", participant: "a", peers: []))])
+        // The renewal is renewed in its turn while the participant stays.
+        h.wallClock = expires - 20
+        guard case .send(2, .token(_, let later))? = h.core.tick(now: h.now, wallClock: h.wallClock).first else {
+            Issue.record("no second renewal")
+            return
+        }
+        #expect(later == h.wallClock + 60)
+        // Clients do not send credentials to the server this way.
+        #expect(errorCode(h.send(2, .token(token: renewed, expires: later)), to: 2) == .badMessage)
+        // Nobody joined on connection 3: nothing to renew there.
+        _ = h.open(3)
+        #expect(!h.core.tick(now: h.now, wallClock: h.wallClock + 1000).contains { if case .send(3, .token) = $0 { true } else { false } })
+    }
+
     @Test func twoParticipantsJoinAndRelay() {
         let h = CoreHarness()
         #expect(h.join(1, identity: "a") == [.send(1, .joined(room: "lab", participant: "a", peers: []))])
@@ -142,18 +184,18 @@ func errorCode(_ actions: [SignalingServerCore.Action], to id: UInt64) -> Signal
         _ = h.open(1)
         _ = h.join(2, identity: "a")
         h.now += .seconds(9)
-        #expect(h.core.tick(now: h.now).isEmpty)
+        #expect(h.core.tick(now: h.now, wallClock: h.wallClock).isEmpty)
         h.now += .seconds(2)
-        let actions = h.core.tick(now: h.now)
+        let actions = h.core.tick(now: h.now, wallClock: h.wallClock)
         #expect(errorCode(actions, to: 1) == .joinTimeout && actions.contains(.close(1)))
         #expect(!actions.contains(.close(2)))
         _ = h.core.connectionClosed(1)
         h.now += .seconds(15)
         _ = h.send(2, .ping(id: nil))
         h.now += .seconds(29)
-        #expect(h.core.tick(now: h.now).isEmpty, "a ping keeps the connection alive")
+        #expect(h.core.tick(now: h.now, wallClock: h.wallClock).isEmpty, "a ping keeps the connection alive")
         h.now += .seconds(2)
-        #expect(errorCode(h.core.tick(now: h.now), to: 2) == .keepaliveTimeout)
+        #expect(errorCode(h.core.tick(now: h.now, wallClock: h.wallClock), to: 2) == .keepaliveTimeout)
     }
 
     @Test func connectionLimitAndLineLimit() {

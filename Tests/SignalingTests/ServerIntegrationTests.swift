@@ -154,4 +154,73 @@ import Testing
         #expect(delivered() != reported(), "delivered \(delivered()), reported \(reported())")
         #expect(logA.all.filter { if case .reconnecting = $0 { return true }; return false }.count >= 1)
     }
+
+    /// A participant whose token expires while it stays gets a renewal over its connection, and a
+    /// rejoin after the expiry (a dropped connection) goes through with it; the expired token
+    /// alone is refused.
+    @Test func aCallOutlivesItsToken() async throws {
+        var configuration = SignalingServerConfiguration(port: 0, secret: testSecret)
+        configuration.tokenLeeway = 0
+        let server = try SignalingServer(configuration: configuration)
+        server.start()
+        defer { server.stop() }
+        let issued = Int64(Date().timeIntervalSince1970)
+        let original = TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "a", room: "lab", issuedAt: issued, expires: issued + 6))
+        var clientConfiguration = SignalingClientConfiguration(host: "127.0.0.1", port: server.port, room: "lab", token: { original })
+        clientConfiguration.backoffInitial = .milliseconds(50)
+        clientConfiguration.backoffMax = .milliseconds(400)
+        let log = EventLog()
+        clientConfiguration.eventHandler = log.handler
+        let client = SignalingClient(configuration: clientConfiguration)
+        client.start()
+        defer { client.stop() }
+        #expect(await log.wait(isJoined) != nil)
+        // Renewed once 5 s or less are left: within a second or two of the join here.
+        #expect(await log.wait { if case .tokenRenewed = $0 { return true }; return false } != nil, "\(log.all)")
+        // Past the original's expiry (wall-clock time, which is what tokens are judged by).
+        while Int64(Date().timeIntervalSince1970) <= issued + 6 { try await Task.sleep(for: .milliseconds(50)) }
+        client.reconnect(because: "the test drops the connection")
+        #expect(await log.wait(timeout: .seconds(10)) { if case .joined(_, _, true) = $0 { return true }; return false } != nil,
+                "\(log.all)")
+        #expect(!log.all.contains { if case .closed = $0 { return true }; return false }, "\(log.all)")
+        // Someone holding only the original token (a participant who left) is refused.
+        var late = clientConfiguration
+        let lateLog = EventLog()
+        late.eventHandler = lateLog.handler
+        let leaver = SignalingClient(configuration: late)
+        leaver.start()
+        defer { leaver.stop() }
+        let closed = await lateLog.wait { if case .closed = $0 { return true }; return false }
+        guard case .closed(let reason)? = closed else { Issue.record("not refused: \(lateLog.all)"); return }
+        #expect(reason.hasPrefix("token_expired"), "\(reason)")
+    }
+
+    /// An application that never reads `events` (a call reads the event handler) holds at most
+    /// `eventBufferLimit` of them, the newest, however much the peer sends.
+    @Test func unreadEventsAreBounded() async throws {
+        let server = try startServer()
+        defer { server.stop() }
+        var configuration = SignalingClientConfiguration(host: "127.0.0.1", port: server.port, room: "lab", token: {
+            let now = Int64(Date().timeIntervalSince1970)
+            return TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "quiet", room: "lab", issuedAt: now, expires: now + 600))
+        })
+        configuration.eventBufferLimit = 8
+        let log = EventLog()
+        configuration.eventHandler = log.handler
+        let quiet = SignalingClient(configuration: configuration)
+        quiet.start()
+        #expect(await log.wait(isJoined) != nil)
+        let (talker, talkerLog) = makeClient(port: server.port, identity: "talker")
+        defer { talker.stop() }
+        #expect(await talkerLog.wait(isJoined) != nil)
+        for n in 0..<50 { talker.send(RelayMessage(kind: .candidate, id: "m\(n)", to: "quiet")) }
+        #expect(await log.wait(timeout: .seconds(10)) { if case .message(let m) = $0 { return m.id == "m49" }; return false } != nil)
+        quiet.stop()
+        #expect(await log.wait { if case .closed = $0 { return true }; return false } != nil)
+        var buffered: [SignalingEvent] = []
+        for await event in quiet.events { buffered.append(event) }
+        #expect(buffered.count == 8, "\(buffered)")
+        #expect(buffered.contains { if case .message(let m) = $0 { return m.id == "m49" }; return false }, "the newest are kept")
+        #expect(log.all.count > 50, "the handler saw everything")
+    }
 }

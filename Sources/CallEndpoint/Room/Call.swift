@@ -140,6 +140,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 log(String(format: "signaling: %@; reconnecting in %.1f s (attempt %d)", reason, Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18, attempt))
             case .joined(_, _, rejoined: true):
                 log("signaling: joined room \(room) again")
+            case .tokenRenewed(let expires):
+                log("signaling: the service renewed this participant's credential (valid until \(expires))")
             default:
                 break
             }
@@ -345,7 +347,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 case .signaling(.serverError(let code, let text)):
                     log("signaling: \(code.rawValue): \(text)")
                 case .signaling(.joined(_, _, _)), .signaling(.peerJoined), .signaling(.peerLeft), .signaling(.reconnecting),
-                     .signaling(.undelivered), .signaling(.message):
+                     .signaling(.undelivered), .signaling(.message), .signaling(.tokenRenewed):
                     break
                 case .transport(let r, let e):
                     if r == round { handle(e, signaling: signaling) }

@@ -26,6 +26,9 @@ public struct SignalingClientConfiguration: Sendable {
     /// for consumers that live on threads rather than tasks (media pipelines), and so that events
     /// are seen even while the task pool is busy with blocking work.
     public var eventHandler: (@Sendable (SignalingEvent) -> Void)?
+    /// `events` keeps at most this many unread events, the newest: an application that reads
+    /// them through `eventHandler` alone, or not at all, holds no growing buffer in a long call.
+    public var eventBufferLimit = 1024
 
     public init(host: String, port: Int, room: String, token: @escaping @Sendable () -> String, tls: TLSContext? = nil) {
         self.host = host
@@ -50,6 +53,9 @@ public enum SignalingEvent: Sendable, Equatable {
     case serverError(code: SignalingErrorCode, message: String)
     /// The STUN and TURN servers the service handed out with a join (just before `joined`).
     case iceServers([ICEServerInfo])
+    /// The service renewed this participant's credential (valid until `expires`, Unix seconds);
+    /// the client rejoins with it from now on.
+    case tokenRenewed(expires: Int64)
     /// The client has stopped for good: asked to, or refused in a way retrying cannot fix.
     case closed(reason: String)
 }
@@ -86,6 +92,8 @@ public final class SignalingClient: Sendable {
         var nextID = 1
         /// Set by `reconnect(because:)`: the session in progress ends and a new one starts.
         var reconnectReason: String?
+        /// The service's latest renewal of the credential, for rejoins.
+        var renewedToken: String?
     }
 
     private let state = Mutex(State())
@@ -93,7 +101,14 @@ public final class SignalingClient: Sendable {
 
     public init(configuration: SignalingClientConfiguration) {
         self.configuration = configuration
-        (events, streamContinuation) = AsyncStream.makeStream(of: SignalingEvent.self, bufferingPolicy: .unbounded)
+        (events, streamContinuation) = AsyncStream.makeStream(of: SignalingEvent.self,
+                                                              bufferingPolicy: .bufferingNewest(configuration.eventBufferLimit))
+    }
+
+    /// The first join uses the configured token; a rejoin uses the service's renewal when there
+    /// is one, since the configured token may have expired while the participant stayed.
+    private func joinToken(rejoin: Bool) -> String {
+        (rejoin ? state.withLock { $0.renewedToken } : nil) ?? configuration.token()
     }
 
     public func start() {
@@ -261,7 +276,7 @@ public final class SignalingClient: Sendable {
         var nextPing = ContinuousClock.now + configuration.pingInterval
         var pingID = 0
         do {
-            try connection.send(SignalingMessage.join(room: configuration.room, token: configuration.token(), rejoin: rejoin).serialized())
+            try connection.send(SignalingMessage.join(room: configuration.room, token: joinToken(rejoin: rejoin), rejoin: rejoin).serialized())
         } catch {
             return .failed(error.description)
         }
@@ -375,6 +390,9 @@ public final class SignalingClient: Sendable {
             continuation.yield(.serverError(code: code, message: text))
         case .ping(let id):
             try? connection.send(SignalingMessage.pong(id: id).serialized())
+        case .token(let token, let expires):
+            state.withLock { $0.renewedToken = token }
+            continuation.yield(.tokenRenewed(expires: expires))
         case .pong, .join:
             break
         }

@@ -26,6 +26,8 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     case tokenNotYetValid = "token_not_yet_valid"
     case tokenRoom = "token_room"
     case tokenIssuer = "token_issuer"
+    /// A credential the service renewed, offered for a join that is not a rejoin.
+    case tokenRenewal = "token_renewal"
 
     /// After these the server closes the connection.
     public var closesConnection: Bool {
@@ -40,7 +42,7 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     public var isFatalForJoin: Bool {
         switch self {
         case .badRoom, .roomFull, .tokenMalformed, .tokenAlgorithm, .tokenSignature, .tokenExpired,
-             .tokenNotYetValid, .tokenRoom, .tokenIssuer: true
+             .tokenNotYetValid, .tokenRoom, .tokenIssuer, .tokenRenewal: true
         default: false
         }
     }

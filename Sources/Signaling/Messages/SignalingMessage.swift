@@ -34,6 +34,9 @@ public enum SignalingMessage: Sendable, Equatable {
     case ping(id: Int?)
     case pong(id: Int?)
     case error(code: SignalingErrorCode, message: String, id: String?)
+    /// The service's renewal of a joined participant's credential, before the one it joined with
+    /// expires: the client rejoins with it after a reconnect (server to client only).
+    case token(token: String, expires: Int64)
 
     public static let maxLineLength = 64 * 1024
     public static let maxDepth = 32
@@ -105,6 +108,11 @@ public enum SignalingMessage: Sendable, Equatable {
                 throw SignalingProtocolError(.badMessage, "error: unknown code \(value["code"]?.stringValue ?? "")")
             }
             self = .error(code: code, message: value["message"]?.stringValue ?? "", id: value["id"]?.stringValue)
+        case "token":
+            guard let expires = optionalInt("expires") else {
+                throw SignalingProtocolError(.badMessage, "token: field \"expires\" must be an integer (Unix seconds)")
+            }
+            self = .token(token: try string("token", max: 8192), expires: Int64(expires))
         default:
             throw SignalingProtocolError(.unknownType, "unknown message type \"\(type.prefix(64))\"")
         }
@@ -142,6 +150,8 @@ public enum SignalingMessage: Sendable, Equatable {
         case .error(let code, let message, let id):
             object = ["type": .string("error"), "code": .string(code.rawValue), "message": .string(message)]
             if let id { object["id"] = .string(id) }
+        case .token(let token, let expires):
+            object = ["type": .string("token"), "token": .string(token), "expires": .number(Double(expires))]
         }
         return .object(object)
     }

@@ -13,6 +13,8 @@ public struct SignalingServerConfiguration: Sendable {
     public var tls: TLSContext?
     public var limits = ServerLimits()
     public var requiredIssuer: String?
+    /// Clock skew allowed on a token's exp and nbf, in seconds.
+    public var tokenLeeway: Int64 = 10
     /// Largest amount of unsent data a slow connection may hold before it is dropped.
     public var maxPendingOutput = 1 << 20
     /// STUN and TURN servers for participants, with TURN credentials made per join.
@@ -53,7 +55,9 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         origin = clock.now
         epoll = try Epoll()
         (listenFD, port) = try TCPSocket.listen(host: configuration.host, port: configuration.port)
-        core = SignalingServerCore(verifier: TokenVerifier(secret: configuration.secret, requiredIssuer: configuration.requiredIssuer),
+        var verifier = TokenVerifier(secret: configuration.secret, requiredIssuer: configuration.requiredIssuer)
+        verifier.leeway = configuration.tokenLeeway
+        core = SignalingServerCore(verifier: verifier,
                                    limits: configuration.limits, iceServers: configuration.iceServers)
         try epoll.add(listenFD, token: Self.listenToken, writable: false)
     }
@@ -104,7 +108,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 }
             }
             if now >= nextTick {
-                apply(core.tick(now: now))
+                apply(core.tick(now: now, wallClock: Int64(Date().timeIntervalSince1970)))
                 nextTick = now + .seconds(1)
             }
         }

@@ -17,6 +17,8 @@ public final class SignalingServerCore {
         var lastRefill: Duration
         var room: String?
         var identity: String?
+        /// The credential the participant holds now: the one it joined with, or the last renewal.
+        var claims: TokenClaims?
     }
 
     public let limits: ServerLimits
@@ -86,7 +88,7 @@ public final class SignalingServerCore {
             return [.send(id, .pong(id: pingID))]
         case .pong:
             return []
-        case .joined, .peerJoined, .peerLeft, .ack, .error:
+        case .joined, .peerJoined, .peerLeft, .ack, .error, .token:
             return [.send(id, .error(code: .badMessage, message: "that message type is sent by the server only", id: nil))]
         }
     }
@@ -96,17 +98,35 @@ public final class SignalingServerCore {
         return leave(connection, id: id, reason: "disconnected")
     }
 
-    /// Enforces the join and keepalive timeouts; call about once a second.
-    public func tick(now: Duration) -> [Action] {
+    /// Enforces the join and keepalive timeouts and renews credentials that are about to expire;
+    /// call about once a second. `wallClock` is Unix time in seconds.
+    public func tick(now: Duration, wallClock: Int64) -> [Action] {
         var actions: [Action] = []
         for (id, connection) in connections {
             if connection.room == nil, now - connection.openedAt > limits.joinTimeout {
                 actions += [.send(id, .error(code: .joinTimeout, message: "no successful join within \(limits.joinTimeout)", id: nil)), .close(id)]
             } else if now - connection.lastActivity > limits.keepaliveTimeout {
                 actions += [.send(id, .error(code: .keepaliveTimeout, message: "nothing received for \(limits.keepaliveTimeout); send ping", id: nil)), .close(id)]
+            } else if let claims = connection.claims, let renewed = Self.renewal(of: claims, at: wallClock) {
+                connections[id]?.claims = renewed
+                actions.append(.send(id, .token(token: TokenIssuer(secret: verifier.secret).mint(renewed), expires: renewed.expires)))
             }
         }
         return actions
+    }
+
+    /// A connected participant's credential is renewed before it expires, so that a rejoin after
+    /// a dropped connection works however long the call has run: once a third of its lifetime is
+    /// left (at least 5 s, at most 5 min before expiry), with the same identity, room grant,
+    /// issuer and lifetime. A renewal says so (`rnw`) and serves a rejoin only: a participant who
+    /// leaves and comes back later needs a token from whoever mints them.
+    static func renewal(of claims: TokenClaims, at now: Int64) -> TokenClaims? {
+        let lifetime = max(1, claims.expires - claims.issuedAt)
+        let margin = min(300, max(5, lifetime / 3))
+        guard claims.expires - now <= margin else { return nil }
+        var renewed = TokenClaims(identity: claims.identity, room: claims.room, issuer: claims.issuer, issuedAt: now, expires: now + lifetime)
+        renewed.renewal = true
+        return renewed
     }
 
     // MARK: Rooms
@@ -130,6 +150,9 @@ public final class SignalingServerCore {
         } catch {
             return [.send(id, .error(code: error.code, message: error.message, id: nil))]
         }
+        if claims.renewal && !rejoin {
+            return [.send(id, .error(code: .tokenRenewal, message: "a renewed credential serves a rejoin only; get a new token", id: nil))]
+        }
         var actions: [Action] = []
         var members = rooms[room] ?? []
         var replaced = false
@@ -149,6 +172,7 @@ public final class SignalingServerCore {
         rooms[room] = members
         connections[id]?.room = room
         connections[id]?.identity = claims.identity
+        connections[id]?.claims = claims
         actions.append(.send(id, .joined(room: room, participant: claims.identity, peers: peers,
                                          iceServers: iceServers?.servers(for: claims.identity, now: wallClock) ?? [])))
         if !replaced {

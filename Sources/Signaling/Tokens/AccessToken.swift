@@ -5,6 +5,7 @@ import Foundation
 ///     header  {"alg":"HS256","typ":"JWT"}
 ///     payload {"sub": identity, "room": room name or "*", "iss": issuer,
 ///              "iat": issued at, "nbf": not before, "exp": expires}   (times in Unix seconds)
+///     and "rnw": true in a credential the service renewed
 public struct TokenClaims: Sendable, Equatable {
     public var identity: String
     /// The room this token grants joining; "*" grants every room.
@@ -13,6 +14,9 @@ public struct TokenClaims: Sendable, Equatable {
     public var issuedAt: Int64
     public var notBefore: Int64
     public var expires: Int64
+    /// Minted by the service to renew a connected participant's credential (claim `rnw`): good for
+    /// a rejoin only.
+    public var renewal = false
 
     public init(identity: String, room: String, issuer: String = TokenIssuer.defaultIssuer, issuedAt: Int64, notBefore: Int64? = nil, expires: Int64) {
         self.identity = identity
@@ -67,10 +71,12 @@ public struct TokenIssuer: Sendable {
 
     public func mint(_ claims: TokenClaims) -> String {
         let header = #"{"alg":"HS256","typ":"JWT"}"#
-        let payload: JSONValue = .object([
+        var fields: [String: JSONValue] = [
             "sub": .string(claims.identity), "room": .string(claims.room), "iss": .string(claims.issuer),
             "iat": .number(Double(claims.issuedAt)), "nbf": .number(Double(claims.notBefore)), "exp": .number(Double(claims.expires)),
-        ])
+        ]
+        if claims.renewal { fields["rnw"] = .bool(true) }
+        let payload: JSONValue = .object(fields)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let payloadJSON = (try? encoder.encode(payload)).map { [UInt8]($0) } ?? []
@@ -133,7 +139,9 @@ public struct TokenVerifier: Sendable {
         guard grant == room || grant == "*" else {
             throw SignalingProtocolError(.tokenRoom, "token grants room \"\(grant)\", not \"\(room)\"")
         }
-        return TokenClaims(identity: identity, room: grant, issuer: issuer, issuedAt: Int64(issuedAt),
-                           notBefore: Int64(notBefore), expires: Int64(expires))
+        var claims = TokenClaims(identity: identity, room: grant, issuer: issuer, issuedAt: Int64(issuedAt),
+                                 notBefore: Int64(notBefore), expires: Int64(expires))
+        claims.renewal = payload["rnw"]?.boolValue ?? false
+        return claims
     }
 }
