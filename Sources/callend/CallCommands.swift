@@ -67,13 +67,11 @@ func summaryLine(_ s: CallSummary) -> String {
     if let r = s.received {
         parts.append("video \(r.framesDecoded) frames decoded (\(r.decodeErrors) errors)")
         parts.append("audio \(r.audioDecoded) decoded, \(r.audioRecoveredByFEC) FEC, \(r.audioConcealed) concealed")
-        let sorted = r.videoLatenciesMs.sorted()
-        if !sorted.isEmpty {
-            parts.append(String(format: "latency p50 %.0f ms p95 %.0f ms", sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 95 / 100)]))
+        if let p50 = r.videoLatencyMs.percentile(0.5), let p95 = r.videoLatencyMs.percentile(0.95) {
+            parts.append(String(format: "latency p50 %.0f ms p95 %.0f ms", p50, p95))
         }
-        let audio = r.audioLatenciesMs.sorted()
-        if !audio.isEmpty {
-            parts.append(String(format: "audio latency p50 %.0f ms p95 %.0f ms", audio[audio.count / 2], audio[min(audio.count - 1, audio.count * 95 / 100)]))
+        if let p50 = r.audioLatencyMs.percentile(0.5), let p95 = r.audioLatencyMs.percentile(0.95) {
+            parts.append(String(format: "audio latency p50 %.0f ms p95 %.0f ms", p50, p95))
         }
     }
     if let sent = s.sent { parts.append("sent \(sent.videoFrames) frames, \(sent.audioPackets) audio packets") }

@@ -9,7 +9,7 @@ import Glibc
 
 let serveHelp = """
     usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K]
-                         [--max-participants N] [--max-connections N] [--issuer ISS]
+                         [--max-participants N] [--max-connections N] [--max-connections-per-address N] [--issuer ISS]
                          [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
@@ -23,6 +23,7 @@ let serveHelp = """
       --tls-cert C --tls-key K  serve TLS with this PEM certificate chain and key
       --max-participants N    participants per room (default 2: a peer-to-peer call)
       --max-connections N     connections in total (default 20000)
+      --max-connections-per-address N  connections from one IP address (default 1000)
       --issuer ISS            accept only tokens whose iss claim is ISS
       --ice-server URL        a STUN or TURN server handed to every participant in 'joined'
                               (stun:HOST:PORT, turn:HOST:PORT?transport=udp|tcp; repeatable)
@@ -127,6 +128,7 @@ func runServe(_ args: inout Arguments) throws {
     guard (certificate == nil) == (key == nil) else { throw UsageError(description: "--tls-cert and --tls-key go together") }
     let participants = try args.integer("--max-participants", in: 2...1000)
     let connections = try args.integer("--max-connections", in: 1...1_000_000)
+    let perAddress = try args.integer("--max-connections-per-address", in: 1...1_000_000)
     let issuer = try args.value("--issuer")
     let iceURLs = try args.values("--ice-server")
     let turnSecretFile = try args.value("--turn-secret-file")
@@ -158,6 +160,7 @@ func runServe(_ args: inout Arguments) throws {
     if let certificate, let key { configuration.tls = try TLSContext(certificateFile: certificate, privateKeyFile: key) }
     if let participants { configuration.limits.maxParticipantsPerRoom = participants }
     if let connections { configuration.limits.maxConnections = connections }
+    if let perAddress { configuration.limits.maxConnectionsPerAddress = perAddress }
     configuration.requiredIssuer = issuer
     if !iceURLs.isEmpty { configuration.iceServers = policy }
     let server = try SignalingServer(configuration: configuration) { line in

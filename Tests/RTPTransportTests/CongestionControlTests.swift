@@ -458,6 +458,29 @@ struct EstimatorSimulation {
 }
 
 @Suite struct PacerTests {
+    /// A shut congestion window while video keeps coming, and a flood of retransmissions: the
+    /// queue stops at its bound, the oldest of the lowest priority go first, audio stays.
+    @Test func theQueueStopsAtItsBound() {
+        var pacer = Pacer<Int>(pacingRate: 1_000_000)
+        pacer.maxPackets = 100
+        pacer.holdVideo = true
+        for n in 0..<10 { pacer.enqueue(-n, size: 100, priority: .audio, now: 0) }
+        for n in 0..<40 { pacer.enqueue(1000 + n, size: 1200, priority: .retransmission, now: 0) }
+        for n in 0..<5000 { pacer.enqueue(n, size: 1200, priority: .video, now: Int64(n)) }
+        #expect(pacer.count == 100)
+        #expect(pacer.droppedPackets == 4950)
+        #expect(pacer.queuedBytes == 10 * 100 + 90 * 1200)
+        // A retransmission flood past the bound pushes out video first, then older retransmissions.
+        for n in 0..<200 { pacer.enqueue(2000 + n, size: 1200, priority: .retransmission, now: 10_000) }
+        #expect(pacer.count == 100 && pacer.queuedBytes == 10 * 100 + 90 * 1200)
+        pacer.holdVideo = false
+        var out: [Int] = []
+        var now: Int64 = 20_000
+        while let entry = pacer.next(now: now) ?? { now += 100_000; return pacer.next(now: now) }() { out.append(entry.item) }
+        #expect(out.prefix(10) == [0, -1, -2, -3, -4, -5, -6, -7, -8, -9], "audio kept, in order")
+        #expect(Array(out.dropFirst(10)) == Array(2110..<2200), "the newest retransmissions")
+    }
+
     @Test func aFrameIsSpreadAtThePacingRate() {
         var pacer = Pacer<Int>(pacingRate: 1_000_000)
         for i in 0..<10 { pacer.enqueue(i, size: 1250, priority: .video, now: 0) }

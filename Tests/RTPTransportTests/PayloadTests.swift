@@ -134,6 +134,24 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         RTPPacket(payloadType: 111, sequenceNumber: seq, timestamp: UInt32(seq) * 960, ssrc: 1, payload: [UInt8(seq & 0xff)])
     }
 
+    /// Nobody plays out (a stalled speaker) while packets keep coming, some far ahead: the buffer
+    /// holds at most its capacity and plays the newest when playout resumes.
+    @Test func packetsThatAreNotPlayedOutStayBounded() {
+        var buffer = AudioJitterBuffer()
+        var most = 0
+        var seq: UInt16 = 0
+        for i in 0..<20_000 {
+            seq &+= (i % 1000 == 999) ? 20_000 : 1
+            buffer.insert(packet(seq), arrival: .milliseconds(i * 20))
+            most = max(most, buffer.count)
+        }
+        #expect(most <= Int(AudioJitterBuffer.capacity))
+        #expect(buffer.droppedForLatency > 0)
+        var played: AudioJitterBuffer.Playout = .buffering
+        for _ in 0..<3 where played == .buffering { played = buffer.nextPlayout() }
+        #expect(played != .buffering && played != .conceal, "\(played)")
+    }
+
     @Test func decodesFECRecoversAndConceals() {
         // A target of 8 frames: playout starts with all 8 packets buffered.
         var buffer = AudioJitterBuffer(minimumDelay: .milliseconds(160))
@@ -187,6 +205,31 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         let d6 = nack.due(now: .milliseconds(210), roundTripTime: rtt)
         #expect(d6.isEmpty)
         #expect(nack.keyframeNeeded && nack.gaveUp == 1 && nack.recovered == 1)
+    }
+
+    /// A sender that skips on purpose (every other sequence number, 499 ahead each time) cannot
+    /// grow the missing set past its bound, and no NACK outgrows one MTU.
+    @Test func theMissingSetAndEachNACKStayBounded() throws {
+        var nack = NACKGenerator(maxMissing: 500)
+        var seq: UInt16 = 0
+        var most = 0
+        for i in 0..<10_000 {
+            seq &+= (i % 2 == 0) ? 2 : 499
+            nack.received(seq, now: .milliseconds(i / 10))
+            most = max(most, nack.missingCount)
+        }
+        #expect(most > 0 && most <= 500)
+        #expect(nack.keyframeNeeded)
+        let lost = nack.due(now: .milliseconds(1000), roundTripTime: .milliseconds(50))
+        #expect(lost.count <= NACKGenerator.maxPerRequest)
+        // The worst case for the wire: no two asked-for numbers share an entry.
+        var sparse = NACKGenerator(maxMissing: 100_000)
+        for s in 0..<UInt16(34_000) where s % 17 != 0 { sparse.received(s, now: .zero) }
+        let asked = sparse.due(now: .milliseconds(10), roundTripTime: .milliseconds(50))
+        #expect(asked.count == NACKGenerator.maxPerRequest)
+        let packet = RTCPPacket.nack(GenericNACK(senderSSRC: 1, mediaSSRC: 2, lost: asked))
+        let bytes = RTCPPacket.serializeCompound([packet])
+        #expect(bytes.count <= 1200, "\(bytes.count) bytes")
     }
 
     @Test func hugeJumpAsksForAKeyframe() {

@@ -206,4 +206,24 @@ func errorCode(_ actions: [SignalingServerCore.Action], to id: UInt64) -> Signal
         #expect(errorCode(h.open(3), to: 3) == .serverFull)
         #expect(h.core.lineTooLong(1).contains(.close(1)))
     }
+
+    /// One address cannot hold more than its share; a closed connection gives its place back,
+    /// and other addresses are not affected.
+    @Test func connectionsPerAddressAreBounded() {
+        var limits = ServerLimits()
+        limits.maxConnectionsPerAddress = 3
+        let h = CoreHarness(limits: limits)
+        for id: UInt64 in 1...3 { #expect(h.core.connectionOpened(id, now: h.now, address: "198.51.100.7").isEmpty) }
+        let refused = h.core.connectionOpened(4, now: h.now, address: "198.51.100.7")
+        #expect(errorCode(refused, to: 4) == .addressLimit && refused.contains(.close(4)))
+        #expect(h.core.connectionOpened(5, now: h.now, address: "2001:db8::1").isEmpty)
+        #expect(h.core.connections(from: "198.51.100.7") == 3)
+        _ = h.core.connectionClosed(4)  // refused: never counted
+        #expect(h.core.connections(from: "198.51.100.7") == 3)
+        _ = h.core.connectionClosed(2)
+        #expect(h.core.connections(from: "198.51.100.7") == 2)
+        #expect(h.core.connectionOpened(6, now: h.now, address: "198.51.100.7").isEmpty)
+        for id: UInt64 in [1, 3, 5, 6] { _ = h.core.connectionClosed(id) }
+        #expect(h.core.connections(from: "198.51.100.7") == 0 && h.core.connectionCount == 0)
+    }
 }

@@ -106,6 +106,19 @@ import Testing
         _ = held
     }
 
+    /// The same over real sockets: the peer's address is what the kernel says it is.
+    @Test func connectionsFromOneAddressAreBounded() async throws {
+        var limits = ServerLimits()
+        limits.maxConnectionsPerAddress = 2
+        let server = try startServer(limits: limits)
+        defer { server.stop() }
+        let held = try (0..<2).map { _ in try RawConnection(port: server.port) }
+        let extra = try RawConnection(port: server.port)
+        #expect(errorCodeOf(extra.receive()) == .addressLimit)
+        #expect(extra.isClosedByServer())
+        _ = held
+    }
+
     @Test func roomFullAndBadTokensReachTheClientAsFatal() async throws {
         let server = try startServer()
         defer { server.stop() }

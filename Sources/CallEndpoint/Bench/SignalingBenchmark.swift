@@ -38,7 +38,10 @@ public struct SignalingBenchmark {
         }
         defer { try? FileManager.default.removeItem(atPath: secretFile) }
 
-        let service = try ServiceProcess.start(executable: executable, secretFile: secretFile, extra: ["--max-connections", "\(clients + 100)"])
+        // Every client comes from 127.0.0.1.
+        let limit = "\(clients + 100)"
+        let service = try ServiceProcess.start(executable: executable, secretFile: secretFile,
+                                               extra: ["--max-connections", limit, "--max-connections-per-address", limit])
         defer { service.stop() }
         let server = service.process
         let port = service.port

@@ -62,19 +62,51 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         case transport(round: Int, BundleTransport.Event)
     }
 
+    /// Bounded: a months-long call that reconnects its signaling now and then, or a peer that
+    /// floods, cannot grow it without end. Events that only say the latest state (joined, the
+    /// service's ICE servers, a reconnect under way) replace their older copies; past `capacity`
+    /// the oldest event goes, and `dropped` counts it.
     final class EventQueue: Sendable {
-        private let items = Mutex<[Event]>([])
-        func append(_ event: Event) { items.withLock { $0.append(event) } }
-        func drain() -> [Event] { items.withLock { e in defer { e.removeAll() }; return e } }
-        func contains(where predicate: (Event) -> Bool) -> Bool { items.withLock { $0.contains(where: predicate) } }
+        static let defaultCapacity = 1024
+        let capacity: Int
+        private let items = Mutex<(events: [Event], dropped: Int)>(([], 0))
+
+        init(capacity: Int = EventQueue.defaultCapacity) { self.capacity = capacity }
+
+        var count: Int { items.withLock { $0.events.count } }
+        var dropped: Int { items.withLock { $0.dropped } }
+
+        func append(_ event: Event) {
+            items.withLock { q in
+                if let kind = Self.latestOnly(event) { q.events.removeAll { Self.latestOnly($0) == kind } }
+                q.events.append(event)
+                if q.events.count > capacity {
+                    q.events.removeFirst(q.events.count - capacity)
+                    q.dropped += 1
+                }
+            }
+        }
+        func drain() -> [Event] { items.withLock { q in defer { q.events.removeAll() }; return q.events } }
+        func contains(where predicate: (Event) -> Bool) -> Bool { items.withLock { $0.events.contains(where: predicate) } }
         /// Puts events back in front of the queue, in order (taken, but for someone else).
-        func prepend(_ events: [Event]) { items.withLock { $0.insert(contentsOf: events, at: 0) } }
+        func prepend(_ events: [Event]) { items.withLock { $0.events.insert(contentsOf: events, at: 0) } }
         /// Removes the matching events and returns them, in order.
         func take(where predicate: (Event) -> Bool) -> [Event] {
-            items.withLock { e in
-                let taken = e.filter(predicate)
-                e.removeAll(where: predicate)
+            items.withLock { q in
+                let taken = q.events.filter(predicate)
+                q.events.removeAll(where: predicate)
                 return taken
+            }
+        }
+
+        /// Events of which only the newest matters.
+        private static func latestOnly(_ event: Event) -> Int? {
+            switch event {
+            case .signaling(.joined): 1
+            case .signaling(.iceServers): 2
+            case .signaling(.reconnecting): 3
+            case .signaling(.tokenRenewed): 4
+            default: nil
             }
         }
     }

@@ -54,7 +54,7 @@ extension CallStatus {
         let videoBytes = after.sent.videoBytes - (before?.sent.videoBytes ?? 0)
         let audioBytes = after.sent.audioBytes - (before?.sent.audioBytes ?? 0)
         let frames = after.received.framesDecoded - (before?.received.framesDecoded ?? 0)
-        let newLatencies = after.received.videoLatenciesMs.dropFirst(before?.received.videoLatenciesMs.count ?? 0).sorted()
+        let newLatencies = before.map { after.received.videoLatencyMs.subtracting($0.received.videoLatencyMs) } ?? after.received.videoLatencyMs
         return CallStatus(seconds: after.sent.elapsed.secondsValueForStatus, participant: participant,
                           sentVideoKbps: Double(videoBytes * 8) / interval / 1000, sentAudioKbps: Double(audioBytes * 8) / interval / 1000,
                           receivedFps: Double(frames) / interval, framesDecoded: after.received.framesDecoded,
@@ -63,7 +63,7 @@ extension CallStatus {
                           lossPercent: after.sent.receiverLossFraction.map { $0 * 100 },
                           rttMs: after.sent.roundTripTime.map { $0.secondsValueForStatus * 1000 },
                           audioConcealed: after.received.audioConcealed,
-                          latencyMs: newLatencies.isEmpty ? nil : newLatencies[newLatencies.count / 2],
+                          latencyMs: newLatencies.percentile(0.5),
                           estimateKbps: after.sent.estimateBitrate.map { $0 / 1000 },
                           videoTargetKbps: after.sent.estimateBitrate == nil ? nil : after.sent.videoTargetBitrate / 1000,
                           mode: after.sent.mode, lastDecision: after.sent.decisions.last,

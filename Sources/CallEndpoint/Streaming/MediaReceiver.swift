@@ -55,10 +55,11 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var videoJitterMs = 0.0
     public var elapsed: Duration = .zero
     public var firstFrameNumbers: [Int] = []
-    /// Capture-to-decode time of frames carrying the test pattern's capture stamp, in ms.
-    public var videoLatenciesMs: [Double] = []
+    /// Capture-to-decode time of frames carrying the test pattern's capture stamp, in ms (in
+    /// fixed memory, however long the call).
+    public var videoLatencyMs = PercentileSketch()
     /// Capture-to-playout time of the sender's audio timing marks, in ms.
-    public var audioLatenciesMs: [Double] = []
+    public var audioLatencyMs = PercentileSketch()
     /// When the first frame was decoded (since the receiver started).
     public var firstFrameAt: Duration?
     /// Why receiving ended early (bye, silence), empty when it ran its course.
@@ -309,7 +310,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             s.summary.framesDecoded += 1
             if s.summary.firstFrameAt == nil { s.summary.firstFrameAt = clock.now }
             if isKeyframe { s.summary.keyframes += 1 }
-            if let latency { s.summary.videoLatenciesMs.append(latency) }
+            if let latency { s.summary.videoLatencyMs.add(latency) }
             if let number, s.summary.firstFrameNumbers.count < 5 { s.summary.firstFrameNumbers.append(number) }
             s.summary.videoWidth = picture.width
             s.summary.videoHeight = picture.height
@@ -400,7 +401,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     /// Finds the sender's timing marks in the audio as it is played (see `AudioLatencyMeter`).
     private func measureAudioLatency(_ samples: [Int16], channels: Int, playedAt: Duration, state s: inout State) {
         let mono = stride(from: 0, to: samples.count, by: channels).map { samples[$0] }
-        s.summary.audioLatenciesMs += s.audioLatency.played(mono, at: playedAt)
+        s.summary.audioLatencyMs.add(contentsOf: s.audioLatency.played(mono, at: playedAt))
     }
 
     /// Pulls one 20 ms frame every 20 ms, as a sound card would (one that was not served for a

@@ -155,7 +155,10 @@ extension MediaSender {
                         s.video.record(packet, at: sentAt)
                         s.stats.videoPackets += 1
                         s.stats.videoBytes += packet.serializedSize
+                        let dropped = s.pacer.droppedPackets
                         s.pacer.enqueue(packet, size: packet.serializedSize, priority: .video, now: sentAt.microseconds)
+                        // The queue was at its bound: what went is lost to the receiver for good.
+                        if s.pacer.droppedPackets != dropped { keyframeWanted.store(true, ordering: .relaxed) }
                     }
                     pacerWake.signal()
                 }

@@ -59,6 +59,12 @@ public struct AudioJitterBuffer: Sendable {
         return Int64(max(1, frames))
     }
 
+    /// Packets held at most (5 s of 20 ms frames). Playout that stalls, or a sender that jumps
+    /// ahead, makes the buffer skip to its newest frames rather than grow.
+    public static let capacity: Int64 = 256
+    /// Packets held now.
+    public var count: Int { packets.count }
+
     public mutating func insert(_ packet: RTPPacket, arrival: Duration) {
         guard !packet.payload.isEmpty else { return }
         let sequence = unwrapper.unwrap(packet.sequenceNumber)
@@ -80,6 +86,12 @@ public struct AudioJitterBuffer: Sendable {
         packets[sequence] = packet.payload
         newest = max(newest, sequence)
         if next == nil { next = sequence }
+        if let expected = next, newest - expected >= Self.capacity {
+            let keepFrom = newest - targetFrames + 1
+            droppedForLatency += packets.keys.filter { $0 < keepFrom }.count
+            packets = packets.filter { $0.key >= keepFrom }
+            next = keepFrom
+        }
     }
 
     /// What to play for the next frame period.

@@ -11,7 +11,11 @@ public struct NACKGenerator: Sendable {
     public var maxRetries: Int
     public var maxAge: Duration
     /// A gap this large means the stream jumped (a restart, a long outage): recover with a keyframe.
+    /// Also the most sequence numbers tracked at once: past it the oldest are given up.
     public var maxMissing: Int
+    /// At most this many sequence numbers in one NACK: 250 single entries make 1012 bytes, inside
+    /// one MTU with SRTCP's overhead. The rest wait for the next feedback interval.
+    public static let maxPerRequest = 250
     /// Wait this long before the first request, so ordinary reordering is not mistaken for loss.
     public var reorderingDelay: Duration
 
@@ -51,6 +55,13 @@ public struct NACKGenerator: Sendable {
             keyframeNeeded = true
         } else {
             for gap in (highest + 1)..<sequence { missing[gap] = Missing(firstSeen: now, lastRequested: nil, retries: 0) }
+            if missing.count > maxMissing {
+                // Gaps upon gaps (heavy loss, or a sender that skips on purpose): only the newest
+                // `maxMissing` sequence numbers are still worth asking for.
+                missing = missing.filter { $0.key > sequence - Int64(maxMissing) }
+                gaveUp += 1
+                keyframeNeeded = true
+            }
         }
         self.highest = sequence
     }
@@ -61,6 +72,7 @@ public struct NACKGenerator: Sendable {
         let interval = max(.milliseconds(20), roundTripTime + roundTripTime / 2)
         var out: [UInt16] = []
         for sequence in missing.keys.sorted() {
+            guard out.count < Self.maxPerRequest else { break }
             guard var entry = missing[sequence] else { continue }
             if entry.retries >= maxRetries || now - entry.firstSeen > maxAge {
                 missing[sequence] = nil

@@ -5,6 +5,20 @@ import Glibc
 /// Plain TCP socket set-up: resolve, listen, connect. Descriptors are returned to owners that
 /// close them (the server's connection table, the client's session).
 enum TCPSocket {
+    /// The numeric IP address of a connected socket's peer (IPv4 or IPv6), nil if unknown.
+    static func peerAddress(_ fd: Int32) -> String? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let ok = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                getpeername(fd, address, &length) == 0
+                    && getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0
+            }
+        }
+        return ok ? String(decoding: host.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+    }
+
     /// Resolves HOST:PORT for a listener or a client, IPv4 or IPv6.
     static func resolve(host: String, port: Int, passive: Bool) throws(SystemError) -> [(family: Int32, address: [UInt8])] {
         var hints = addrinfo()

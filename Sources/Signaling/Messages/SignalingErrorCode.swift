@@ -9,6 +9,7 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     // Limits.
     case rateLimited = "rate_limited"
     case serverFull = "server_full"
+    case addressLimit = "address_limit"
     case joinTimeout = "join_timeout"
     case keepaliveTimeout = "keepalive_timeout"
     // Room flow.
@@ -32,7 +33,7 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     /// After these the server closes the connection.
     public var closesConnection: Bool {
         switch self {
-        case .lineTooLong, .rateLimited, .serverFull, .joinTimeout, .keepaliveTimeout, .replaced: true
+        case .lineTooLong, .rateLimited, .serverFull, .addressLimit, .joinTimeout, .keepaliveTimeout, .replaced: true
         default: false
         }
     }

@@ -153,7 +153,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 connection.closeNow()
                 continue
             }
-            apply(core.connectionOpened(id, now: now))
+            apply(core.connectionOpened(id, now: now, address: TCPSocket.peerAddress(fd)))
         }
     }
 

@@ -19,6 +19,8 @@ public final class SignalingServerCore {
         var identity: String?
         /// The credential the participant holds now: the one it joined with, or the last renewal.
         var claims: TokenClaims?
+        /// The peer's IP address, when the server knows it.
+        var address: String?
     }
 
     public let limits: ServerLimits
@@ -26,6 +28,8 @@ public final class SignalingServerCore {
     private var connections: [ConnectionID: Connection] = [:]
     /// Room name → participants in join order.
     private var rooms: [String: [(identity: String, connection: ConnectionID)]] = [:]
+    /// Open connections per IP address (only addresses with at least one).
+    private var perAddress: [String: Int] = [:]
 
     public var connectionCount: Int { connections.count }
     public var roomCount: Int { rooms.count }
@@ -43,13 +47,23 @@ public final class SignalingServerCore {
 
     // MARK: Events
 
-    public func connectionOpened(_ id: ConnectionID, now: Duration) -> [Action] {
+    /// A connection from `address` (the peer's IP address; nil when unknown) opened.
+    public func connectionOpened(_ id: ConnectionID, now: Duration, address: String? = nil) -> [Action] {
         guard connections.count < limits.maxConnections else {
             return [.send(id, .error(code: .serverFull, message: "the server has \(limits.maxConnections) connections; try again later", id: nil)), .close(id)]
         }
-        connections[id] = Connection(openedAt: now, lastActivity: now, tokens: limits.messageBurst, lastRefill: now)
+        if let address {
+            guard perAddress[address, default: 0] < limits.maxConnectionsPerAddress else {
+                return [.send(id, .error(code: .addressLimit, message: "\(address) has \(limits.maxConnectionsPerAddress) connections open", id: nil)), .close(id)]
+            }
+            perAddress[address, default: 0] += 1
+        }
+        connections[id] = Connection(openedAt: now, lastActivity: now, tokens: limits.messageBurst, lastRefill: now, address: address)
         return []
     }
+
+    /// Open connections from `address`.
+    public func connections(from address: String) -> Int { perAddress[address] ?? 0 }
 
     public func lineTooLong(_ id: ConnectionID) -> [Action] {
         [.send(id, .error(code: .lineTooLong, message: "a line is limited to \(limits.maxLineLength) bytes", id: nil)), .close(id)]
@@ -95,6 +109,10 @@ public final class SignalingServerCore {
 
     public func connectionClosed(_ id: ConnectionID) -> [Action] {
         guard let connection = connections.removeValue(forKey: id) else { return [] }
+        if let address = connection.address {
+            perAddress[address, default: 1] -= 1
+            if perAddress[address] == 0 { perAddress[address] = nil }
+        }
         return leave(connection, id: id, reason: "disconnected")
     }
 

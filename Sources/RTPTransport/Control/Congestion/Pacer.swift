@@ -35,14 +35,31 @@ public struct Pacer<Item: Sendable>: Sendable {
     private var lastTime: Int64?
     private var probe: (cluster: BandwidthEstimator.ProbeCluster, until: Int64)?
     public private(set) var queuedBytes = 0
+    /// The most packets queued at once (about 2.4 MB of full-size packets, 8 s of video at
+    /// 2.5 Mbit/s): a path that takes nothing for long (a congestion window that stays shut) or a
+    /// flood of retransmission requests cannot grow the queue without end.
+    public var maxPackets = 2048
+    /// Packets dropped at that bound, oldest of the lowest priority first. A dropped video packet
+    /// leaves a picture the receiver cannot decode: the sender should follow with a keyframe.
+    public private(set) var droppedPackets = 0
 
     public init(pacingRate: Int) { self.pacingRate = pacingRate }
 
     public var isEmpty: Bool { queues.allSatisfy(\.isEmpty) }
+    public var count: Int { queues.reduce(0) { $0 + $1.count } }
 
     public mutating func enqueue(_ item: Item, size: Int, priority: Priority, now: Int64) {
         queues[priority.rawValue].append(Entry(item: item, size: size, priority: priority, enqueued: now))
         queuedBytes += size
+        var excess = count - maxPackets
+        guard excess > 0 else { return }
+        for p in stride(from: queues.count - 1, through: 0, by: -1) where excess > 0 {
+            let n = min(excess, queues[p].count)
+            queuedBytes -= queues[p].prefix(n).reduce(0) { $0 + $1.size }
+            queues[p].removeFirst(n)
+            droppedPackets += n
+            excess -= n
+        }
     }
 
     /// How long the oldest queued packet has waited.
