@@ -17,6 +17,7 @@ let package = Package(
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        .systemLibrary(name: "CSpeexDSP", pkgConfig: "speexdsp", providers: [.apt(["libspeexdsp-dev"])]),
         // GLib's include paths, for the libnice glue below only.
         .systemLibrary(name: "CGObject", pkgConfig: "gobject-2.0", providers: [.apt(["libglib2.0-dev"])]),
         // libyuv ships no pkg-config file in Debian; the modulemap links it by name.
@@ -26,7 +27,7 @@ let package = Package(
 
         // What every module needs from the operating system: named threads.
         .target(name: "Platform", dependencies: ["CLinux"]),
-        .target(name: "Codecs", dependencies: ["COpus", "CVPX", "CYUV"]),
+        .target(name: "Codecs", dependencies: ["COpus", "CVPX", "CYUV", "CSpeexDSP"]),
         .target(name: "RTPTransport", dependencies: ["CSRTP", "CNice", "COpenSSL", "Platform"]),
         .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2", "Platform"]),

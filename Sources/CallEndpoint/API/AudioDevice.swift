@@ -82,22 +82,75 @@ final class AudioThread: Sendable {
     }
 }
 
-/// Bounded queue of stereo samples waiting to be played: keeps at most `limit` frames (older
-/// audio is dropped, so latency cannot grow), and hands out silence when it runs dry.
+/// Stereo audio waiting for the sound card, taken at the card's own pace. The card's clock and
+/// the sender's never run at quite the same rate (a few hundred ppm apart is common), so instead
+/// of dropping audio when the queue grows or playing silence when it runs dry, the queue plays
+/// slightly faster or slower through a resampler (libspeexdsp), steering its fill towards
+/// `target`. Only a jump the resampler cannot absorb (more than `limit`, after an outage) drops
+/// the oldest audio, and only a real gap in what arrives plays silence.
 struct PlayoutQueue {
-    var samples: [Int16] = []
-    let limit = AudioBlock.frames * 10 * 2
+    private(set) var samples: [Int16] = []
+    /// Fill the queue steers towards (frames): three blocks absorb the arrival jitter of 20 ms
+    /// blocks from the network and the card's periods.
+    static let target = AudioBlock.frames * 3
+    /// Past this (frames) the oldest audio goes at once, down to the target.
+    static let limit = AudioBlock.frames * 25
+    /// How far from 1 the playout rate may go: 0.5 % (5000 ppm) is far beyond any sound card's
+    /// drift, and inaudible.
+    static let maxCorrection = 0.005
+    private let resampler: AudioResampler?
+    /// Smoothed fill in frames (about 0.4 s of memory), which the rate follows.
+    private(set) var level = Double(PlayoutQueue.target)
+    private var started = false
+    /// Frames dropped at `limit`, and frames of silence played because nothing had arrived
+    /// (after playout started).
+    private(set) var droppedFrames = 0
+    private(set) var silentFrames = 0
+
+    init() { resampler = try? AudioResampler(channels: 2) }
+
+    var ratio: Double { resampler?.ratio ?? 1 }
+    var frames: Int { samples.count / 2 }
 
     mutating func append(_ block: [Int16]) {
         samples += block
-        if samples.count > limit { samples.removeFirst(samples.count - limit) }
+        if frames > Self.limit {
+            let excess = frames - Self.target
+            samples.removeFirst(excess * 2)
+            droppedFrames += excess
+            level = Double(Self.target)
+        }
     }
 
+    /// One block for the card.
     mutating func next() -> [Int16] {
-        let count = AudioBlock.frames * 2
-        guard samples.count >= count else { return [Int16](repeating: 0, count: count) }
-        defer { samples.removeFirst(count) }
-        return Array(samples.prefix(count))
+        let count = AudioBlock.frames
+        let silence = [Int16](repeating: 0, count: count * 2)
+        if !started {
+            // Fill to the target before playing, so the first late packet is not a gap.
+            guard frames >= Self.target else { return silence }
+            started = true
+            level = Double(frames)
+        }
+        level += (Double(frames) - level) / 20
+        guard let resampler else {
+            guard frames >= count else { return underrun(silence) }
+            defer { samples.removeFirst(count * 2) }
+            return Array(samples.prefix(count * 2))
+        }
+        let error = (level - Double(Self.target)) / Double(Self.target)
+        resampler.setRatio(1 + min(Self.maxCorrection, max(-Self.maxCorrection, error * 0.01)))
+        let (output, consumed) = resampler.process(samples[...], frames: count)
+        samples.removeFirst(consumed * 2)
+        guard output.count == count * 2 else { return underrun(output + silence.prefix(count * 2 - output.count)) }
+        return output
+    }
+
+    /// Nothing (or not enough) to play: silence, and fill up to the target again.
+    private mutating func underrun(_ block: [Int16]) -> [Int16] {
+        silentFrames += AudioBlock.frames
+        started = false
+        return block
     }
 }
 
