@@ -24,9 +24,13 @@ public protocol AudioDevice: AnyObject, Sendable {
     func selectPlayback(_ pcm: String) throws
     /// What it captures from and plays to, for stats and replies.
     var route: (capture: String, playback: String) { get }
+    /// How long audio queued now waits before it is heard (lip sync counts it).
+    var playoutDelay: Duration { get }
 }
 
 extension AudioDevice {
+    /// Written straight out by default (a file, nothing).
+    public var playoutDelay: Duration { .zero }
     public func selectCapture(_ pcm: String) throws {
         throw ConfigurationError("\(route.capture) cannot switch to \(pcm); start with --mic to use ALSA")
     }
@@ -243,6 +247,12 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
 
     public func play(_ samples: [Int16]) { queue.withLock { $0.append(samples) } }
 
+    /// The queue ahead of the card, and the card's own buffer (its periods).
+    public var playoutDelay: Duration {
+        let frames = queue.withLock { $0.frames } + configuration.periodFrames * configuration.periods
+        return .microseconds(Int64(frames) * 1_000_000 / Int64(AudioFrame.sampleRate))
+    }
+
     public func stopPlayout() {
         let thread = threads.withLock { t in defer { t.playback = nil }; return t.playback }
         thread?.stop()
@@ -317,7 +327,9 @@ public final class SyntheticAudioDevice: AudioDevice, @unchecked Sendable {  // 
         return parts.withLock { p in
             switch source {
             case .tone:
-                return p.tone.next(samplesPerChannel: AudioBlock.frames, captureTime: MonotonicClock.now)
+                // As a microphone's: a block is delivered once its last sample is in, so its
+                // first was taken a block earlier.
+                return p.tone.next(samplesPerChannel: AudioBlock.frames, captureTime: MonotonicClock.now - AudioBlock.period)
             case .wav(let path):
                 var chunk = p.wav?.read(samplesPerChannel: AudioBlock.frames) ?? []
                 if chunk.isEmpty && !loop { return [] }

@@ -28,6 +28,11 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var outages = 0
     /// ICE restarts since the start (after long outages and local address changes).
     public var iceRestarts = 0
+    /// Lip sync: how much later the peer's picture is shown than its sound (ms, from its sender
+    /// reports; positive: picture late), and what is held back to cancel it.
+    public var avOffsetMs: Double?
+    public var videoHoldMs: Double?
+    public var audioHoldMs: Double?
 
     /// The one-line form for a terminal.
     public var line: String {
@@ -38,6 +43,7 @@ public struct CallStatus: Sendable, Codable, Equatable {
         if let rttMs { parts.append(String(format: "RTT %.1f ms", rttMs)) }
         if let latencyMs { parts.append(String(format: "latency %.0f ms", latencyMs)) }
         if let estimateKbps { parts.append("estimate \(estimateKbps) kbit/s\(mode.map { " " + $0 } ?? "")") }
+        if let avOffsetMs { parts.append(String(format: "A/V %+.0f ms", avOffsetMs)) }
         if let candidatePair { parts.append(candidatePair) }
         if outages > 0 || sendErrors > 0 { parts.append("outages \(outages), not sent \(sendErrors)") }
         return parts.joined(separator: " | ")
@@ -67,7 +73,10 @@ extension CallStatus {
                           estimateKbps: after.sent.estimateBitrate.map { $0 / 1000 },
                           videoTargetKbps: after.sent.estimateBitrate == nil ? nil : after.sent.videoTargetBitrate / 1000,
                           mode: after.sent.mode, lastDecision: after.sent.decisions.last,
-                          sendErrors: after.sent.sendErrors, outages: after.received.outages)
+                          sendErrors: after.sent.sendErrors, outages: after.received.outages,
+                          avOffsetMs: after.received.avOffsetMs.map { ($0 * 10).rounded() / 10 },
+                          videoHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.video.rounded(),
+                          audioHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.audio.rounded())
     }
 
     private static func size(_ width: Int, _ height: Int) -> String { width == 0 ? "-" : "\(width)x\(height)" }

@@ -64,6 +64,11 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var firstFrameAt: Duration?
     /// Why receiving ended early (bye, silence), empty when it ran its course.
     public var endReason = ""
+    /// Video delay minus audio delay (capture to playout, by the sender reports), ms: positive
+    /// when the picture comes after the sound. Nil until both streams have sender reports.
+    public var avOffsetMs: Double?
+    /// What lip sync holds back to cancel that offset: the picture, the sound (ms).
+    public var lipSyncHoldMs: (video: Double, audio: Double) = (0, 0)
     /// Outages: silences longer than the idle timeout (a call goes on through them).
     public var outages = 0
     /// Since when the peer has been silent, when it is now (the time of its last packet).
@@ -102,7 +107,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         /// Smoothed NACK → retransmission time (RFC 6298 style, 1/8 gain); a receiver-only endpoint
         /// has no other RTT measure.
         var roundTripTime: Duration = .milliseconds(50)
-        var audioBuffer = AudioJitterBuffer(minimumDelay: .milliseconds(40))
+        var audioBuffer = AudioJitterBuffer(minimumDelay: MediaReceiver.audioBaseDelay)
         var nack = NACKGenerator()
         var throttle = KeyframeRequestThrottle()
         var videoStats: ReceiverStatistics?
@@ -116,7 +121,12 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         var errors: [String] = []
         var transportFeedback: TransportFeedbackGenerator?
         var lastTransportFeedback: Duration = .zero
+        var lipSync = LipSync()
+        /// What lip sync holds back now: the picture, or the sound (s).
+        var holds = (video: 0.0, audio: 0.0)
     }
+    /// The audio jitter buffer's own least delay, before lip sync adds to it.
+    static let audioBaseDelay = Duration.milliseconds(40)
     private let state: Mutex<State>
     /// Decoding and rendering, off the network thread and the lock.
     private let videoStage: VideoDecodeStage
@@ -205,6 +215,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             sendFeedback(now: now)
             if now >= nextReport {
                 sendReports(now: now)
+                alignPlayout()
                 nextReport = now + .seconds(1)
             }
         }
@@ -230,6 +241,8 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         summary.videoJitterMs = s.videoBuffer.jitterSeconds * 1000
         summary.audioRecoveredByFEC = s.audioBuffer.recoveredByFEC
         summary.audioConcealed = s.audioBuffer.concealed
+        summary.avOffsetMs = s.lipSync.offset.map { $0 * 1000 }
+        summary.lipSyncHoldMs = (s.holds.video * 1000, s.holds.audio * 1000)
         return summary
     }
 
@@ -296,7 +309,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     /// What the decode stage made of a frame (on its thread).
     private func decoded(_ outcome: VideoDecodeStage.Outcome) {
-        guard case .decoded(let picture, let isKeyframe) = outcome else {
+        guard case .decoded(let picture, let isKeyframe, let rtpTimestamp) = outcome else {
             state.withLock { s in
                 s.summary.decodeErrors += 1
                 s.needKeyframe = true
@@ -308,6 +321,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         let number = wantsNumber ? TestPatternReader.frameNumber(in: picture) : nil
         state.withLock { s in
             s.summary.framesDecoded += 1
+            s.lipSync.videoShown(rtp: rtpTimestamp, at: Date().timeIntervalSince1970)
             if s.summary.firstFrameAt == nil { s.summary.firstFrameAt = clock.now }
             if isKeyframe { s.summary.keyframes += 1 }
             if let latency { s.summary.videoLatencyMs.add(latency) }
@@ -353,6 +367,18 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         send([report] + packets, kind: .video)
     }
 
+    /// Lip sync, once a second: the stream that plays ahead waits for the other.
+    private func alignPlayout() {
+        let video = state.withLock { s -> Double? in
+            let holds = s.lipSync.holds(videoHold: s.holds.video, audioHold: s.holds.audio)
+            guard abs(holds.video - s.holds.video) > 0.005 || abs(holds.audio - s.holds.audio) > 0.005 else { return nil }
+            s.holds = holds
+            s.audioBuffer.setExtraDelay(.microseconds(Int64(holds.audio * 1e6)), base: Self.audioBaseDelay)
+            return holds.video
+        }
+        if let video { videoStage.holdTime = .microseconds(Int64(video * 1e6)) }
+    }
+
     /// A receiver report per stream heard from, every second (RFC 3550 §6.4.2).
     private func sendReports(now: Duration) {
         let (video, audio) = state.withLock { s in (s.videoStats?.makeReport(now: now), s.audioStats?.makeReport(now: now)) }
@@ -374,8 +400,14 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             for packet in packets {
                 switch packet {
                 case .senderReport(let sr):
-                    if sr.ssrc == s.videoStats?.ssrc { s.videoStats?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival) }
-                    if sr.ssrc == s.audioStats?.ssrc { s.audioStats?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival) }
+                    if sr.ssrc == s.videoStats?.ssrc {
+                        s.videoStats?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival)
+                        s.lipSync.video.senderReport(ntpTimestamp: sr.ntpTimestamp, rtpTimestamp: sr.rtpTimestamp)
+                    }
+                    if sr.ssrc == s.audioStats?.ssrc {
+                        s.audioStats?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival)
+                        s.lipSync.audio.senderReport(ntpTimestamp: sr.ntpTimestamp, rtpTimestamp: sr.rtpTimestamp)
+                    }
                 case .goodbye(let bye):
                     for source in bye.sources where source == s.videoStats?.ssrc || source == s.audioStats?.ssrc { s.goodbyes.insert(source) }
                 default: break
@@ -424,6 +456,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 guard let samples else { return }
                 if case .decode = playout { s.summary.audioDecoded += 1 }
                 speaker?.play(samples)
+                if let rtp = s.audioBuffer.lastPlayedTimestamp {
+                    // Heard once what waits in the device ahead of it has played.
+                    s.lipSync.audioPlayed(rtp: rtp, at: Date().timeIntervalSince1970 + (speaker?.playoutDelay ?? .zero).secondsDouble)
+                }
                 measureAudioLatency(samples, channels: decoder.channels, playedAt: MonotonicClock.now, state: &s)
             }
         }

@@ -45,7 +45,8 @@ extension MediaSender {
             first = false
             let now = clock.now
             state.withLock { s in
-                s.audio.record(packet, at: now)
+                // The timestamp is the block's first sample, taken one block before it was delivered.
+                s.audio.record(packet, at: now - AudioBlock.period)
                 s.stats.audioPackets += 1
                 s.stats.audioBytes += packet.serializedSize
             }

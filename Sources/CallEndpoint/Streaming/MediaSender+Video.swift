@@ -152,7 +152,7 @@ extension MediaSender {
                     let sentAt = clock.now
                     state.withLock { s in
                         s.history.store(packet, sentAt: sentAt)
-                        s.video.record(packet, at: sentAt)
+                        s.video.record(packet, at: now)  // the time the RTP timestamp says (lip sync)
                         s.stats.videoPackets += 1
                         s.stats.videoBytes += packet.serializedSize
                         let dropped = s.pacer.droppedPackets

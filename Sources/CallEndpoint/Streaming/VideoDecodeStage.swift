@@ -11,7 +11,7 @@ import Synchronization
 final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderers are used on the stage's thread only; the backlog is behind a lock
     /// What became of one frame, told to the receiver on the stage's thread.
     enum Outcome {
-        case decoded(VideoFrame, isKeyframe: Bool)
+        case decoded(VideoFrame, isKeyframe: Bool, rtpTimestamp: UInt32)
         case failed
     }
 
@@ -22,6 +22,14 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
     private let clock: StreamClock
     private let renderers: [any VideoRenderer]
     private let decoder: DecoderBox
+    /// How long each frame waits after it is complete before it is decoded and shown (µs): lip
+    /// sync holding the picture for later sound.
+    private let hold = Atomic<Int64>(0)
+
+    var holdTime: Duration {
+        get { .microseconds(hold.load(ordering: .relaxed)) }
+        set { hold.store(max(0, newValue.microseconds), ordering: .relaxed) }
+    }
 
     init(renderers: [any VideoRenderer], clock: StreamClock) throws {
         self.renderers = renderers
@@ -34,7 +42,16 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
         let (renderers, box) = (renderers, decoder)
         startThread(named: "video-decode") { [self] in
             while !stopping.load(ordering: .relaxed) || backlog.withLock({ $0.count > 0 }) {
-                guard let item = backlog.withLock({ $0.pop(now: clock.now) }) else {
+                let held = holdTime
+                // The oldest frame is due once it has waited the hold (at once when stopping).
+                if held > .zero, !stopping.load(ordering: .relaxed), let queued = backlog.withLock({ $0.oldestQueuedAt }) {
+                    let early = queued + held - clock.now
+                    if early > .zero {
+                        _ = wake.wait(timeout: .now() + .microseconds(Int(early.microseconds)))
+                        continue
+                    }
+                }
+                guard let item = backlog.withLock({ $0.pop(now: clock.now - held) }) else {
                     if stopping.load(ordering: .relaxed) { break }
                     _ = wake.wait(timeout: .now() + .milliseconds(100))
                     continue
@@ -43,7 +60,7 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
                 for renderer in renderers { renderer.renderEncoded(frame.data, rtpTimestamp: frame.rtpTimestamp, isKeyframe: frame.isKeyframe) }
                 do {
                     guard let picture = try box.decoder.decode(frame.data) else { continue }
-                    report(.decoded(picture, isKeyframe: frame.isKeyframe))
+                    report(.decoded(picture, isKeyframe: frame.isKeyframe, rtpTimestamp: frame.rtpTimestamp))
                     if item.render { for renderer in renderers { renderer.render(picture) } }
                 } catch {
                     report(.failed)

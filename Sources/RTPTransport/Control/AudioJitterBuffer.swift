@@ -30,6 +30,8 @@ public struct AudioJitterBuffer: Sendable {
     private var lastTransit: Double?
     private var newest: Int64 = .min
     private var lastPlayed: Int64?
+    /// The newest packet's sequence and RTP timestamp, from which played frames' timestamps follow.
+    private var anchor: (sequence: Int64, timestamp: UInt32)?
 
     /// Frames concealed in a row with nothing newer received: past `maxUnderrunConcealment` the
     /// stream has paused or ended, and the buffer goes back to buffering instead of inventing audio.
@@ -84,6 +86,7 @@ public struct AudioJitterBuffer: Sendable {
         }
         lastTransit = transit
         packets[sequence] = packet.payload
+        if sequence >= newest { anchor = (sequence, packet.timestamp) }
         newest = max(newest, sequence)
         if next == nil { next = sequence }
         if let expected = next, newest - expected >= Self.capacity {
@@ -92,6 +95,22 @@ public struct AudioJitterBuffer: Sendable {
             packets = packets.filter { $0.key >= keepFrom }
             next = keepFrom
         }
+    }
+
+    /// The RTP timestamp of the frame played last (frames of `frameDuration` each).
+    public var lastPlayedTimestamp: UInt32? {
+        guard let anchor, let lastPlayed else { return nil }
+        return anchor.timestamp &- UInt32(truncatingIfNeeded: (anchor.sequence - lastPlayed) * Int64(samplesPerFrame))
+    }
+
+    /// Delay added on top of the jitter's own (lip sync holding audio for a later picture). A
+    /// larger one pauses playout until that much more is buffered; a smaller one is caught up
+    /// by skipping a frame at a time.
+    public mutating func setExtraDelay(_ extra: Duration, base: Duration) {
+        let old = minimumDelay
+        minimumDelay = base + extra
+        maximumDelay = max(maximumDelay, minimumDelay)
+        if minimumDelay - old > frameDuration { started = false }
     }
 
     /// What to play for the next frame period.

@@ -18,6 +18,8 @@ public struct DecodeBacklog: Sendable {
         public var frame: VideoJitterBuffer.Frame
         /// Render the picture once decoded (false: decode only, to keep the reference chain).
         public var render: Bool
+        /// When the frame was complete and queued.
+        public var queuedAt: Duration = .zero
     }
 
     public var maximumWait: Duration
@@ -51,7 +53,11 @@ public struct DecodeBacklog: Sendable {
         waiting.append((frame, now))
     }
 
-    /// The next frame to decode, or nil when none is waiting.
+    /// When the oldest waiting frame was queued.
+    public var oldestQueuedAt: Duration? { waiting.first?.queuedAt }
+
+    /// The next frame to decode, or nil when none is waiting. A frame held back on purpose (lip
+    /// sync) is not late: pass `now` less the hold.
     public mutating func pop(now: Duration) -> Item? {
         if let oldest = waiting.first, now - oldest.queuedAt > maximumWait {
             if let keyframe = waiting.lastIndex(where: { $0.frame.isKeyframe }) {
@@ -68,6 +74,6 @@ public struct DecodeBacklog: Sendable {
         let next = waiting.removeFirst()
         let render = waiting.isEmpty || now - next.queuedAt < renderWait
         if !render { picturesNotRendered += 1 }
-        return Item(frame: next.frame, render: render)
+        return Item(frame: next.frame, render: render, queuedAt: next.queuedAt)
     }
 }

@@ -1,0 +1,89 @@
+/// Audio and video played in step (RFC 3550 §6.4.1, as RFC 7273 leaves it for the common case):
+/// each stream's sender reports pair an RTP timestamp with the sender's wall clock (NTP), so the
+/// receiver knows when, by the sender's clock, the sample it plays was taken. Played now, its
+/// delay is the receiver's clock minus that; the two clocks' offset is the same for both streams
+/// and cancels in the difference. The difference of the two delays is the A/V offset (positive:
+/// the picture comes later than the sound), and whichever stream runs ahead is held back by it.
+/// Pure: times are passed in (Unix seconds on the receiver's wall clock).
+public struct LipSync: Sendable {
+    /// One stream's latest sender report: its RTP timestamp and the sender's wall clock then.
+    public struct SenderClock: Sendable, Equatable {
+        public let clockRate: Double
+        public private(set) var reference: (rtp: UInt32, seconds: Double)?
+
+        public init(clockRate: Double) { self.clockRate = clockRate }
+
+        public mutating func senderReport(ntpTimestamp: UInt64, rtpTimestamp: UInt32) {
+            reference = (rtpTimestamp, LipSync.seconds(ntp: ntpTimestamp))
+        }
+
+        /// The sender's wall-clock time at which `rtp` was taken.
+        public func senderTime(of rtp: UInt32) -> Double? {
+            guard let reference else { return nil }
+            return reference.seconds + Double(Int32(bitPattern: rtp &- reference.rtp)) / clockRate
+        }
+
+        public static func == (a: SenderClock, b: SenderClock) -> Bool {
+            a.clockRate == b.clockRate && a.reference?.rtp == b.reference?.rtp && a.reference?.seconds == b.reference?.seconds
+        }
+    }
+
+    public var video = SenderClock(clockRate: 90_000)
+    public var audio = SenderClock(clockRate: 48_000)
+    /// Smoothed delays (s) from capture by the sender's clock to playout by ours.
+    public private(set) var videoDelay: Double?
+    public private(set) var audioDelay: Double?
+    /// Offsets below this are left alone (a frame interval and a half at 30 fps is 50 ms; the
+    /// ear notices sound ahead of the picture from about 45 ms, ITU-R BT.1359).
+    public var tolerance = 0.015
+    /// The most either stream is held back.
+    public var maximumHold = 0.5
+
+    public init() {}
+
+    /// Video delay minus audio delay, in seconds, once both are known.
+    public var offset: Double? {
+        guard let videoDelay, let audioDelay else { return nil }
+        return videoDelay - audioDelay
+    }
+
+    /// A picture with RTP timestamp `rtp` is shown at `now`.
+    public mutating func videoShown(rtp: UInt32, at now: Double) {
+        guard let taken = video.senderTime(of: rtp) else { return }
+        videoDelay = Self.smooth(videoDelay, now - taken)
+    }
+
+    /// Audio with RTP timestamp `rtp` is heard at `now` (played, plus what waits in the device).
+    public mutating func audioPlayed(rtp: UInt32, at now: Double) {
+        guard let taken = audio.senderTime(of: rtp) else { return }
+        audioDelay = Self.smooth(audioDelay, now - taken)
+    }
+
+    /// How much longer to hold video (s) and to delay audio (s) on top of what each already waits,
+    /// given the holds in force now: the early stream waits for the late one.
+    public func holds(videoHold: Double, audioHold: Double) -> (video: Double, audio: Double) {
+        guard let videoDelay, let audioDelay else { return (videoHold, audioHold) }
+        // The delays measured include the holds; what each stream needs without them:
+        let bareVideo = videoDelay - videoHold, bareAudio = audioDelay - audioHold
+        let difference = bareVideo - bareAudio
+        var wanted = (video: 0.0, audio: 0.0)
+        if difference > tolerance {
+            wanted.audio = min(maximumHold, difference)
+        } else if difference < -tolerance {
+            wanted.video = min(maximumHold, -difference)
+        }
+        // Change only when the offset now is outside the tolerance, so the holds do not hunt.
+        guard abs(videoDelay - audioDelay) > tolerance else { return (videoHold, audioHold) }
+        return wanted
+    }
+
+    static func seconds(ntp: UInt64) -> Double {
+        Double(ntp >> 32) - Double(NTPTime.unixOffset) + Double(ntp & 0xffff_ffff) / 4_294_967_296
+    }
+
+    /// An exponential average over about 16 samples; the first sample starts it.
+    private static func smooth(_ old: Double?, _ new: Double) -> Double {
+        guard let old else { return new }
+        return old + (new - old) / 16
+    }
+}
