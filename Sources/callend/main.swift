@@ -31,6 +31,8 @@ let mainHelp = """
                       depacketize, against the same path without SRTP
       bench congestion (root) callend and an aiortc pair through a tbf bottleneck whose capacity
                       follows RFC 8867 §5.1: utilization, queueing delay, loss, reaction times, ratios
+      bench soak      (root) one long call through a router with random loss and a blackout every
+                      few minutes: memory growth, CPU, frames lost, freezes, A/V offset, outages
       bench delay-relay (root) a TUN device that holds every packet for a fixed delay (used by
                       'bench congestion --delay')
       bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and
@@ -58,6 +60,20 @@ let benchCodecsHelp = """
       --sizes LIST        clip sizes (default 640x480,1280x720)
       --audio-seconds S   length of the Opus clip (default 60)
       --work-dir DIR      keep clips and outputs in DIR (default: a temporary folder, removed)
+    """
+
+let benchSoakHelp = """
+    usage: callend bench soak --minutes M [--loss PERCENT] [--blackout-every S] [--blackout-seconds S] [--out DIR]
+
+    Root: makes namespaces A and B joined through router R, runs 'callend serve' in A and a call
+    between 'callend join' in A and in B (640x480@30 test pattern and tone both ways) for M
+    minutes while R drops PERCENT (default 5) of every packet it forwards at random and, every S
+    seconds (default 300), drops everything for --blackout-seconds (default 10) through
+    blackhole routes. Prints per side: resident memory after a minute of warm-up and at the end,
+    CPU in cores, frames decoded against frames the peer sent, freezes of 300 ms or more (and
+    those outside outages), outages and ICE restarts, the A/V offset by the sender reports and by
+    the capture stamps in picture and tone (first minute, last minute, range outside outages),
+    and the seconds to full motion after each blackout. --out keeps the endpoints' logs there.
     """
 
 let benchCallHelp = """
@@ -161,12 +177,38 @@ do {
             print(CallBenchmark.format(try bench.run(), calls: calls, seconds: seconds))
         case "congestion": try runBenchCongestion(&args)
         case "delay-relay": try runBenchDelayRelay(&args)
+        case "soak":
+            if args.flag("--help") || args.flag("-h") { print(benchSoakHelp); break }
+            guard let minutesText = try args.value("--minutes") else { throw UsageError(description: "bench soak needs --minutes M") }
+            guard let minutes = Double(minutesText), minutes >= 1, minutes <= 100_000 else {
+                throw UsageError(description: "--minutes takes a number of minutes from 1, not '\(minutesText)'")
+            }
+            let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+            var options = SoakBenchmark.Options(minutes: minutes, executable: executable)
+            if let loss = try args.value("--loss") {
+                guard let value = Double(loss), (0...50).contains(value) else { throw UsageError(description: "--loss takes a percentage 0 ... 50, not '\(loss)'") }
+                options.lossPercent = value
+            }
+            if let every = try args.integer("--blackout-every", in: 30...86_400) { options.blackoutEvery = Double(every) }
+            if let length = try args.integer("--blackout-seconds", in: 1...600) { options.blackoutSeconds = Double(length) }
+            options.outputDirectory = try args.value("--out")
+            try args.finish(command: "bench soak")
+            let bench = SoakBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
+            // Ctrl-C ends the run early with what it measured, and the namespaces go with it.
+            for sig in [SIGINT, SIGTERM] {
+                signal(sig, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+                source.setEventHandler { bench.stop() }
+                source.resume()
+                signalSources.append(source)
+            }
+            print(SoakBenchmark.format(try bench.run()))
         case "rtp":
             if args.flag("--help") || args.flag("-h") { print(benchRTPHelp); break }
             let packets = try args.integer("--packets", in: 1000...10_000_000) ?? 200_000
             try args.finish(command: "bench rtp")
             print(RTPBenchmark.format(try RTPBenchmark(packets: packets).run()))
-        default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, congestion, delay-relay, signaling, rtp")
+        default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, congestion, delay-relay, signaling, soak, rtp")
         }
     default:
         throw UsageError(description: "unknown command '\(command)'; see 'callend --help'")

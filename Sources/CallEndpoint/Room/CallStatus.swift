@@ -31,6 +31,11 @@ public struct CallStatus: Sendable, Codable, Equatable {
     /// Lip sync: how much later the peer's picture is shown than its sound (ms, from its sender
     /// reports; positive: picture late), and what is held back to cancel it.
     public var avOffsetMs: Double?
+    /// Capture-to-playout of the sound in this interval (ms), where the peer's audio carries the
+    /// synthetic tone's timing marks; `latencyMs` is the same for the picture.
+    public var audioLatencyMs: Double?
+    /// Pictures that came 300 ms or more after the one before, since the start.
+    public var freezes = 0
     public var videoHoldMs: Double?
     public var audioHoldMs: Double?
 
@@ -61,6 +66,7 @@ extension CallStatus {
         let audioBytes = after.sent.audioBytes - (before?.sent.audioBytes ?? 0)
         let frames = after.received.framesDecoded - (before?.received.framesDecoded ?? 0)
         let newLatencies = before.map { after.received.videoLatencyMs.subtracting($0.received.videoLatencyMs) } ?? after.received.videoLatencyMs
+        let newAudio = before.map { after.received.audioLatencyMs.subtracting($0.received.audioLatencyMs) } ?? after.received.audioLatencyMs
         return CallStatus(seconds: after.sent.elapsed.secondsValueForStatus, participant: participant,
                           sentVideoKbps: Double(videoBytes * 8) / interval / 1000, sentAudioKbps: Double(audioBytes * 8) / interval / 1000,
                           receivedFps: Double(frames) / interval, framesDecoded: after.received.framesDecoded,
@@ -75,6 +81,7 @@ extension CallStatus {
                           mode: after.sent.mode, lastDecision: after.sent.decisions.last,
                           sendErrors: after.sent.sendErrors, outages: after.received.outages,
                           avOffsetMs: after.received.avOffsetMs.map { ($0 * 10).rounded() / 10 },
+                          audioLatencyMs: newAudio.percentile(0.5), freezes: after.received.freezes,
                           videoHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.video.rounded(),
                           audioHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.audio.rounded())
     }

@@ -67,6 +67,12 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     /// Video delay minus audio delay (capture to playout, by the sender reports), ms: positive
     /// when the picture comes after the sound. Nil until both streams have sender reports.
     public var avOffsetMs: Double?
+    /// Pictures that came 300 ms or more after the one before (a viewer sees the video stop),
+    /// and the longest such wait.
+    public var freezes = 0
+    public var longestFreeze: Duration = .zero
+    /// When the last picture was decoded.
+    public var lastFrameAt: Duration?
     /// What lip sync holds back to cancel that offset: the picture, the sound (ms).
     public var lipSyncHoldMs: (video: Double, audio: Double) = (0, 0)
     /// Outages: silences longer than the idle timeout (a call goes on through them).
@@ -321,6 +327,12 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         let number = wantsNumber ? TestPatternReader.frameNumber(in: picture) : nil
         state.withLock { s in
             s.summary.framesDecoded += 1
+            let at = clock.now
+            if let last = s.summary.lastFrameAt, at - last >= .milliseconds(300) {
+                s.summary.freezes += 1
+                s.summary.longestFreeze = max(s.summary.longestFreeze, at - last)
+            }
+            s.summary.lastFrameAt = at
             s.lipSync.videoShown(rtp: rtpTimestamp, at: Date().timeIntervalSince1970)
             if s.summary.firstFrameAt == nil { s.summary.firstFrameAt = clock.now }
             if isKeyframe { s.summary.keyframes += 1 }
