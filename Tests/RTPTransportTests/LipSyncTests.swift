@@ -13,26 +13,34 @@ struct LipSyncTests {
     }
     let skew = 3.0
 
-    @Test func aLatePictureHoldsTheSoundBack() {
-        var sync = reported()
-        // A picture taken at +1 s is shown 120 ms later; sound taken at +1 s is heard 40 ms later.
+    /// Pictures shown `video` s and sound heard `audio` s after capture, for a second from `t`.
+    func feed(_ sync: inout LipSync, from t: Double, video: Double, audio: Double) {
         for i in 0..<50 {
-            let t = 1.0 + Double(i) * 0.02
-            sync.videoShown(rtp: (UInt32.max - 4_500) &+ UInt32(t * 90_000), at: 1_800_000_000 + t + 0.120 + skew)
-            sync.audioPlayed(rtp: 1_000 &+ UInt32(t * 48_000), at: 1_800_000_000 + t + 0.040 + skew)
+            let at = t + Double(i) * 0.02
+            sync.videoShown(rtp: (UInt32.max - 4_500) &+ UInt32(at * 90_000), at: 1_800_000_000 + at + video + skew)
+            sync.audioPlayed(rtp: 1_000 &+ UInt32(at * 48_000), at: 1_800_000_000 + at + audio + skew)
         }
+    }
+
+    @Test func aLatePictureHoldsTheSoundBackInSteps() {
+        var sync = reported()
+        // The picture takes 120 ms from capture to screen, the sound 40 ms to the speaker.
+        feed(&sync, from: 1, video: 0.120, audio: 0.040)
         #expect(abs(sync.offset! - 0.080) < 0.001)
-        let holds = sync.holds(videoHold: 0, audioHold: 0)
-        #expect(holds.video == 0 && abs(holds.audio - 0.080) < 0.001)
-        // With the sound held 80 ms the two line up, and the holds stay as they are.
-        for i in 0..<200 {
-            let t = 2.0 + Double(i) * 0.02
-            sync.videoShown(rtp: (UInt32.max - 4_500) &+ UInt32(t * 90_000), at: 1_800_000_000 + t + 0.120 + skew)
-            sync.audioPlayed(rtp: 1_000 &+ UInt32(t * 48_000), at: 1_800_000_000 + t + 0.120 + skew)
+        var holds = (video: 0.0, audio: 0.0)
+        var steps: [Double] = []
+        for second in 2..<10 {
+            holds = sync.holds(videoHold: holds.video, audioHold: holds.audio)
+            steps.append(holds.audio)
+            // The sound now waits that much longer; the smoothing follows within the second.
+            for _ in 0..<4 { feed(&sync, from: Double(second), video: 0.120, audio: 0.040 + holds.audio) }
         }
-        #expect(abs(sync.offset!) < 0.001)
-        let kept = sync.holds(videoHold: 0, audioHold: holds.audio)
-        #expect(kept.video == 0 && kept.audio == holds.audio)
+        #expect(holds.video == 0 && abs(holds.audio - 0.080) < 0.001, "\(holds)")
+        #expect(abs(steps[0] - sync.maximumStep) < 0.001, "no jump: \(steps)")
+        #expect(abs(sync.offset!) < 0.002)
+        // Lined up, the holds stay as they are.
+        let kept = sync.holds(videoHold: holds.video, audioHold: holds.audio)
+        #expect(kept.video == holds.video && kept.audio == holds.audio)
     }
 
     @Test func earlyPicturesWaitForTheSoundAndHoldsAreBounded() {
@@ -42,8 +50,9 @@ struct LipSyncTests {
             sync.videoShown(rtp: (UInt32.max - 4_500) &+ UInt32(t * 90_000), at: 1_800_000_000 + t + 0.030 + skew)
             sync.audioPlayed(rtp: 1_000 &+ UInt32(t * 48_000), at: 1_800_000_000 + t + 2.0 + skew)
         }
-        let holds = sync.holds(videoHold: 0, audioHold: 0)
-        #expect(holds.audio == 0 && holds.video == sync.maximumHold, "never more than \(sync.maximumHold) s")
+        var holds = (video: 0.0, audio: 0.0)
+        for _ in 0..<20 { holds = sync.holds(videoHold: holds.video, audioHold: holds.audio) }
+        #expect(holds.audio == 0 && abs(holds.video - sync.maximumHold) < 1e-9, "never more than \(sync.maximumHold) s: \(holds)")
         // Within the tolerance nothing is held.
         var close = reported()
         close.videoShown(rtp: (UInt32.max - 4_500) &+ 90_000, at: 1_800_000_001.050)

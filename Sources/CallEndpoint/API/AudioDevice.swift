@@ -170,7 +170,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     public let configuration: AudioRoute
     private let capturePCM = Mutex<Handle?>(nil)
     private let playbackPCM = Mutex<Handle?>(nil)
-    private let captureSink = Mutex<(@Sendable ([Int16]) -> Void)?>(nil)
+    private let captureSink = LockedCallback<[Int16]>()
     private let queue = Mutex(PlayoutQueue())
     private let threads = Mutex<(capture: AudioThread?, playback: AudioThread?)>((nil, nil))
     /// The last error of each side (a device that went away, say), for stats.
@@ -212,7 +212,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     public func selectPlayback(_ pcm: String) throws { try install(playback: pcm) }
 
     public func startCapture(_ deliver: @escaping @Sendable ([Int16]) -> Void) throws {
-        captureSink.withLock { $0 = deliver }
+        captureSink.set(deliver)
         try threads.withLock { t in
             guard t.capture == nil else { return }
             guard capturePCM.withLock({ $0 }) != nil else { throw ConfigurationError("no capture PCM in the audio route") }
@@ -220,7 +220,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
                 // Holding the lock across the read keeps a switch from closing the PCM under it.
                 let result = capturePCM.withLock { h in Result { try h?.pcm.read(frames: AudioBlock.frames) } }
                 switch result {
-                case .success(let samples?): captureSink.withLock { $0 }?(samples)
+                case .success(let samples?): captureSink(samples)
                 case .success(nil): break
                 case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
                 }
@@ -278,7 +278,7 @@ public final class SyntheticAudioDevice: AudioDevice, @unchecked Sendable {  // 
     public let outputPath: String?
     public let captureChannels: Int
     private let parts: Mutex<(tone: MarkedToneSource, wav: WAVReader?, writer: WAVWriter?)>
-    private let captureSink = Mutex<(@Sendable ([Int16]) -> Void)?>(nil)
+    private let captureSink = LockedCallback<[Int16]>()
     private let queue = Mutex(PlayoutQueue())
     private let threads = Mutex<(capture: AudioThread?, playback: AudioThread?)>((nil, nil))
 
@@ -312,12 +312,12 @@ public final class SyntheticAudioDevice: AudioDevice, @unchecked Sendable {  // 
     }
 
     public func startCapture(_ deliver: @escaping @Sendable ([Int16]) -> Void) throws {
-        captureSink.withLock { $0 = deliver }
+        captureSink.set(deliver)
         threads.withLock { t in
             guard t.capture == nil else { return }
             t.capture = AudioThread(name: "synthetic-capture") { [self] in
                 let block = nextBlock()
-                captureSink.withLock { $0 }?(block)
+                captureSink(block)
             }
         }
     }

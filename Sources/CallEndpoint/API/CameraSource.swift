@@ -84,7 +84,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     public static func supportedFormats(for device: CaptureDevice) -> [CameraMode] { device.modes }
 
     private let capturer = Mutex<(any Capturer)?>(nil)
-    private let sink = Mutex<(@Sendable (CameraOutput) -> Void)?>(nil)
+    private let sink = LockedCallback<CameraOutput>()
     private let running = Atomic<Bool>(false)
     private let current = Mutex<(input: CameraInput, width: Int, height: Int, frameRate: Double, modes: [CameraMode])>((.pattern(width: 0, height: 0, frameRate: 0), 0, 0, 0, []))
     /// Whether a Y4M file starts again at its end (a call) or ends the source (`callend send`).
@@ -131,18 +131,18 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
 
     /// Starts delivering to `sink` (on the capture thread); a second call replaces the sink.
     public func start(_ sink: @escaping @Sendable (CameraOutput) -> Void) {
-        self.sink.withLock { $0 = sink }
+        self.sink.set(sink)
         guard !running.exchange(true, ordering: .relaxed) else { return }
         if let c = capturer.withLock({ $0 }) { start(c) }
     }
 
     /// Stops delivering (the capture goes on, for the next media session of a call).
-    public func detach() { sink.withLock { $0 = nil } }
+    public func detach() { sink.set(nil) }
 
     public func stop() {
         guard running.exchange(false, ordering: .relaxed) else { return }
         capturer.withLock { $0 }?.stop()
-        sink.withLock { $0 = nil }
+        sink.set(nil)
     }
 
     deinit { capturer.withLock { $0 }?.stop() }
@@ -155,7 +155,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
 
     private func deliver(_ output: CameraOutput) {
         if case .modeChanged(let w, let h, let r) = output { current.withLock { ($0.width, $0.height, $0.frameRate) = (w, h, r) } }
-        sink.withLock { $0 }?(output)
+        sink(output)
     }
 
     private func record(_ input: CameraInput, _ c: any Capturer) {

@@ -468,7 +468,9 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 guard let samples else { return }
                 if case .decode = playout { s.summary.audioDecoded += 1 }
                 speaker?.play(samples)
-                if let rtp = s.audioBuffer.lastPlayedTimestamp {
+                // Only sound that came from the stream says when it was taken: concealment
+                // during an outage would pin a stale timestamp to a later and later time.
+                if case .conceal = playout {} else if let rtp = s.audioBuffer.lastPlayedTimestamp {
                     // Heard once what waits in the device ahead of it has played.
                     s.lipSync.audioPlayed(rtp: rtp, at: Date().timeIntervalSince1970 + (speaker?.playoutDelay ?? .zero).secondsDouble)
                 }

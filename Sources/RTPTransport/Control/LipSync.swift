@@ -38,6 +38,9 @@ public struct LipSync: Sendable {
     public var tolerance = 0.015
     /// The most either stream is held back.
     public var maximumHold = 0.5
+    /// The most a hold changes in one step (steps come once a second): a picture held 300 ms
+    /// longer at once is a frozen picture, and sound held longer is a gap of silence.
+    public var maximumStep = 0.05
 
     public init() {}
 
@@ -59,8 +62,8 @@ public struct LipSync: Sendable {
         audioDelay = Self.smooth(audioDelay, now - taken)
     }
 
-    /// How much longer to hold video (s) and to delay audio (s) on top of what each already waits,
-    /// given the holds in force now: the early stream waits for the late one.
+    /// How long to hold video (s) and to delay audio (s) on top of what each already waits, given
+    /// the holds in force now: the early stream waits for the late one, reached in steps.
     public func holds(videoHold: Double, audioHold: Double) -> (video: Double, audio: Double) {
         guard let videoDelay, let audioDelay else { return (videoHold, audioHold) }
         // The delays measured include the holds; what each stream needs without them:
@@ -74,7 +77,8 @@ public struct LipSync: Sendable {
         }
         // Change only when the offset now is outside the tolerance, so the holds do not hunt.
         guard abs(videoDelay - audioDelay) > tolerance else { return (videoHold, audioHold) }
-        return wanted
+        func step(_ from: Double, _ to: Double) -> Double { from + min(maximumStep, max(-maximumStep, to - from)) }
+        return (step(videoHold, wanted.video), step(audioHold, wanted.audio))
     }
 
     static func seconds(ntp: UInt64) -> Double {
