@@ -30,7 +30,7 @@ struct LipSyncTests {
         var holds = (video: 0.0, audio: 0.0)
         var steps: [Double] = []
         for second in 2..<10 {
-            holds = sync.holds(videoHold: holds.video, audioHold: holds.audio)
+            holds = sync.adjust(videoHold: holds.video, audioHold: holds.audio)
             steps.append(holds.audio)
             // The sound now waits that much longer; the smoothing follows within the second.
             for _ in 0..<4 { feed(&sync, from: Double(second), video: 0.120, audio: 0.040 + holds.audio) }
@@ -41,6 +41,11 @@ struct LipSyncTests {
         // Lined up, the holds stay as they are.
         let kept = sync.holds(videoHold: holds.video, audioHold: holds.audio)
         #expect(kept.video == holds.video && kept.audio == holds.audio)
+        // Pictures a second late for a while (a sender's queue let go after an outage) say
+        // nothing of the pipeline: the holds stay.
+        for second in 10..<13 { feed(&sync, from: Double(second), video: 1.2, audio: 0.040 + holds.audio) }
+        let after = sync.adjust(videoHold: holds.video, audioHold: holds.audio)
+        #expect(after.video == holds.video && after.audio == holds.audio, "\(after)")
     }
 
     @Test func earlyPicturesWaitForTheSoundAndHoldsAreBounded() {
@@ -51,7 +56,10 @@ struct LipSyncTests {
             sync.audioPlayed(rtp: 1_000 &+ UInt32(t * 48_000), at: 1_800_000_000 + t + 2.0 + skew)
         }
         var holds = (video: 0.0, audio: 0.0)
-        for _ in 0..<20 { holds = sync.holds(videoHold: holds.video, audioHold: holds.audio) }
+        for second in 2..<22 {
+            holds = sync.adjust(videoHold: holds.video, audioHold: holds.audio)
+            feed(&sync, from: Double(second), video: 0.030 + holds.video, audio: 2.0)
+        }
         #expect(holds.audio == 0 && abs(holds.video - sync.maximumHold) < 1e-9, "never more than \(sync.maximumHold) s: \(holds)")
         // Within the tolerance nothing is held.
         var close = reported()

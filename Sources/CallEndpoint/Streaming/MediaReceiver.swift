@@ -382,7 +382,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     /// Lip sync, once a second: the stream that plays ahead waits for the other.
     private func alignPlayout() {
         let video = state.withLock { s -> Double? in
-            let holds = s.lipSync.holds(videoHold: s.holds.video, audioHold: s.holds.audio)
+            let holds = s.lipSync.adjust(videoHold: s.holds.video, audioHold: s.holds.audio)
             guard abs(holds.video - s.holds.video) > 0.005 || abs(holds.audio - s.holds.audio) > 0.005 else { return nil }
             s.holds = holds
             s.audioBuffer.setExtraDelay(.microseconds(Int64(holds.audio * 1e6)), base: Self.audioBaseDelay)

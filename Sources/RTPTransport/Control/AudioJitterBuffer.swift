@@ -21,6 +21,8 @@ public struct AudioJitterBuffer: Sendable {
     public let samplesPerFrame: UInt32
     public var minimumDelay: Duration
     public var maximumDelay: Duration
+    /// The cap the jitter's own delay had before lip sync added to it.
+    private let jitterCap: Duration
 
     private var unwrapper = SequenceUnwrapper()
     private var packets: [Int64: [UInt8]] = [:]
@@ -50,6 +52,7 @@ public struct AudioJitterBuffer: Sendable {
         self.samplesPerFrame = UInt32(frameDuration.components.attoseconds / 1_000_000_000_000_000 * 48 + frameDuration.components.seconds * 48_000)
         self.minimumDelay = minimumDelay
         self.maximumDelay = maximumDelay
+        self.jitterCap = maximumDelay
     }
 
     public var targetDelay: Duration {
@@ -109,7 +112,7 @@ public struct AudioJitterBuffer: Sendable {
     public mutating func setExtraDelay(_ extra: Duration, base: Duration) {
         let old = minimumDelay
         minimumDelay = base + extra
-        maximumDelay = max(maximumDelay, minimumDelay)
+        maximumDelay = max(jitterCap, minimumDelay)
         if minimumDelay - old > frameDuration { started = false }
     }
 

@@ -30,9 +30,30 @@ public struct LipSync: Sendable {
 
     public var video = SenderClock(clockRate: 90_000)
     public var audio = SenderClock(clockRate: 48_000)
-    /// Smoothed delays (s) from capture by the sender's clock to playout by ours.
-    public private(set) var videoDelay: Double?
-    public private(set) var audioDelay: Double?
+    /// Delays (s) from capture by the sender's clock to playout by ours: the least of the last
+    /// few seconds, which is the pipeline's own delay. A late picture (one retransmitted, or one
+    /// a sender's queue held through an outage) says nothing about the pipeline, and following
+    /// it would delay the sound for seconds after every outage.
+    public var videoDelay: Double? { videoWindow.minimum }
+    public var audioDelay: Double? { audioWindow.minimum }
+    private var videoWindow = SlidingMinimum()
+    private var audioWindow = SlidingMinimum()
+
+    /// The least value over the last `seconds` whole seconds (and the current one), in fixed memory.
+    struct SlidingMinimum: Sendable {
+        static let seconds = 5
+        private var minima: [(second: Int64, value: Double)] = []
+        mutating func add(_ value: Double, at time: Double) {
+            let second = Int64(time.rounded(.down))
+            minima.removeAll { $0.second <= second - Int64(Self.seconds) }
+            if let last = minima.last, last.second == second {
+                minima[minima.count - 1].value = min(last.value, value)
+            } else {
+                minima.append((second, value))
+            }
+        }
+        var minimum: Double? { minima.map(\.value).min() }
+    }
     /// Offsets below this are left alone (a frame interval and a half at 30 fps is 50 ms; the
     /// ear notices sound ahead of the picture from about 45 ms, ITU-R BT.1359).
     public var tolerance = 0.015
@@ -53,13 +74,22 @@ public struct LipSync: Sendable {
     /// A picture with RTP timestamp `rtp` is shown at `now`.
     public mutating func videoShown(rtp: UInt32, at now: Double) {
         guard let taken = video.senderTime(of: rtp) else { return }
-        videoDelay = Self.smooth(videoDelay, now - taken)
+        videoWindow.add(now - taken, at: now)
     }
 
     /// Audio with RTP timestamp `rtp` is heard at `now` (played, plus what waits in the device).
     public mutating func audioPlayed(rtp: UInt32, at now: Double) {
         guard let taken = audio.senderTime(of: rtp) else { return }
-        audioDelay = Self.smooth(audioDelay, now - taken)
+        audioWindow.add(now - taken, at: now)
+    }
+
+    /// The next holds, given those in force now, and measuring afresh the stream whose hold
+    /// changes (its delays so far were under the old hold).
+    public mutating func adjust(videoHold: Double, audioHold: Double) -> (video: Double, audio: Double) {
+        let next = holds(videoHold: videoHold, audioHold: audioHold)
+        if next.video != videoHold { videoWindow = SlidingMinimum() }
+        if next.audio != audioHold { audioWindow = SlidingMinimum() }
+        return next
     }
 
     /// How long to hold video (s) and to delay audio (s) on top of what each already waits, given
@@ -85,9 +115,4 @@ public struct LipSync: Sendable {
         Double(ntp >> 32) - Double(NTPTime.unixOffset) + Double(ntp & 0xffff_ffff) / 4_294_967_296
     }
 
-    /// An exponential average over about 16 samples; the first sample starts it.
-    private static func smooth(_ old: Double?, _ new: Double) -> Double {
-        guard let old else { return new }
-        return old + (new - old) / 16
-    }
 }
