@@ -88,6 +88,26 @@ import Testing
         #expect(step?.cause == "loss", "\(String(describing: step))")
     }
 
+    /// Loss near the threshold (or a loss window a cut has just reset) turned FEC on and off at
+    /// every update; now it stays on for five seconds after the last lossy update.
+    @Test func fecDoesNotFlapWithLossNearTheThreshold() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 2_000_000)
+        var now = Duration.zero
+        var flips = 0
+        for i in 0..<200 {  // 10 s of updates every 50 ms, loss alternating just above and at zero
+            now += .milliseconds(50)
+            let made = controller.update(estimate: 2_000_000, lossFraction: i % 2 == 0 ? 0.02 : 0, cause: "increase", now: now)
+            flips += made.filter { $0.change == "fec" }.count
+        }
+        #expect(flips == 1, "FEC turned on once and stayed: \(flips) changes")
+        #expect(controller.fecLossPercent == 2)
+        for _ in 0..<120 {  // then 6 s without loss: off once
+            now += .milliseconds(50)
+            flips += controller.update(estimate: 2_000_000, lossFraction: 0, cause: "increase", now: now).filter { $0.change == "fec" }.count
+        }
+        #expect(flips == 2 && controller.fecLossPercent == 0)
+    }
+
     @Test func anEstimateSwingingAroundAThresholdDoesNotFlap() {
         var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 800_000)
         var now: Duration = .zero

@@ -118,6 +118,11 @@ public struct EncodingController: Sendable {
     /// the video target has grown by half since (the rate, not the picture, was the problem).
     private var ceiling: (rung: Int, until: Duration, liftAbove: Int?)?
     private var lastEstimate = 0
+    /// The last time the loss called for FEC: it stays on for `fecHold` after, so a loss rate
+    /// near the threshold (or a loss window reset by a cut) does not turn it on and off every
+    /// update (a soak at 5 % loss logged 20 such flips a second).
+    private var lastLossy: Duration?
+    static let fecHold: Duration = .seconds(5)
 
     public init(ladder: ModeLadder, maxVideoBitrate: Int, startBitrate: Int) {
         self.ladder = ladder
@@ -144,7 +149,12 @@ public struct EncodingController: Sendable {
             record("audio-bitrate", "\(audioBitrate / 1000)k", "\(audio / 1000)k")
             audioBitrate = audio
         }
-        let fec = lossFraction > 0.01 ? min(30, Int((lossFraction * 100).rounded(.up))) : 0
+        var fec = lossFraction > 0.01 ? min(30, Int((lossFraction * 100).rounded(.up))) : 0
+        if fec > 0 {
+            lastLossy = now
+        } else if fecLossPercent > 0, let lastLossy, now - lastLossy < Self.fecHold {
+            fec = fecLossPercent
+        }
         if (fec == 0) != (fecLossPercent == 0) { record("fec", "\(fecLossPercent)%", "\(fec)%") }
         fecLossPercent = fec
         // RTP/SRTP headers take about 5 % of a video stream.

@@ -9,7 +9,7 @@
 /// consent 10 s after the last answered check, so a check lost in a short outage can end it just
 /// after the path came back; the controlling side's recheck nominates again at once, but the
 /// controlled side's waits for the peer's next check (up to 6 s). A restart brings it back in
-/// one signaling round trip; the recheck gets half a second first (it is immediate).
+/// one signaling round trip; the recheck gets a quarter of a second first (it is immediate).
 struct ICERestartPolicy: Sendable {
     /// The round's offerer (the controlling agent).
     let offerer: Bool
@@ -23,7 +23,7 @@ struct ICERestartPolicy: Sendable {
     private(set) var lastRestart: ContinuousClock.Instant?
     private(set) var lastHeard: ContinuousClock.Instant?
     /// Consent lost while the peer is heard: this long for the recheck before a restart.
-    static let heardGrace: Duration = .milliseconds(500)
+    static let heardGrace: Duration = .milliseconds(250)
     /// ... and a restart for that reason at most this often.
     static let heardRetry: Duration = .seconds(5)
 
@@ -47,7 +47,7 @@ struct ICERestartPolicy: Sendable {
 
     /// Whether to restart now. A change of local addresses restarts at once (one restart a
     /// second at most); a lost path after `afterLoss`, then every `retry` while it stays lost;
-    /// a lost path that still carries the peer's media half a second after the loss, at once.
+    /// a lost path that still carries the peer's media a quarter of a second after the loss, at once.
     func shouldRestart(at now: ContinuousClock.Instant, addressesChanged: Bool) -> Bool {
         if addressesChanged { return lastRestart.map { now - $0 >= .seconds(1) } ?? true }
         guard let lostSince else { return false }
