@@ -32,6 +32,23 @@ func runCallend(_ arguments: [String]) throws -> (status: Int32, stdout: String,
         #expect(bench.status == 0 && bench.stdout.contains("--frames N"))
     }
 
+    @Test func benchSoakSaysWhatItNeeds() throws {
+        let help = try runCallend(["bench", "soak", "--help"])
+        #expect(help.status == 0 && help.stdout.contains("--minutes M") && help.stdout.contains("blackout"))
+        let cases: [([String], String)] = [
+            (["bench", "soak"], "needs --minutes"),
+            (["bench", "soak", "--minutes", "0"], "--minutes takes"),
+            (["bench", "soak", "--minutes", "ten"], "--minutes takes"),
+            (["bench", "soak", "--minutes", "5", "--loss", "90"], "--loss takes"),
+            (["bench", "soak", "--minutes", "5", "--blackout-every", "5"], "--blackout-every"),
+            (["bench", "soak", "--minutes", "5", "--fast"], "--fast"),
+        ]
+        for (arguments, message) in cases {
+            let result = try runCallend(arguments)
+            #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.status) \(result.stderr)")
+        }
+    }
+
     @Test func versionNamesTheLinkedLibraries() throws {
         let result = try runCallend(["--version"])
         #expect(result.status == 0)
