@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <stddef.h>
+#include <malloc.h>
 
 /* accept4 is declared only under _GNU_SOURCE, which would make this module's view of glibc
    differ from Swift's Glibc module; its prototype is stable, so declare it here. */
@@ -19,6 +20,8 @@ static inline unsigned int clinux_epollhup(void) { return EPOLLHUP; }
 static inline unsigned int clinux_epollerr(void) { return EPOLLERR; }
 static inline int clinux_epoll_cloexec(void) { return EPOLL_CLOEXEC; }
 static inline int clinux_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
+/* Gives memory malloc holds free back to the kernel, in every arena (glibc). */
+static inline int clinux_malloc_trim(void) { return malloc_trim(0); }
 /* prctl is variadic, which Swift does not import. Names the calling thread (15 bytes kept). */
 static inline int clinux_set_thread_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL); }
 #endif

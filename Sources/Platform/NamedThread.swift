@@ -16,3 +16,8 @@ public func startThread(named name: String, stackSize: Int? = nil, _ body: @esca
     thread.start()
     return thread
 }
+
+/// Returns the memory malloc holds free to the kernel. A burst that fills buffers (the pacer and
+/// jitter buffers through an outage) leaves freed memory in whichever arenas its threads used;
+/// glibc keeps it, so a long call's resident size creeps up outage by outage without a leak.
+public func releaseFreeMemory() { _ = clinux_malloc_trim() }

@@ -513,6 +513,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             var tick = 0
             var outageSince: Duration?
             var lastPicture: (count: Int, at: Duration?) = (0, nil)
+            // Memory the buffers of an outage filled goes back to the kernel after it, and every
+            // ten minutes (see releaseFreeMemory).
+            var trimAfter = 6000
             while !roundOver.load(ordering: .relaxed) {
                 usleep(100_000)
                 tick += 1
@@ -523,6 +526,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 } else if now.received.silentSince == nil, let since = outageSince {
                     outageSince = nil
                     self.log(String(format: "media back after %.1f s of silence", (now.received.elapsed - since).secondsDouble))
+                    trimAfter = tick + 50  // once the backlog of the outage has drained
                 }
                 // A stall of a second or more and its end, for whoever reads the log.
                 if now.received.framesDecoded != lastPicture.count {
@@ -538,6 +542,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 if !subscribed.audio && now.received.audioDecoded > 0 {
                     subscribed.audio = true
                     onEvent?(.trackSubscribed(participant: peer, kind: .audio))
+                }
+                if tick >= trimAfter {
+                    releaseFreeMemory()
+                    trimAfter = tick + 6000
                 }
                 guard tick % 10 == 0 else { continue }
                 var status = CallStatus.between(previous, now, participant: participant)
