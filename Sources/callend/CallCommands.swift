@@ -212,13 +212,7 @@ func runJoin(_ args: inout Arguments) throws {
         }
     }
     call.onStatus = { status in emit(terminal ? status.line : status.json, status: true) }
-    for sig in [SIGINT, SIGTERM] {
-        signal(sig, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        source.setEventHandler { call.stop() }
-        source.resume()
-        signalSources.append(source)
-    }
+    onTerminationSignals { call.stop() }
     let socket = try control.map { path in try ControlSocket(path: path) { call.perform($0) } }
     defer { socket?.stop() }
     if !noStdin {

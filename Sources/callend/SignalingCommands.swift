@@ -168,15 +168,9 @@ func runServe(_ args: inout Arguments) throws {
     }
     // Signal handling is in place before the port is announced, so a parent that reads the
     // line and at once sends SIGTERM is always obeyed.
-    for sig in [SIGINT, SIGTERM] {
-        signal(sig, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        source.setEventHandler {
-            server.stop()
-            exit(ExitCode.success.rawValue)
-        }
-        source.resume()
-        signalSources.append(source)
+    onTerminationSignals {
+        server.stop()
+        exit(ExitCode.success.rawValue)
     }
     print("listening on \(host):\(server.port) (\(certificate == nil ? "plain TCP" : "TLS"))")
     fflush(nil)  // flushes every stream; the line above must reach a parent reading our stdout
@@ -185,6 +179,18 @@ func runServe(_ args: inout Arguments) throws {
 }
 
 nonisolated(unsafe) var signalSources: [any DispatchSourceSignal] = []  // written once on the main thread before any signal can arrive
+
+/// SIGINT and SIGTERM run `action` (on a dispatch queue) instead of killing the process, so a
+/// command can stop cleanly: leave its call, remove its namespaces, print what it measured.
+func onTerminationSignals(_ action: @escaping @Sendable () -> Void) {
+    for sig in [SIGINT, SIGTERM] {
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler(handler: action)
+        source.resume()
+        signalSources.append(source)
+    }
+}
 
 let benchSignalingHelp = """
     usage: callend bench signaling [--clients N] [--rooms-per-second R]

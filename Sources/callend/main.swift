@@ -195,13 +195,7 @@ do {
             try args.finish(command: "bench soak")
             let bench = SoakBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
             // Ctrl-C ends the run early with what it measured, and the namespaces go with it.
-            for sig in [SIGINT, SIGTERM] {
-                signal(sig, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-                source.setEventHandler { bench.stop() }
-                source.resume()
-                signalSources.append(source)
-            }
+            onTerminationSignals { bench.stop() }
             print(SoakBenchmark.format(try bench.run()))
         case "rtp":
             if args.flag("--help") || args.flag("-h") { print(benchRTPHelp); break }

@@ -91,7 +91,13 @@ final class TransportPair: Sendable {
         #expect(offered != pair.offerer.localCredentials, "new credentials, the old ones still in use")
         #expect(pair.offerer.restartUnderWay == (true, false))
         let answered = try pair.answerer.restartICE(controlling: false)
-        usleep(200_000)  // both have gathered and trickled before either description lands
+        // Both have gathered and trickled before either description lands.
+        func gathered(_ ufrag: String) -> Bool {
+            (pair.a.events.withLock { $0 } + pair.b.events.withLock { $0 }).contains { if case .gatheringDone(ufrag) = $0 { return true }; return false }
+        }
+        let gathering = Date().addingTimeInterval(20)
+        while Date() < gathering && !(gathered(offered.ufrag) && gathered(answered.ufrag)) { usleep(10_000) }
+        #expect(gathered(offered.ufrag) && gathered(answered.ufrag))
         let fingerprint = pair.offerer.fingerprint
         try pair.answerer.setRestartRemote(.init(ufrag: offered.ufrag, password: offered.password, fingerprint: fingerprint, setup: .actpass))
         try pair.offerer.setRestartRemote(.init(ufrag: answered.ufrag, password: answered.password, fingerprint: pair.answerer.fingerprint, setup: .active))

@@ -12,7 +12,7 @@ import Glibc
 /// everything for a while (blackhole routes, as an LTE stall). It reports what a long call costs:
 /// memory at the start and at the end, CPU, frames lost, pictures that froze, the A/V offset and
 /// how it drifted, and whether every outage was survived (media back at both sides).
-public struct SoakBenchmark {
+public struct SoakBenchmark: Sendable {
     public struct Options: Sendable {
         public var minutes: Double
         public var lossPercent = 5.0
