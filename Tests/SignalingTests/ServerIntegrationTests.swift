@@ -179,13 +179,7 @@ import Testing
         defer { server.stop() }
         let issued = Int64(Date().timeIntervalSince1970)
         let original = TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "a", room: "lab", issuedAt: issued, expires: issued + 6))
-        var clientConfiguration = SignalingClientConfiguration(host: "127.0.0.1", port: server.port, room: "lab", token: { original })
-        clientConfiguration.backoffInitial = .milliseconds(50)
-        clientConfiguration.backoffMax = .milliseconds(400)
-        let log = EventLog()
-        clientConfiguration.eventHandler = log.handler
-        let client = SignalingClient(configuration: clientConfiguration)
-        client.start()
+        let (client, log) = makeClient(port: server.port, identity: "a", token: original)
         defer { client.stop() }
         #expect(await log.wait(isJoined) != nil)
         // Renewed once 5 s or less are left: within a second or two of the join here.
@@ -197,11 +191,7 @@ import Testing
                 "\(log.all)")
         #expect(!log.all.contains { if case .closed = $0 { return true }; return false }, "\(log.all)")
         // Someone holding only the original token (a participant who left) is refused.
-        var late = clientConfiguration
-        let lateLog = EventLog()
-        late.eventHandler = lateLog.handler
-        let leaver = SignalingClient(configuration: late)
-        leaver.start()
+        let (leaver, lateLog) = makeClient(port: server.port, identity: "a", token: original)
         defer { leaver.stop() }
         let closed = await lateLog.wait { if case .closed = $0 { return true }; return false }
         guard case .closed(let reason)? = closed else { Issue.record("not refused: \(lateLog.all)"); return }
