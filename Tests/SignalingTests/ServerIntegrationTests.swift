@@ -92,31 +92,31 @@ import Testing
         #expect(codes == [.rateLimited])
     }
 
-    @Test func connectionLimitIsEnforced() async throws {
-        var limits = ServerLimits()
-        limits.maxConnections = 3
+    /// Opens `allowed` connections, then one more, which must get `code` and be closed. The kernel
+    /// hands connections to accept() in the order they were made: the last is the one over the
+    /// limit without waiting for the server to take the others.
+    func expectRefusedPast(_ allowed: Int, with code: SignalingErrorCode, limits: ServerLimits,
+                           sourceLocation: SourceLocation = #_sourceLocation) throws {
         let server = try startServer(limits: limits)
         defer { server.stop() }
-        // The kernel hands connections to accept() in the order they were made: the fourth is
-        // the one over the limit without waiting for the server to take the first three.
-        let held = try (0..<3).map { _ in try RawConnection(port: server.port) }
+        let held = try (0..<allowed).map { _ in try RawConnection(port: server.port) }
         let extra = try RawConnection(port: server.port)
-        #expect(errorCodeOf(extra.receive()) == .serverFull)
-        #expect(extra.isClosedByServer())
+        #expect(errorCodeOf(extra.receive()) == code, sourceLocation: sourceLocation)
+        #expect(extra.isClosedByServer(), sourceLocation: sourceLocation)
         _ = held
     }
 
-    /// The same over real sockets: the peer's address is what the kernel says it is.
-    @Test func connectionsFromOneAddressAreBounded() async throws {
+    @Test func connectionLimitIsEnforced() throws {
+        var limits = ServerLimits()
+        limits.maxConnections = 3
+        try expectRefusedPast(3, with: .serverFull, limits: limits)
+    }
+
+    /// The per-address limit over real sockets: the peer's address is what the kernel says it is.
+    @Test func connectionsFromOneAddressAreBounded() throws {
         var limits = ServerLimits()
         limits.maxConnectionsPerAddress = 2
-        let server = try startServer(limits: limits)
-        defer { server.stop() }
-        let held = try (0..<2).map { _ in try RawConnection(port: server.port) }
-        let extra = try RawConnection(port: server.port)
-        #expect(errorCodeOf(extra.receive()) == .addressLimit)
-        #expect(extra.isClosedByServer())
-        _ = held
+        try expectRefusedPast(2, with: .addressLimit, limits: limits)
     }
 
     @Test func roomFullAndBadTokensReachTheClientAsFatal() async throws {
