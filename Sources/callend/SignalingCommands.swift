@@ -10,7 +10,7 @@ import Glibc
 let serveHelp = """
     usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K]
                          [--max-participants N] [--max-connections N] [--max-connections-per-address N] [--issuer ISS]
-                         [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
+                         [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D] [--http HOST:PORT]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
     any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
@@ -31,6 +31,12 @@ let serveHelp = """
                               each participant gets its own credential, username EXPIRY:IDENTITY,
                               password base64(HMAC-SHA1(secret, username)) (coturn use-auth-secret)
       --turn-ttl D            how long a TURN credential lasts (default 24h)
+      --http HOST:PORT        also serve the web side: a page at / that joins a room from a
+                              browser (open /?room=ROOM&token=TOKEN) and the same protocol over
+                              WebSocket at /ws (one JSON message per text frame); HTTPS and WSS
+                              with --tls-cert/--tls-key. Browsers give a page their camera and
+                              microphone only over HTTPS or on localhost; elsewhere it receives only.
+                              The line 'web page at URL' on standard output says where
     """
 
 let tokenHelp = """
@@ -134,6 +140,7 @@ func runServe(_ args: inout Arguments) throws {
     let turnSecretFile = try args.value("--turn-secret-file")
     var turnTTL: Int64?
     if let text = try args.value("--turn-ttl") { turnTTL = try parseDuration(text, option: "--turn-ttl") }
+    let web = try args.value("--http").map { text throws(UsageError) in try parseHostPort(text, option: "--http") }
     let secret = try loadSecret(&args)
     try args.finish(command: "serve")
     var policy = ICEServerPolicy()
@@ -163,6 +170,7 @@ func runServe(_ args: inout Arguments) throws {
     if let perAddress { configuration.limits.maxConnectionsPerAddress = perAddress }
     configuration.requiredIssuer = issuer
     if !iceURLs.isEmpty { configuration.iceServers = policy }
+    configuration.web = web
     let server = try SignalingServer(configuration: configuration) { line in
         FileHandle.standardError.write(Data("callend serve: \(line)\n".utf8))
     }
@@ -173,6 +181,10 @@ func runServe(_ args: inout Arguments) throws {
         exit(ExitCode.success.rawValue)
     }
     print("listening on \(host):\(server.port) (\(certificate == nil ? "plain TCP" : "TLS"))")
+    if let web, let webPort = server.webPort {
+        let shown = web.host.contains(":") ? "[\(web.host)]" : web.host
+        print("web page at \(certificate == nil ? "http" : "https")://\(shown):\(webPort)/ (signaling WebSocket at /ws)")
+    }
     fflush(nil)  // flushes every stream; the line above must reach a parent reading our stdout
     server.start()
     while true { sleep(3600) }

@@ -19,6 +19,9 @@ public struct SignalingServerConfiguration: Sendable {
     public var maxPendingOutput = 1 << 20
     /// STUN and TURN servers for participants, with TURN credentials made per join.
     public var iceServers: ICEServerPolicy?
+    /// Where the web side listens, when it does: the page at `/` and the protocol over WebSocket
+    /// at `/ws` (HTTPS and WSS when `tls` is set).
+    public var web: (host: String, port: Int)?
 
     public init(host: String = "127.0.0.1", port: Int, secret: TokenSecret, tls: TLSContext? = nil) {
         self.host = host
@@ -35,7 +38,10 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     public let configuration: SignalingServerConfiguration
     /// The port actually bound (useful with port 0).
     public let port: Int
+    /// The web side's port actually bound, when it listens.
+    public let webPort: Int?
     private let listenFD: Int32
+    private let webListenFD: Int32?
     private let epoll: Epoll
     private let core: SignalingServerCore
     private let stopping = Atomic<Bool>(false)
@@ -48,6 +54,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private let log: @Sendable (String) -> Void
 
     static let listenToken: UInt64 = 0
+    static let webListenToken: UInt64 = .max - 1
 
     public init(configuration: SignalingServerConfiguration, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.configuration = configuration
@@ -55,16 +62,31 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         origin = clock.now
         epoll = try Epoll()
         (listenFD, port) = try TCPSocket.listen(host: configuration.host, port: configuration.port)
+        if let web = configuration.web {
+            do {
+                let (fd, bound) = try TCPSocket.listen(host: web.host, port: web.port)
+                (webListenFD, webPort) = (fd, bound)
+            } catch {
+                close(listenFD)
+                throw error
+            }
+        } else {
+            (webListenFD, webPort) = (nil, nil)
+        }
         var verifier = TokenVerifier(secret: configuration.secret, requiredIssuer: configuration.requiredIssuer)
         verifier.leeway = configuration.tokenLeeway
         core = SignalingServerCore(verifier: verifier,
                                    limits: configuration.limits, iceServers: configuration.iceServers)
         try epoll.add(listenFD, token: Self.listenToken, writable: false)
+        if let webListenFD { try epoll.add(webListenFD, token: Self.webListenToken, writable: false) }
     }
 
     deinit {
         for connection in connections.values { connection.closeNow() }
-        if !listenerClosed { close(listenFD) }
+        if !listenerClosed {
+            close(listenFD)
+            if let webListenFD { close(webListenFD) }
+        }
     }
 
     private var listenerClosed = false
@@ -97,7 +119,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         while !stopping.load(ordering: .sequentiallyConsistent) {
             for event in epoll.wait(into: &events, timeoutMs: 250) {
                 switch event.token {
-                case Self.listenToken: acceptAll()
+                case Self.listenToken: acceptAll(from: listenFD, web: false)
+                case Self.webListenToken: if let webListenFD { acceptAll(from: webListenFD, web: true) }
                 case Epoll.wakeToken: epoll.drainWake()
                 default:
                     guard let connection = connections[event.token] else { continue }
@@ -120,14 +143,17 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         }
         connections.removeAll()
         // Free the port at once, so a restarted server can bind it again.
-        epoll.remove(listenFD)
-        close(listenFD)
+        for fd in [listenFD] + (webListenFD.map { [$0] } ?? []) {
+            epoll.remove(fd)
+            close(fd)
+        }
         listenerClosed = true
     }
 
-    private func acceptAll() {
+    /// Accepts what waits on a listener: signaling lines on the main one, HTTP on the web one.
+    private func acceptAll(from listener: Int32, web: Bool) {
         while true {
-            let fd = clinux_accept4(listenFD, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            let fd = clinux_accept4(listener, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
                 let code = errno
                 if code == EINTR || code == ECONNABORTED { continue }
@@ -145,7 +171,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                     continue
                 }
             }
-            let connection = ServerConnection(id: id, fd: fd, tls: tls, maxLineLength: configuration.limits.maxLineLength)
+            let connection = ServerConnection(id: id, fd: fd, tls: tls, maxLineLength: configuration.limits.maxLineLength, web: web)
             connections[id] = connection
             do { try epoll.add(fd, token: id, writable: false) } catch {
                 log("\(error)")
@@ -174,18 +200,130 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 drop(connection.id, reason: "peer closed")
                 return
             case .bytes(let count):
-                let lines: [[UInt8]]
-                do { lines = try connection.framer.append(buffer[0..<count]) } catch {
-                    apply(core.lineTooLong(connection.id))
-                    return
-                }
-                let wall = Int64(Date().timeIntervalSince1970)
-                for line in lines {
-                    apply(core.received(line, from: connection.id, now: now, wallClock: wall))
-                    if connection.isClosed || connection.closeWhenFlushed { return }
-                }
+                received(buffer[0..<count], on: connection)
             }
         }
+    }
+
+    /// Bytes from a connection, in whatever it speaks now: lines, an HTTP request, or WebSocket frames.
+    private func received(_ bytes: ArraySlice<UInt8>, on connection: ServerConnection) {
+        switch connection.mode {
+        case .lines:
+            let lines: [[UInt8]]
+            do { lines = try connection.framer.append(bytes) } catch {
+                apply(core.lineTooLong(connection.id))
+                return
+            }
+            deliver(lines, from: connection)
+        case .httpRequest(var reader):
+            let result: (HTTPRequestHead, [UInt8])?
+            do { result = try reader.append(bytes) } catch {
+                respond(connection, HTTPResponse.text(status: error.status, error.description))
+                return
+            }
+            connection.mode = .httpRequest(reader)
+            guard let (head, rest) = result else { return }
+            route(head, on: connection)
+            if case .webSocket = connection.mode, !rest.isEmpty { received(rest[...], on: connection) }
+        case .webSocket(var reader):
+            let events: [WebSocketEvent]
+            do { events = try reader.append(bytes) } catch {
+                connection.mode = .webSocket(reader)
+                if error.code == .tooBig {
+                    // The same error code a line over the limit gets, then the close frame.
+                    apply(core.lineTooLong(connection.id))
+                } else {
+                    closeWebSocket(connection, error.code, reason: error.description)
+                }
+                return
+            }
+            connection.mode = .webSocket(reader)
+            var lines: [[UInt8]] = []
+            for event in events {
+                switch event {
+                case .text(let message): lines.append(message)
+                case .ping(let payload):
+                    guard connection.spendControlFrame(now: now, limits: configuration.limits) else {
+                        closeWebSocket(connection, .policyViolation, reason: "more than \(Int(configuration.limits.messagesPerSecond)) control frames per second")
+                        return
+                    }
+                    queue(WebSocket.frame(.pong, payload), on: connection)
+                case .pong:
+                    guard connection.spendControlFrame(now: now, limits: configuration.limits) else {
+                        closeWebSocket(connection, .policyViolation, reason: "more than \(Int(configuration.limits.messagesPerSecond)) control frames per second")
+                        return
+                    }
+                case .close:
+                    closeWebSocket(connection, .normal, reason: "")
+                    return
+                }
+            }
+            deliver(lines, from: connection)
+        }
+    }
+
+    private func deliver(_ lines: [[UInt8]], from connection: ServerConnection) {
+        let wall = Int64(Date().timeIntervalSince1970)
+        for line in lines {
+            apply(core.received(line, from: connection.id, now: now, wallClock: wall))
+            if connection.isClosed || connection.closeWhenFlushed { return }
+        }
+    }
+
+    /// Answers one request on the web side: the page, its script, or the WebSocket upgrade.
+    private func route(_ head: HTTPRequestHead, on connection: ServerConnection) {
+        guard head.method == "GET" else {
+            respond(connection, HTTPResponse.text(status: 405, "only GET", fields: [("Allow", "GET")]))
+            return
+        }
+        switch head.path {
+        case "/", "/index.html":
+            respond(connection, HTTPResponse.make(status: 200, fields: WebPage.securityFields, body: WebPage.html, contentType: "text/html; charset=utf-8"))
+        case "/app.js":
+            respond(connection, HTTPResponse.make(status: 200, fields: WebPage.securityFields, body: WebPage.script, contentType: "text/javascript; charset=utf-8"))
+        case "/ws":
+            guard head.field("upgrade", contains: "websocket"), head.field("connection", contains: "upgrade") else {
+                respond(connection, HTTPResponse.text(status: 426, "/ws speaks WebSocket (RFC 6455): send Upgrade: websocket", fields: [("Upgrade", "websocket")]))
+                return
+            }
+            guard head.field("sec-websocket-version") == "13" else {
+                respond(connection, HTTPResponse.text(status: 426, "WebSocket version 13 only", fields: [("Sec-WebSocket-Version", "13")]))
+                return
+            }
+            guard let key = head.field("sec-websocket-key"), WebSocket.isValidKey(key) else {
+                respond(connection, HTTPResponse.text(status: 400, "Sec-WebSocket-Key must be 16 bytes in base64"))
+                return
+            }
+            connection.mode = .webSocket(WebSocketReader(maxMessageLength: configuration.limits.maxLineLength))
+            queue(HTTPResponse.make(status: 101, fields: [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                                                          ("Sec-WebSocket-Accept", WebSocket.acceptValue(forKey: key))]), on: connection)
+        default:
+            respond(connection, HTTPResponse.text(status: 404, "not found: the page is at /, the signaling WebSocket at /ws"))
+        }
+    }
+
+    /// Sends a whole HTTP response, then closes.
+    private func respond(_ connection: ServerConnection, _ response: [UInt8]) {
+        connection.mode = .lines  // nothing more is read as HTTP
+        connection.closeWhenFlushed = true
+        queue(response, on: connection)
+    }
+
+    private func closeWebSocket(_ connection: ServerConnection, _ code: WebSocket.CloseCode, reason: String) {
+        guard !connection.closeWhenFlushed else { return }
+        connection.closeWhenFlushed = true
+        queue(WebSocket.closeFrame(code, reason: reason), on: connection)
+    }
+
+    /// Queues bytes for a connection and writes what the socket takes now.
+    private func queue(_ bytes: [UInt8], on connection: ServerConnection) {
+        guard !connection.isClosed else { return }
+        connection.output.append(contentsOf: bytes)
+        if connection.output.count > configuration.maxPendingOutput {
+            drop(connection.id, reason: "more than \(configuration.maxPendingOutput) bytes waiting to be sent")
+            return
+        }
+        flush(connection)
     }
 
     private func apply(_ actions: [SignalingServerCore.Action]) {
@@ -193,15 +331,23 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             switch action {
             case .send(let id, let message):
                 guard let connection = connections[id], !connection.isClosed else { continue }
-                connection.output.append(contentsOf: message.serialized())
-                if connection.output.count > configuration.maxPendingOutput {
-                    drop(id, reason: "more than \(configuration.maxPendingOutput) bytes waiting to be sent")
-                    continue
+                switch connection.mode {
+                case .lines: queue(message.serialized(), on: connection)
+                case .webSocket: queue(WebSocket.frame(.text, message.serialized().dropLast()), on: connection)
+                case .httpRequest:
+                    // Before the upgrade, the service's refusals (full, too many from one address,
+                    // no request in time) are HTTP responses.
+                    if case .error(let code, let text, _) = message {
+                        respond(connection, HTTPResponse.text(status: code == .joinTimeout ? 408 : 503, "\(code.rawValue): \(text)"))
+                    }
                 }
-                flush(connection)
             case .close(let id):
                 guard let connection = connections[id] else { continue }
-                connection.closeWhenFlushed = true
+                if case .webSocket = connection.mode {
+                    closeWebSocket(connection, .normal, reason: "")
+                } else {
+                    connection.closeWhenFlushed = true
+                }
                 if connection.output.isEmpty { drop(id, reason: "closed by server") }
             }
         }
@@ -257,16 +403,38 @@ final class ServerConnection {
     let fd: Int32
     let tls: TLSSession?
     var framer: LineFramer
+    /// What the connection speaks: signaling lines; on the web side, an HTTP request first, then
+    /// WebSocket frames after an upgrade.
+    enum Mode {
+        case lines
+        case httpRequest(HTTPRequestHead.Reader)
+        case webSocket(WebSocketReader)
+    }
+    var mode: Mode
+    /// WebSocket pings and pongs, limited like messages (token bucket, refilled by time).
+    private var controlTokens: Double?
+    private var controlRefill: Duration = .zero
     var output: [UInt8] = []
     var wantsWrite = false
     var closeWhenFlushed = false
     private(set) var isClosed = false
 
-    init(id: UInt64, fd: Int32, tls: TLSSession?, maxLineLength: Int) {
+    init(id: UInt64, fd: Int32, tls: TLSSession?, maxLineLength: Int, web: Bool) {
         self.id = id
         self.fd = fd
         self.tls = tls
         self.framer = LineFramer(maxLineLength: maxLineLength)
+        self.mode = web ? .httpRequest(HTTPRequestHead.Reader()) : .lines
+    }
+
+    /// Spends one control frame of the budget; false when a client sends them faster than messages may come.
+    func spendControlFrame(now: Duration, limits: ServerLimits) -> Bool {
+        var tokens = controlTokens ?? limits.messageBurst
+        tokens = min(limits.messageBurst, tokens + (now - controlRefill).secondsValue * limits.messagesPerSecond)
+        controlRefill = now
+        guard tokens >= 1 else { return false }
+        controlTokens = tokens - 1
+        return true
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(ConnectionFailure) -> IOResult {

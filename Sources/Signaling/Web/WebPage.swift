@@ -1,0 +1,449 @@
+/// The page `callend serve --http` serves: plain HTML, CSS and JavaScript, kept in the binary so
+/// that nothing needs installing or building. Opened as `/?room=ROOM&token=TOKEN` it joins at once;
+/// without them it asks. The script speaks the signaling protocol over the WebSocket at `/ws`.
+public enum WebPage {
+    /// Response header fields for the page and its script: a content security policy that allows
+    /// only this origin (the WebSocket included), and no referrer, since the token is in the URL.
+    public static let securityFields: [(String, String)] = [
+        ("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self' blob: mediastream:; connect-src 'self'; frame-ancestors 'none'"),
+        ("Referrer-Policy", "no-referrer"),
+    ]
+
+    public static let html = Array(htmlText.utf8)
+    public static let script = Array(scriptText.utf8)
+
+    static let htmlText = #"""
+<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>callend</title>
+<style>
+  :root { color-scheme: light dark; --fg: #1d2329; --bg: #f4f5f7; --card: #fff; --muted: #68717a; --sent: #2f6fde; --recv: #1f9d55; --bad: #c0392b; }
+  @media (prefers-color-scheme: dark) { :root { --fg: #e6e8eb; --bg: #15181c; --card: #1f2328; --muted: #98a1ab; } }
+  * { box-sizing: border-box; }
+  body { margin: 0; font: 14px/1.4 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
+  header { display: flex; gap: 1em; align-items: baseline; padding: .6em 1em; background: var(--card); border-bottom: 1px solid #8883; }
+  header h1 { font-size: 1.1em; margin: 0; }
+  #status { color: var(--muted); }
+  main { display: grid; grid-template-columns: minmax(0, 3fr) minmax(260px, 1fr); gap: 1em; padding: 1em; }
+  @media (max-width: 800px) { main { grid-template-columns: 1fr; } }
+  .stage { position: relative; background: #000; border-radius: 6px; aspect-ratio: 16 / 9; overflow: hidden; }
+  #remote { width: 100%; height: 100%; object-fit: contain; }
+  #local { position: absolute; right: .6em; bottom: .6em; width: 22%; border: 2px solid #fff8; border-radius: 4px; background: #222; }
+  #waiting { position: absolute; inset: 0; display: grid; place-items: center; color: #fffa; }
+  #waiting[hidden] { display: none; }
+  .card { background: var(--card); border-radius: 6px; padding: .8em 1em; margin-bottom: 1em; }
+  .controls { display: flex; gap: .5em; margin-top: .8em; flex-wrap: wrap; }
+  button { font: inherit; padding: .4em .9em; border-radius: 4px; border: 1px solid #8886; background: var(--card); color: var(--fg); cursor: pointer; }
+  button[aria-pressed="true"] { background: var(--bad); color: #fff; }
+  button:disabled { opacity: .5; cursor: default; }
+  #leave { margin-left: auto; border-color: var(--bad); color: var(--bad); }
+  table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
+  th { text-align: left; font-weight: 600; color: var(--muted); }
+  td, th { padding: .15em .3em; }
+  td:not(:first-child), th:not(:first-child) { text-align: right; }
+  .sent { color: var(--sent); } .recv { color: var(--recv); }
+  canvas { width: 100%; height: 90px; display: block; margin-top: .5em; }
+  #pair { color: var(--muted); word-break: break-all; margin-top: .4em; }
+  #notice { color: var(--bad); }
+  #notice:empty { display: none; }
+  form { display: grid; gap: .6em; max-width: 28em; margin: 2em auto; }
+  form[hidden], main[hidden] { display: none; }
+  input { font: inherit; padding: .4em; }
+  pre { white-space: pre-wrap; margin: 0; color: var(--muted); font-size: 12px; max-height: 10em; overflow: auto; }
+</style>
+</head>
+<body>
+<header><h1>callend</h1><span id="room"></span><span id="status">starting</span></header>
+<form id="join" class="card" hidden>
+  <label>Room <input id="room-input" required pattern="[A-Za-z0-9._\-]{1,128}" autocomplete="off"></label>
+  <label>Token <input id="token-input" required autocomplete="off"></label>
+  <button type="submit">Join</button>
+  <small>Get a token with <code>callend token --room ROOM --identity NAME --secret-file F</code>.</small>
+</form>
+<main id="call" hidden>
+  <section>
+    <div class="stage">
+      <video id="remote" autoplay playsinline></video>
+      <div id="waiting">waiting for the peer</div>
+      <video id="local" autoplay playsinline muted hidden></video>
+    </div>
+    <div class="controls">
+      <button id="mute-audio" aria-pressed="false" disabled>Mute microphone</button>
+      <button id="mute-video" aria-pressed="false" disabled>Stop camera</button>
+      <button id="leave">Leave</button>
+    </div>
+    <p id="notice"></p>
+  </section>
+  <aside>
+    <div class="card">
+      <table>
+        <thead><tr><th></th><th class="sent">sending</th><th class="recv">receiving</th></tr></thead>
+        <tbody>
+          <tr><td>bitrate</td><td id="sent-bitrate">–</td><td id="recv-bitrate">–</td></tr>
+          <tr><td>frames/s</td><td id="sent-fps">–</td><td id="recv-fps">–</td></tr>
+          <tr><td>resolution</td><td id="sent-size">–</td><td id="recv-size">–</td></tr>
+          <tr><td>loss</td><td id="sent-loss">–</td><td id="recv-loss">–</td></tr>
+          <tr><td>RTT</td><td id="rtt" colspan="2">–</td></tr>
+        </tbody>
+      </table>
+      <canvas id="graph" width="600" height="180" aria-label="bitrate over the last minute"></canvas>
+      <div id="pair">no path yet</div>
+    </div>
+    <div class="card"><pre id="log"></pre></div>
+  </aside>
+</main>
+<script src="/app.js"></script>
+</body>
+</html>
+"""#
+
+    static let scriptText = #"""
+// The callend page: joins a room over the signaling WebSocket (/ws), calls the peer with
+// RTCPeerConnection, shows its video, plays its audio, sends this browser's camera and microphone
+// when allowed, and shows live statistics. Plain JavaScript, no build step; served by `callend serve`.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const FINAL = new Set(['bad_room', 'room_full', 'replaced', 'token_malformed', 'token_algorithm', 'token_signature',
+  'token_expired', 'token_not_yet_valid', 'token_room', 'token_issuer', 'token_renewal']);
+
+// Everything the page knows, on window for whoever drives it (tests read `callend.stats`).
+const state = {
+  room: null, token: null, me: null, peer: null, iceServers: [],
+  ws: null, pc: null, local: null, remoteSession: null, described: false, pending: [],
+  retry: 250, over: false, chain: Promise.resolve(), stats: null, history: [], log: [],
+};
+window.callend = state;
+
+function log(text) {
+  state.log.push(`${new Date().toISOString().slice(11, 19)} ${text}`);
+  if (state.log.length > 200) state.log.shift();
+  $('log').textContent = state.log.slice(-12).join('\n');
+}
+function status(text) { $('status').textContent = text; log(text); }
+function notice(text) { $('notice').textContent = text; log(text); }
+
+let counter = 0;
+const uid = () => `${Date.now().toString(36)}-${(counter++).toString(36)}`;
+function send(message) {
+  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(message));
+}
+function relay(type, payload) { send({ type, id: uid(), to: state.peer, payload }); }
+
+// --- Local media ----------------------------------------------------------------------------
+
+async function openLocal() {
+  if (!window.isSecureContext || !navigator.mediaDevices) {
+    notice('This page is not a secure context (it needs HTTPS, or localhost), so the browser gives it no camera or microphone: receiving only.');
+    return null;
+  }
+  const wanted = params.get('send') === 'none' ? [] : [{ audio: true, video: { width: 640, height: 480 } }, { audio: true }, { video: true }];
+  let failure = null;
+  for (const constraints of wanted) {
+    try { return await navigator.mediaDevices.getUserMedia(constraints); } catch (e) { failure = failure || e; }
+  }
+  notice(failure ? `No camera or microphone (${failure.name}: ${failure.message}): receiving only.` : 'Receiving only (send=none).');
+  return null;
+}
+
+function showLocal(stream) {
+  if (!stream) return;
+  const video = $('local');
+  if (stream.getVideoTracks().length) { video.srcObject = stream; video.hidden = false; }
+  for (const [button, kind, on, off] of [['mute-audio', 'audio', 'Mute microphone', 'Unmute microphone'],
+                                          ['mute-video', 'video', 'Stop camera', 'Start camera']]) {
+    const track = stream.getTracks().find((t) => t.kind === kind);
+    if (!track) continue;
+    const b = $(button);
+    b.disabled = false;
+    b.onclick = () => {
+      track.enabled = !track.enabled;
+      b.setAttribute('aria-pressed', String(!track.enabled));
+      b.textContent = track.enabled ? on : off;
+    };
+  }
+}
+
+// --- Signaling ------------------------------------------------------------------------------
+
+function connect(rejoin) {
+  const ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/ws`);
+  state.ws = ws;
+  ws.onopen = () => { state.retry = 250; send({ type: 'join', room: state.room, token: state.token, rejoin }); };
+  ws.onmessage = (event) => {
+    let message;
+    try { message = JSON.parse(event.data); } catch { return; }
+    // One message at a time, in order: each may wait on the peer connection.
+    state.chain = state.chain.then(() => onMessage(message)).catch((e) => log(`error: ${e}`));
+  };
+  ws.onclose = () => {
+    if (state.over || state.ws !== ws) return;
+    const delay = state.retry * (0.5 + Math.random() / 2);
+    state.retry = Math.min(state.retry * 2, 10000);
+    status(`signaling lost: trying again in ${(delay / 1000).toFixed(1)} s`);
+    setTimeout(() => connect(true), delay);
+  };
+}
+
+async function onMessage(m) {
+  switch (m.type) {
+    case 'joined':
+      state.me = m.participant;
+      state.iceServers = m.iceServers || [];
+      if (state.pc) { status(`back in ${m.room} as ${m.participant}`); break; }
+      if (m.peers.length) {
+        state.peer = m.peers[0];
+        status(`joined ${m.room} as ${m.participant}: calling ${state.peer}`);
+        await offer(false);
+      } else {
+        status(`joined ${m.room} as ${m.participant}: waiting for a peer`);
+      }
+      break;
+    case 'peer-joined':
+      if (!m.rejoin && state.pc) closeCall();
+      state.peer = m.participant;
+      status(`${m.participant} ${m.rejoin ? 'is back' : 'joined'}`);
+      break;
+    case 'peer-left':
+      status(`${m.participant}'s signaling left (${m.reason}); media goes on while the path works`);
+      break;
+    case 'offer': await onOffer(m); break;
+    case 'answer':
+      if (!state.pc || state.pc.signalingState !== 'have-local-offer') break;
+      await state.pc.setRemoteDescription({ type: 'answer', sdp: m.payload.sdp });
+      state.remoteSession = sessionOf(m.payload.sdp);
+      break;
+    case 'candidate': {
+      if (!state.pc) break;
+      const c = m.payload || {};
+      const init = c.candidate ? c : { candidate: '', sdpMid: c.sdpMid ?? '0', sdpMLineIndex: c.sdpMLineIndex ?? 0 };
+      try { await state.pc.addIceCandidate(init); } catch (e) { log(`candidate not taken: ${e.message}`); }
+      break;
+    }
+    case 'bye':
+      closeCall();
+      status(`${m.from} hung up`);
+      break;
+    case 'token': state.token = m.token; break;
+    case 'error':
+      log(`service: ${m.code}: ${m.message}`);
+      if (FINAL.has(m.code)) { state.over = true; status(`refused: ${m.code}: ${m.message}`); }
+      break;
+    default: break;  // ack, pong
+  }
+}
+
+// The o= session id: another id is a new session (the peer came back as a new process).
+function sessionOf(sdp) { const m = /^o=\S+ (\d+)/m.exec(sdp); return m ? m[1] : null; }
+
+// --- The call -------------------------------------------------------------------------------
+
+function makeCall() {
+  const pc = new RTCPeerConnection({
+    iceServers: state.iceServers, bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require',
+    iceTransportPolicy: params.get('relay') === '1' ? 'relay' : 'all',
+  });
+  pc.onicecandidate = (e) => {
+    const payload = e.candidate ? e.candidate.toJSON() : { candidate: '', sdpMid: '0', sdpMLineIndex: 0 };
+    if (state.described) relay('candidate', payload); else state.pending.push(payload);
+  };
+  pc.ontrack = (e) => {
+    const video = $('remote');
+    if (!video.srcObject) video.srcObject = new MediaStream();
+    video.srcObject.addTrack(e.track);
+    video.play().catch((err) => log(`playback: ${err.message}`));
+    $('waiting').hidden = true;
+  };
+  pc.onconnectionstatechange = () => {
+    log(`connection ${pc.connectionState}`);
+    if (pc.connectionState === 'connected') status(`in a call with ${state.peer}`);
+  };
+  pc.oniceconnectionstatechange = () => {
+    // The offerer restarts ICE when the path fails (callend restarts by itself as well).
+    if (pc.iceConnectionState === 'failed' && pc.localDescription && pc.localDescription.type === 'offer') offer(true);
+  };
+  state.pc = pc;
+  state.described = false;
+  state.pending = [];
+  return pc;
+}
+
+function addLocal(pc, offering) {
+  for (const kind of ['audio', 'video']) {
+    const track = state.local && state.local.getTracks().find((t) => t.kind === kind);
+    if (track) pc.addTrack(track, state.local);
+    else if (offering) pc.addTransceiver(kind, { direction: 'recvonly' });
+  }
+}
+
+function describe(description) {
+  relay(description.type, { type: description.type, sdp: description.sdp });
+  state.described = true;
+  for (const payload of state.pending) relay('candidate', payload);
+  state.pending = [];
+}
+
+async function offer(iceRestart) {
+  const pc = state.pc || makeCall();
+  if (!iceRestart) addLocal(pc, true);
+  await pc.setLocalDescription(await pc.createOffer({ iceRestart }));
+  describe(pc.localDescription);
+}
+
+async function onOffer(m) {
+  const session = sessionOf(m.payload.sdp);
+  // A new session, or an offer crossing ours before any answer: start again and answer it.
+  if (state.pc && (state.remoteSession === null || state.remoteSession !== session)) closeCall();
+  state.peer = m.from;
+  const fresh = !state.pc;
+  const pc = state.pc || makeCall();
+  await pc.setRemoteDescription({ type: 'offer', sdp: m.payload.sdp });
+  state.remoteSession = session;
+  if (fresh) addLocal(pc, false);
+  await pc.setLocalDescription(await pc.createAnswer());
+  describe(pc.localDescription);
+}
+
+function closeCall() {
+  if (state.pc) state.pc.close();
+  state.pc = null;
+  state.remoteSession = null;
+  state.described = false;
+  state.pending = [];
+  $('remote').srcObject = null;
+  $('waiting').hidden = false;
+}
+
+function leave() {
+  state.over = true;
+  if (state.peer && state.pc) relay('bye', {});
+  closeCall();
+  if (state.local) state.local.getTracks().forEach((t) => t.stop());
+  if (state.ws) state.ws.close();
+  $('leave').disabled = true;
+  status('left the room');
+}
+
+// --- Statistics -----------------------------------------------------------------------------
+
+const previous = new Map();
+function rate(key, value, now) {
+  const last = previous.get(key);
+  previous.set(key, { value, now });
+  return last && now > last.now ? (value - last.value) / ((now - last.now) / 1000) : null;
+}
+
+async function sample() {
+  const pc = state.pc;
+  if (!pc) return;
+  const report = await pc.getStats();
+  const now = performance.now();
+  const out = { sent: { bytes: 0 }, recv: { bytes: 0, lost: 0, packets: 0 }, rtt: null, pair: null };
+  let pairID = null;
+  report.forEach((s) => {
+    if (s.type === 'outbound-rtp') {
+      out.sent.bytes += s.bytesSent || 0;
+      if (s.kind === 'video') Object.assign(out.sent, { fps: s.framesPerSecond, width: s.frameWidth, height: s.frameHeight, frames: s.framesEncoded });
+      if (s.kind === 'audio') out.sent.audioPackets = s.packetsSent;
+    } else if (s.type === 'inbound-rtp') {
+      out.recv.bytes += s.bytesReceived || 0;
+      out.recv.lost += s.packetsLost || 0;
+      out.recv.packets += s.packetsReceived || 0;
+      if (s.kind === 'video') Object.assign(out.recv, { fps: s.framesPerSecond, width: s.frameWidth, height: s.frameHeight, framesDecoded: s.framesDecoded });
+      if (s.kind === 'audio') Object.assign(out.recv, { audioSamples: s.totalSamplesReceived, concealedSamples: s.concealedSamples, audioEnergy: s.totalAudioEnergy });
+    } else if (s.type === 'remote-inbound-rtp') {
+      if (s.kind === 'video' || out.sent.fractionLost === undefined) out.sent.fractionLost = s.fractionLost;
+      if (s.roundTripTime !== undefined) out.rtt = s.roundTripTime;
+    } else if (s.type === 'transport' && s.selectedCandidatePairId) {
+      pairID = s.selectedCandidatePairId;
+    }
+  });
+  const pair = pairID && report.get(pairID);
+  if (pair) {
+    const local = report.get(pair.localCandidateId), remote = report.get(pair.remoteCandidateId);
+    const name = (c) => c ? `${c.candidateType}${c.relayProtocol ? '/' + c.relayProtocol : ''} ${c.address}:${c.port} ${c.protocol}` : '?';
+    out.pair = { local: local && local.candidateType, remote: remote && remote.candidateType, text: `${name(local)} ⇄ ${name(remote)}` };
+    if (pair.currentRoundTripTime !== undefined) out.rtt = pair.currentRoundTripTime;
+  }
+  out.sent.bitrate = rate('sent', out.sent.bytes * 8, now);
+  out.recv.bitrate = rate('recv', out.recv.bytes * 8, now);
+  const lost = rate('lost', out.recv.lost, now), got = rate('got', out.recv.packets, now);
+  out.recv.loss = lost !== null && got !== null && lost + got > 0 ? Math.max(0, lost / (lost + got)) : null;
+  state.stats = out;
+  render(out);
+}
+
+const kbps = (b) => (b === null || b === undefined ? '–' : b >= 1e6 ? `${(b / 1e6).toFixed(2)} Mbit/s` : `${Math.round(b / 1e3)} kbit/s`);
+const num = (v, digits = 0) => (v === null || v === undefined ? '–' : v.toFixed(digits));
+const percent = (v) => (v === null || v === undefined ? '–' : `${(v * 100).toFixed(1)} %`);
+
+function render(s) {
+  $('sent-bitrate').textContent = kbps(s.sent.bitrate);
+  $('recv-bitrate').textContent = kbps(s.recv.bitrate);
+  $('sent-fps').textContent = num(s.sent.fps);
+  $('recv-fps').textContent = num(s.recv.fps);
+  $('sent-size').textContent = s.sent.width ? `${s.sent.width}×${s.sent.height}` : '–';
+  $('recv-size').textContent = s.recv.width ? `${s.recv.width}×${s.recv.height}` : '–';
+  $('sent-loss').textContent = percent(s.sent.fractionLost);
+  $('recv-loss').textContent = percent(s.recv.loss);
+  $('rtt').textContent = s.rtt === null ? '–' : s.rtt < 0.001 ? '< 1 ms' : `${(s.rtt * 1000).toFixed(0)} ms`;
+  $('pair').textContent = s.pair ? `path: ${s.pair.text}` : 'no path yet';
+  state.history.push([s.sent.bitrate || 0, s.recv.bitrate || 0]);
+  if (state.history.length > 60) state.history.shift();
+  draw();
+}
+
+function draw() {
+  const canvas = $('graph'), g = canvas.getContext('2d');
+  const w = canvas.width, h = canvas.height, pad = 18;
+  g.clearRect(0, 0, w, h);
+  const top = Math.max(100e3, ...state.history.flat());
+  const style = getComputedStyle(document.documentElement);
+  g.fillStyle = style.getPropertyValue('--muted');
+  g.font = '20px system-ui, sans-serif';
+  g.fillText(kbps(top), 4, pad);
+  g.lineWidth = 3;
+  for (const [index, color] of [[0, '--sent'], [1, '--recv']]) {
+    g.strokeStyle = style.getPropertyValue(color);
+    g.beginPath();
+    state.history.forEach((point, i) => {
+      const x = (i / 59) * w, y = h - 2 - (point[index] / top) * (h - pad - 6);
+      if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+    });
+    g.stroke();
+  }
+}
+
+// --- Start ----------------------------------------------------------------------------------
+
+async function start(room, token) {
+  state.room = room;
+  state.token = token;
+  // The token is a credential: keep it out of the address bar and history.
+  history.replaceState(null, '', `${location.pathname}?room=${encodeURIComponent(room)}`);
+  $('join').hidden = true;
+  $('call').hidden = false;
+  $('room').textContent = room;
+  $('leave').onclick = leave;
+  state.local = await openLocal();
+  showLocal(state.local);
+  connect(false);
+  setInterval(() => send({ type: 'ping' }), 10000);
+  setInterval(() => sample().catch((e) => log(`stats: ${e.message}`)), 1000);
+  window.addEventListener('pagehide', () => { if (!state.over) leave(); });
+}
+
+if (params.get('room') && params.get('token')) {
+  start(params.get('room'), params.get('token'));
+} else {
+  $('join').hidden = false;
+  $('room-input').value = params.get('room') || '';
+  status('enter a room and a token');
+  $('join').onsubmit = (e) => { e.preventDefault(); start($('room-input').value.trim(), $('token-input').value.trim()); };
+}
+"""#
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Drives the callend page in a headless Chromium (Debian's chromium, chromium-driver and
+python3-selenium) with a fake camera and microphone: opens URL, waits until the page has decoded
+--frames video frames and received audio from the peer (its video element playing), then prints
+one JSON line with the page's statistics. Exits 3 when Chromium cannot start (the caller skips),
+1 when the media did not arrive in --timeout seconds.
+"""
+import argparse, json, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("url")
+parser.add_argument("--frames", type=int, default=60, help="video frames the page must decode")
+parser.add_argument("--timeout", type=float, default=60)
+parser.add_argument("--screenshot", help="PNG of the page once the media arrived")
+parser.add_argument("--receive-only", action="store_true", help="no camera or microphone")
+parser.add_argument("--ready-file", help="written once the page has joined the room")
+parser.add_argument("--secure-origin", help="an http:// origin Chromium treats as secure (camera and microphone allowed)")
+args = parser.parse_args()
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+except ImportError as error:
+    print(f"page.py: no selenium: {error}", file=sys.stderr)
+    sys.exit(3)
+
+options = Options()
+options.binary_location = "/usr/bin/chromium"
+for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--mute-audio",
+             "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+             "--autoplay-policy=no-user-gesture-required", "--window-size=1280,760",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update"]:
+    options.add_argument(flag)
+if args.secure_origin:
+    options.add_argument(f"--unsafely-treat-insecure-origin-as-secure={args.secure_origin}")
+options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+try:
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+except Exception as error:  # Chromium missing, or cannot start here
+    print(f"page.py: Chromium cannot start: {str(error).splitlines()[0]}", file=sys.stderr)
+    sys.exit(3)
+
+def say(text):
+    print(f"page.py: {text}", file=sys.stderr, flush=True)
+
+status = 1
+joined = False
+
+def ready(driver):
+    """True once the page decodes the peer's video, receives its audio and plays them."""
+    global joined
+    state = driver.execute_script(
+        "const c = window.callend; return c && {me: c.me, stats: c.stats,"
+        " playing: (() => { const v = document.getElementById('remote'); return !!v && v.readyState >= 2 && !v.paused && v.currentTime > 0; })()};")
+    if state and state.get("me") and not joined:
+        joined = True
+        say(f"joined as {state['me']}")
+        if args.ready_file:
+            open(args.ready_file, "w").write(state["me"] + "\n")
+    recv = ((state or {}).get("stats") or {}).get("recv") or {}
+    return (recv.get("framesDecoded") or 0) >= args.frames and (recv.get("audioSamples") or 0) > 0 and bool(state.get("playing"))
+
+try:
+    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.common.exceptions import TimeoutException
+    driver.set_script_timeout(10)
+    driver.get(args.url + ("&send=none" if args.receive_only else ""))
+    try:
+        WebDriverWait(driver, args.timeout, poll_frequency=0.25).until(ready)
+        status = 0
+        if args.screenshot:
+            driver.save_screenshot(args.screenshot)
+    except TimeoutException:
+        pass
+    final = driver.execute_script("return {stats: window.callend && window.callend.stats, log: window.callend ? window.callend.log : []};")
+    print(json.dumps({"ok": status == 0, "stats": final["stats"], "log": final["log"][-20:]}), flush=True)
+    if status != 0:
+        say("the page did not decode the peer's media in time; its log:")
+        for line in final["log"][-20:]:
+            say("  " + line)
+        for entry in driver.get_log("browser")[-10:]:
+            say("  console: " + entry.get("message", ""))
+finally:
+    try:
+        driver.execute_script("window.callend && window.callend.over === false && document.getElementById('leave').click();")
+    except Exception:
+        pass
+    driver.quit()
+sys.exit(status)

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# A browser in the room: the page `callend serve --http` serves, in Debian's headless Chromium
+# (fake camera and microphone, driven by python3-selenium through chromium-driver), calls a
+# `callend join` endpoint. Cases:
+#   browser-offers   the endpoint joins first, the browser second (it offers)
+#   endpoint-offers  the browser joins first, the endpoint offers
+#   nat-relay        (root) the NAT lab: the browser behind one symmetric NAT, the endpoint behind
+#                    another, coturn on the public side; the page's ICE servers come from the
+#                    service; both sides relay-only
+# Each case passes when the page decoded >= 150 of the endpoint's video frames with its video
+# element playing and received its audio (getStats), and the endpoint decoded >= 40 of the
+# browser's VP8 frames (counted in its --video-out recording) and its Opus audio.
+# BROWSER_SCREENSHOT=F.png saves the page during the first call. Skips, saying so, where
+# Chromium cannot start; the NAT case skips without root. Removes everything it made.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/wait.sh
+py=/usr/bin/python3  # Debian's, which has python3-selenium (python3 on PATH may be another)
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || ! "$py" -c "import selenium" 2>/dev/null; then
+  echo "browser: SKIPPED: needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
+  exit 0
+fi
+bin=$(swift build --show-bin-path)/callend
+page=$PWD/scripts/browser/page.py
+work=$(mktemp -d /tmp/callend-browser.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+status=0
+
+# check NAME: judges the page's JSON line and the endpoint's summary and recordings.
+check() {
+  "$py" - "$work" "$1" <<'PY'
+import json, re, struct, sys, wave
+work, name = sys.argv[1:]
+lines = [l for l in open(f"{work}/{name}-page.out").read().splitlines() if l.startswith("{")]
+page = json.loads(lines[-1]) if lines else {}
+recv = (page.get("stats") or {}).get("recv") or {}
+pair = ((page.get("stats") or {}).get("pair") or {}).get("text")
+out = open(f"{work}/{name}-endpoint.out").read()
+decoded = int((re.search(r"video (\d+) frames decoded", out) or [0, 0])[1])
+audio = int((re.search(r"audio (\d+) decoded", out) or [0, 0])[1])
+frames = open(f"{work}/{name}.y4m", "rb").read().count(b"FRAME") if decoded else 0
+loud = 0
+try:
+    with wave.open(f"{work}/{name}.wav") as w:
+        pcm = w.readframes(w.getnframes())
+        samples = struct.unpack(f"<{len(pcm) // 2}h", pcm)
+        loud = sum(1 for s in samples if abs(s) > 300)
+except (OSError, EOFError, wave.Error):
+    pass
+print(f"browser: {name}: the page decoded {recv.get('framesDecoded', 0)} frames ({recv.get('width')}x{recv.get('height')}) "
+      f"and {recv.get('audioSamples', 0)} audio samples from the endpoint; path {pair}")
+print(f"browser: {name}: the endpoint decoded {decoded} VP8 frames ({frames} in its recording) and {audio} Opus frames "
+      f"({loud} samples above -40 dBFS in its WAV)")
+ok = page.get("ok") and recv.get("framesDecoded", 0) >= 150 and recv.get("audioSamples", 0) > 0 and frames >= 40 and audio >= 50 and loud > 0
+print(f"browser: {name}: {'passed' if ok else 'FAILED'}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+# run_case NAME FIRST (browser|endpoint) URL_BASE SERVER [PAGE_NS ENDPOINT_NS] [-- JOIN OPTIONS]
+run_case() {
+  local name=$1 first=$2 base=$3 server=$4 page_ns=${5:-} endpoint_ns=${6:-}
+  shift 6 2>/dev/null || shift $#
+  local tb te extra=("$@")
+  tb=$("$bin" token --room "$name" --identity browser --secret-file "$secret")
+  te=$("$bin" token --room "$name" --identity endpoint --secret-file "$secret")
+  local in_page=() in_endpoint=()
+  [ -n "$page_ns" ] && in_page=(ip netns exec "$page_ns")
+  [ -n "$endpoint_ns" ] && in_endpoint=(ip netns exec "$endpoint_ns")
+  local shot=()
+  [ -n "${BROWSER_SCREENSHOT:-}" ] && [ "$name" = browser-offers ] && shot=(--screenshot "$BROWSER_SCREENSHOT")
+  local pp pe
+  start_page() {
+    "${in_page[@]}" "$py" "$page" "$base/?room=$name&token=$tb$page_query" --frames 150 --timeout 60 \
+      --ready-file "$work/$name.ready" "${shot[@]}" "${page_extra[@]}" > "$work/$name-page.out" 2> "$work/$name-page.err" &
+    pp=$!; pids+=($pp)
+  }
+  start_endpoint() {
+    "${in_endpoint[@]}" env CALLEND_TOKEN="$te" "$bin" join "$name" --server "$server" --video-size 640x360 --duration 90 --no-stdin \
+      --video-out "$work/$name.y4m" --audio-out "$work/$name.wav" "${extra[@]}" > "$work/$name-endpoint.out" 2> "$work/$name-endpoint.err" &
+    pe=$!; pids+=($pe)
+  }
+  if [ "$first" = endpoint ]; then
+    start_endpoint
+    wait_for "$work/$name-endpoint.err" "joined room" 30 || { status=1; return; }
+    start_page
+  else
+    start_page
+    # The page has joined (or Chromium could not start: page.py exits 3).
+    local deadline=$((SECONDS + 60))
+    until [ -s "$work/$name.ready" ] || ! kill -0 "$pp" 2>/dev/null; do
+      [ $SECONDS -lt $deadline ] || break
+      sleep 0.05
+    done
+    start_endpoint
+  fi
+  wait "$pp"; local rc=$?
+  if [ $rc -eq 3 ]; then
+    echo "browser: SKIPPED: Chromium cannot start here: $(tail -1 "$work/$name-page.err")"
+    exit 0
+  fi
+  # The page leaves when it has what it needs; the endpoint then ends by itself (bye).
+  timeout 30 tail --pid="$pe" -f /dev/null || kill "$pe" 2>/dev/null
+  check "$name" || { status=1; echo "--- page"; tail -25 "$work/$name-page.err"; echo "--- endpoint"; grep -v '"change"' "$work/$name-endpoint.err" | tail -15; }
+}
+
+secret=$work/secret
+"$bin" token --new-secret --out "$secret"
+"$bin" serve --listen 127.0.0.1:0 --http 127.0.0.1:0 --secret-file "$secret" > "$work/serve.log" 2>&1 &
+pids+=($!)
+wait_for "$work/serve.log" "web page at" 30 || exit 1
+sport=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
+web=$(sed -n 's/^web page at \(http:[^ ]*\)\/ .*/\1/p' "$work/serve.log")
+page_query="" page_extra=()
+run_case browser-offers endpoint "$web" "127.0.0.1:$sport"
+run_case endpoint-offers browser "$web" "127.0.0.1:$sport"
+
+if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1 || ! command -v iptables >/dev/null || ! command -v turnserver >/dev/null; then
+  echo "browser: nat-relay: SKIPPED: needs root, ip netns, iptables and coturn"
+else
+  # The NAT lab keeps its own process list, folder and EXIT trap: the loopback service ends
+  # first, and the trap set here removes both folders.
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  own_work=$work
+  source scripts/natlab/lab.sh
+  natlab_start || { rm -rf "$own_work"; exit 1; }
+  trap 'natlab_down; rm -rf "$work" "$own_work"' EXIT
+  natlab_nat "$RA" symmetric; natlab_nat "$RB" symmetric
+  secret=$work/secret
+  nport=$((7600 + RANDOM % 300))
+  ip netns exec "$S" "$bin" serve --listen "$server_ip:7000" --http "$server_ip:$nport" --secret-file "$secret" \
+    --turn-secret-file "$work/turn-secret" --ice-server "stun:$server_ip:3478" --ice-server "turn:$server_ip:3478?transport=udp" \
+    > "$work/serve-nat.log" 2>&1 &
+  pids+=($!)
+  wait_for "$work/serve-nat.log" "web page at" 30 || exit 1
+  # An address other than localhost is no secure context: Chromium is told to treat it as one,
+  # as a browser on HTTPS would be, so that the page sends its camera and microphone.
+  page_query="&relay=1" page_extra=(--secure-origin "http://$server_ip:$nport")
+  run_case nat-relay endpoint "http://$server_ip:$nport" "$server_ip:7000" "$A" "$B" --ice-transport relay
+  grep -q "relay" <(sed -n 's/.*"text": "\([^"]*\)".*/\1/p' "$work/nat-relay-page.out") \
+    || { echo "browser: nat-relay: the page's path is not relayed"; status=1; }
+fi
+echo "browser: $([ $status -eq 0 ] && echo passed || echo FAILED)"
+exit $status
