@@ -16,6 +16,8 @@ packages=(
   # namespaces, tbf and the path's round trip for the namespace tests and the congestion bench;
   # NAT routers and a TURN/STUN server for the NAT lab
   iproute2 iputils-ping iptables coturn
+  # a browser as the peer: headless Chromium driven through chromium-driver by python3-selenium
+  chromium chromium-driver python3-selenium
 )
 
 missing=()

@@ -38,6 +38,9 @@ stage faults scripts/faults/test.sh
 stage natlab scripts/natlab/test.sh
 # aiortc (PyPI) as the peer of callend join, both offer directions (skips where aiortc cannot be installed).
 stage aiortc scripts/aiortc/test.sh
+# Headless Chromium on the page of serve --http calls a callend endpoint: both offer directions,
+# and relayed through the NAT lab (skips where Chromium cannot start; the NAT case needs root).
+stage browser scripts/browser/test.sh
 # A tbf bottleneck between namespaces whose capacity falls 2.5 -> 0.6 -> 2.5 Mbit/s: the sender
 # gets below the new capacity, steps its video mode down and back up (root; skips without).
 stage congestion scripts/congestion/test.sh

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Signaling
 
 /// A client frame: masked with `mask`, FIN as given, the length in its shortest form unless `longLength`.
@@ -113,6 +114,47 @@ func clientFrame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, mask: [U
         #expect(Array(WebSocket.frame(.text, [UInt8](repeating: 0, count: 200)).prefix(4)) == [0x81, 126, 0, 200])
         #expect(Array(WebSocket.frame(.text, [UInt8](repeating: 0, count: 70_000)).prefix(10)) == [0x81, 127, 0, 0, 0, 0, 0, 1, 0x11, 0x70])
         #expect(WebSocket.closeFrame(.tooBig) == [0x88, 0x02, 0x03, 0xf1])
+    }
+}
+
+/// Seeded random and mutated input through both web parsers: no crash, and what they hold stays
+/// within their bounds whatever arrives.
+@Suite struct WebParserFuzzTests {
+    @Test func randomAndMutatedFramesKeepTheReaderWithinItsBounds() {
+        var rng = SeededGenerator(seed: 6455)
+        let valid = clientFrame(1, Array(#"{"type":"ping"}"#.utf8)) + clientFrame(9, [1]) + clientFrame(1, [0x61], fin: false) + clientFrame(0, [0x62])
+        for round in 0..<20_000 {
+            var reader = WebSocketReader(maxMessageLength: 4096, maxFragments: 64)
+            var bytes: [UInt8]
+            if round % 2 == 0 {
+                bytes = (0..<Int.random(in: 0...300, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            } else {
+                bytes = valid
+                for _ in 0..<Int.random(in: 1...4, using: &rng) { bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
+            }
+            var i = 0
+            while i < bytes.count {
+                let n = Int.random(in: 1...64, using: &rng)
+                guard (try? reader.append(bytes[i..<min(i + n, bytes.count)])) != nil else { break }
+                #expect(reader.pendingCount <= 4096 + 14 + 64)
+                i += n
+            }
+        }
+    }
+
+    @Test func randomHeadsNeverCrashTheRequestReader() {
+        var rng = SeededGenerator(seed: 9112)
+        let valid = Array("GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n\r\n".utf8)
+        for round in 0..<20_000 {
+            var reader = HTTPRequestHead.Reader()
+            var bytes = valid
+            if round % 2 == 0 {
+                bytes = (0..<Int.random(in: 0...200, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } + [13, 10, 13, 10]
+            } else {
+                for _ in 0..<Int.random(in: 1...4, using: &rng) { bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
+            }
+            _ = try? reader.append(bytes)
+        }
     }
 }
 

@@ -108,6 +108,7 @@ func exchange(port: Int, line: String) throws -> String {
             (["serve", "--listen", "127.0.0.1:0"], "no secret"),
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", "/nonexistent"], "cannot read the secret file"),
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--tls-cert", "c.pem"], "go together"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--http", "8080"], "--http takes HOST:PORT"),
             (["token", "--identity", "x", "--secret-file", secret.path], "token needs --room"),
             (["token", "--room", "r", "--identity", "x", "--secret-file", secret.path, "--ttl", "soon"], "--ttl takes"),
             (["bench", "signaling", "--clients", "one"], "--clients takes"),
@@ -119,6 +120,8 @@ func exchange(port: Int, line: String) throws -> String {
         }
         let busy = try runCallend(["serve", "--listen", "203.0.113.1:1", "--secret-file", secret.path])
         #expect(busy.status == 1 && busy.stderr.contains("listen on 203.0.113.1:1"), "\(busy.stderr)")
+        let webBusy = try runCallend(["serve", "--listen", "127.0.0.1:0", "--http", "203.0.113.1:1", "--secret-file", secret.path])
+        #expect(webBusy.status == 1 && webBusy.stderr.contains("listen on 203.0.113.1:1"), "\(webBusy.stderr)")
     }
 
     @Test func smallSignalingBenchCompletesEveryPair() throws {

@@ -230,11 +230,10 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             do { events = try reader.append(bytes) } catch {
                 connection.mode = .webSocket(reader)
                 if error.code == .tooBig {
-                    // The same error code a line over the limit gets, then the close frame.
-                    apply(core.lineTooLong(connection.id))
-                } else {
-                    closeWebSocket(connection, error.code, reason: error.description)
+                    // The same error a line over the limit gets, then the close frame that says why.
+                    apply(core.lineTooLong(connection.id).filter { if case .send = $0 { return true }; return false })
                 }
+                closeWebSocket(connection, error.code, reason: error.description)
                 return
             }
             connection.mode = .webSocket(reader)
