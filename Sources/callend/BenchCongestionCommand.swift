@@ -2,7 +2,7 @@ import CallEndpoint
 import Foundation
 
 let benchCongestionHelp = """
-    usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH]
+    usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH] [--chromium]
                                     [--video-size WxH] [--fps N] [--burst BYTES] [--delay MS] [--scripts DIR]
 
     Needs root. Builds hosts A and B in network namespaces joined through a router R whose link
@@ -29,6 +29,9 @@ let benchCongestionHelp = """
       --schedule LIST     capacity phases as KBIT:SECONDS, comma-separated (default 1000:40,2500:20,600:20,1000:20)
       --out DIR           output folder (default ./congestion-bench)
       --no-aiortc         run callend only
+      --chromium          also a run where callend sends to headless Chromium (Debian's chromium,
+                          chromium-driver, python3-selenium; the page of 'serve --http', receiving
+                          only) and adapts from Chromium's transport-cc feedback, not its own
       --python PATH       a Python with aiortc and matplotlib (default .build/bench-venv/bin/python, made by
                           scripts/congestion/setup-bench.sh)
       --video-size WxH    clip size (default 640x480); --fps N clip rate (default 30)
@@ -74,6 +77,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     let schedule = try args.value("--schedule")
     let out = try args.value("--out") ?? "congestion-bench"
     let noAiortc = args.flag("--no-aiortc")
+    let chromium = args.flag("--chromium")
     let python = try args.value("--python")
     let size = try args.value("--video-size").map(parseSize)
     let fps = try args.integer("--fps", in: 1...60)
@@ -104,6 +108,13 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     var options = CongestionBenchmark.Options(executable: executable, scripts: scripts, python: interpreter,
                                               outputDirectory: URL(fileURLWithPath: out).standardizedFileURL.path)
     options.schedule = parsedSchedule
+    if chromium {
+        let page = URL(fileURLWithPath: scripts).deletingLastPathComponent().appendingPathComponent("browser/page.py").path
+        guard FileManager.default.fileExists(atPath: page), FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
+            fail(UsageError(description: "--chromium needs \(page) and Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh)"), code: .failure)
+        }
+        options.browserPage = page
+    }
     options.plotPython = interpreter ?? (FileManager.default.isExecutableFile(atPath: venv) ? venv : "python3")
     if let size { options.videoSize = size }
     if let fps { options.fps = fps }

@@ -5,7 +5,7 @@ python3-selenium) with a fake camera and microphone: opens URL, waits until the 
 one JSON line with the page's statistics. Exits 3 when Chromium cannot start (the caller skips),
 1 when the media did not arrive in --timeout seconds.
 """
-import argparse, json, sys, time
+import argparse, json, signal, sys
 
 parser = argparse.ArgumentParser()
 parser.add_argument("url")
@@ -14,8 +14,11 @@ parser.add_argument("--timeout", type=float, default=60)
 parser.add_argument("--screenshot", help="PNG of the page once the media arrived")
 parser.add_argument("--receive-only", action="store_true", help="no camera or microphone")
 parser.add_argument("--ready-file", help="written once the page has joined the room")
+parser.add_argument("--stay", action="store_true", help="once the media arrived, stay in the call until SIGTERM")
 parser.add_argument("--secure-origin", help="an http:// origin Chromium treats as secure (camera and microphone allowed)")
 args = parser.parse_args()
+# Stopped by SIGTERM: unwind through the finally below, which closes Chromium.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
 try:
     from selenium import webdriver
@@ -71,6 +74,9 @@ try:
         status = 0
         if args.screenshot:
             driver.save_screenshot(args.screenshot)
+        if args.stay:
+            say("media flowing; staying in the call until SIGTERM")
+            signal.pause()
     except TimeoutException:
         pass
     final = driver.execute_script("return {stats: window.callend && window.callend.stats, log: window.callend ? window.callend.log : []};")

@@ -27,6 +27,9 @@ public struct CongestionBenchmark {
         public var burstBytes = 4_000
         /// One-way delay added in each direction by a user-space relay in the router, ms (0: none).
         public var delayMilliseconds = 0
+        /// scripts/browser/page.py: when set, a run where callend sends to headless Chromium (the
+        /// page of `serve --http`, receiving only) and adapts from Chromium's own transport-cc feedback.
+        public var browserPage: String?
 
         public init(executable: String, scripts: String, python: String?, outputDirectory: String) {
             self.executable = executable
@@ -41,6 +44,8 @@ public struct CongestionBenchmark {
         public var samples: [BottleneckSample]
         public var modeSwitchTimes: [Double]
         public var phases: [PhaseMetrics]
+        /// Transport-cc feedback packets the callend sender took from its receiver (callend senders).
+        public var transportFeedback: Int?
     }
 
     public let options: Options
@@ -61,9 +66,18 @@ public struct CongestionBenchmark {
 
         let clip = try makeClip(in: work)
         var runs: [Run] = []
-        runs.append(try measure(name: "callend") { topology, sampler in
-            try startCallend(topology: topology, clip: clip, work: work, sampler: sampler)
-        })
+        var ours = try measure(name: "callend") { topology, sampler in
+            try startCallend(topology: topology, clip: clip, work: work, sampler: sampler, receiver: nil)
+        }
+        ours.transportFeedback = lastStatus(options.outputDirectory + "/callend-a.log")?.transportFeedback
+        runs.append(ours)
+        if let page = options.browserPage {
+            var browser = try measure(name: Self.chromiumRun) { topology, sampler in
+                try startCallend(topology: topology, clip: clip, work: work, sampler: sampler, receiver: page)
+            }
+            browser.transportFeedback = lastStatus(options.outputDirectory + "/chromium-a.log")?.transportFeedback
+            runs.append(browser)
+        }
         if let python = options.python {
             runs.append(try measure(name: "aiortc") { topology, _ in
                 try startAiortc(topology: topology, python: python, clip: clip)
@@ -204,14 +218,20 @@ public struct CongestionBenchmark {
                    phases: CongestionMetrics.compute(samples: samples, schedule: schedule, modeSwitchTimes: switches))
     }
 
-    private func startCallend(topology: NamespaceTopology, clip: String, work: String, sampler: Sampler) throws -> [Process] {
+    /// The run whose receiver is Chromium.
+    public static let chromiumRun = "callend>chromium"
+
+    /// callend in A sends the clip to B: to another callend, or (`receiver`: page.py) to headless Chromium.
+    private func startCallend(topology: NamespaceTopology, clip: String, work: String, sampler: Sampler, receiver page: String?) throws -> [Process] {
+        let prefix = page == nil ? "callend" : "chromium"
         let secret = TokenSecret.random()
         let secretFile = work + "/secret"
         do { try writePrivateFile(atPath: secretFile, contents: secret.printable) } catch {
             throw ExternalTool.Failure(description: error.description)
         }
         let seconds = Int(options.schedule.duration) + 60
-        let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", secretFile])
+        let web = page == nil ? [] : ["--http", "\(topology.addressA):7080"]
+        let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", secretFile] + web)
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
@@ -222,7 +242,7 @@ public struct CongestionBenchmark {
             let p = try topology.process(in: ns, options.executable,
                                          ["join", "congestion", "--server", "\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin"] + extra,
                                          environment: ["CALLEND_TOKEN": token])
-            p.standardOutput = try newFile(options.outputDirectory + "/callend-\(who).log")
+            p.standardOutput = try newFile(options.outputDirectory + "/\(prefix)-\(who).log")
             let errors = Pipe()
             p.standardError = errors
             try p.run()
@@ -230,7 +250,7 @@ public struct CongestionBenchmark {
         }
         let (sender, senderErrors) = try join("a", in: topology.a, extra: ["--video-source", clip])
         // The sender's decision log, stamped with the bench clock as it arrives.
-        let out = try newFile(options.outputDirectory + "/callend-decisions.log")
+        let out = try newFile(options.outputDirectory + "/\(prefix)-decisions.log")
         let thread = Thread { [sampler] in
             var pending = Data()
             while true {
@@ -248,8 +268,19 @@ public struct CongestionBenchmark {
             out.closeFile()
         }
         thread.start()
-        let (receiver, _) = try join("b", in: topology.b, extra: ["--video-source", "none"])
-        return [server, sender, receiver]
+        guard let page else {
+            let (receiver, _) = try join("b", in: topology.b, extra: ["--video-source", "none"])
+            return [server, sender, receiver]
+        }
+        let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: "chromium", room: "congestion", issuedAt: now, expires: now + 3600))
+        let browser = try topology.process(in: topology.b, "/usr/bin/python3",
+                                           [page, "http://\(topology.addressA):7080/?room=congestion&token=\(token)", "--receive-only",
+                                            "--frames", "1", "--timeout", "60", "--stay"])
+        let browserLog = try newFile(options.outputDirectory + "/chromium-page.log")
+        browser.standardOutput = browserLog
+        browser.standardError = browserLog
+        try browser.run()
+        return [server, sender, browser]
     }
 
     private func startAiortc(topology: NamespaceTopology, python: String, clip: String) throws -> [Process] {
@@ -267,6 +298,12 @@ public struct CongestionBenchmark {
         usleep(500_000)
         let offerer = try start(topology.a, ["offer", "--connect", "\(topology.addressB):7100", "--video", clip, "--seconds", seconds], log: "a")
         return [answerer, offerer]
+    }
+
+    /// The last per-second status line of a `callend join` log.
+    private func lastStatus(_ path: String) -> CallStatus? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        return text.split(separator: "\n").reversed().lazy.compactMap { try? JSONDecoder().decode(CallStatus.self, from: Data($0.utf8)) }.first
     }
 
     /// An empty file, open for writing (a peer's log).
@@ -317,16 +354,15 @@ public struct CongestionBenchmark {
         let delay = delayMilliseconds > 0 ? ", \(delayMilliseconds) ms each way" : ""
         var lines = ["congestion bench: tbf bottleneck (\(burstBytes)-byte bucket, 300 ms queue\(delay)), schedule " +
                      schedule.phases.map { "\($0.capacity / 1000)k/\(Int($0.seconds))s" }.joined(separator: " "),
-                     "stack    phase       util  q p50  q p95   loss  fall<cap  to 90%  osc  modes"]
+                     "stack             phase       util  q p50  q p95   loss  fall<cap  to 90%  osc  modes"]
         for run in runs {
             for m in run.phases {
-                lines.append(String(format: "%-8@ %3.0fs %5dk  %5.2f %5.0fms %5.0fms %5.1f%% %8@ %7@ %4d %6d", run.name as NSString, m.start, m.capacity / 1000,
+                lines.append(String(format: "%@ %3.0fs %5dk  %5.2f %5.0fms %5.0fms %5.1f%% %8@ %7@ %4d %6d", run.name.padding(toLength: 17, withPad: " ", startingAt: 0) as NSString, m.start, m.capacity / 1000,
                                     m.utilization, m.queueP50, m.queueP95, m.loss * 100, f(m.secondsToFallBelow, "%.1fs") as NSString,
                                     f(m.secondsTo90Percent, "%.1fs") as NSString, m.oscillations, m.modeSwitches))
             }
         }
-        if runs.count == 2 {
-            let (ours, theirs) = (runs[0].phases, runs[1].phases)
+        if let ours = runs.first(where: { $0.name == "callend" })?.phases, let theirs = runs.first(where: { $0.name == "aiortc" })?.phases {
             lines.append("ratios callend / aiortc per phase (utilization: higher is better; queue, fall, reach: lower is better):")
             for (m, o) in zip(ours, theirs) {
                 func ratio(_ a: Double?, _ b: Double?) -> String {
@@ -338,9 +374,12 @@ public struct CongestionBenchmark {
                                     ratio(m.secondsToFallBelow, o.secondsToFallBelow), ratio(m.secondsTo90Percent, o.secondsTo90Percent)))
             }
         }
-        if let ours = runs.first?.phases, !ours.isEmpty {
-            let targets = CongestionMetrics.targets(ours, schedule: schedule)
-            lines.append("callend targets: " + targets.map(\.summary).joined(separator: "; "))
+        for run in runs {
+            if let count = run.transportFeedback { lines.append("\(run.name): the estimate followed \(count) transport-cc feedback packets from its receiver") }
+        }
+        for run in runs where run.name != "aiortc" && !run.phases.isEmpty {
+            let targets = CongestionMetrics.targets(run.phases, schedule: schedule)
+            lines.append("\(run.name) targets: " + targets.map(\.summary).joined(separator: "; "))
         }
         return lines.joined(separator: "\n")
     }

@@ -38,6 +38,8 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var freezes = 0
     public var videoHoldMs: Double?
     public var audioHoldMs: Double?
+    /// Transport-cc feedback packets received from the peer since the start (the estimator's input).
+    public var transportFeedback = 0
 
     /// The one-line form for a terminal.
     public var line: String {
@@ -83,7 +85,8 @@ extension CallStatus {
                           avOffsetMs: after.received.avOffsetMs.map { ($0 * 10).rounded() / 10 },
                           audioLatencyMs: newAudio.percentile(0.5), freezes: after.received.freezes,
                           videoHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.video.rounded(),
-                          audioHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.audio.rounded())
+                          audioHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.audio.rounded(),
+                          transportFeedback: after.sent.transportFeedbackReceived)
     }
 
     private static func size(_ width: Int, _ height: Int) -> String { width == 0 ? "-" : "\(width)x\(height)" }

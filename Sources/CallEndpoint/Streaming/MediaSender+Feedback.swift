@@ -49,6 +49,7 @@ extension MediaSender {
             case .transportFeedback(let feedback):
                 let now = clock.now.microseconds
                 state.withLock { s in
+                    s.stats.transportFeedbackReceived += 1
                     guard var estimator = s.estimator, let results = try? s.adapter.results(for: feedback, now: now) else { return }
                     let change = estimator.onFeedback(results, now: now)
                     s.estimator = estimator

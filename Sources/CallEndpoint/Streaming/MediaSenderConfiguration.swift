@@ -80,6 +80,9 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     public var nacksReceived = 0
     public var retransmitted = 0
     public var keyframeRequests = 0
+    /// Transport-wide congestion control feedback packets from the receiver (RTCP, RFC 8888's
+    /// predecessor draft-holmer-rmcat-transport-wide-cc-extensions): what drives the estimate.
+    public var transportFeedbackReceived = 0
     public var roundTripTime: Duration?
     public var receiverLossFraction: Double?
     public var elapsed: Duration = .zero
