@@ -9,7 +9,8 @@
 #                    service; both sides relay-only
 # Each case passes when the page decoded >= 150 of the endpoint's video frames with its video
 # element playing and received its audio (getStats), and the endpoint decoded >= 40 of the
-# browser's VP8 frames (counted in its --video-out recording) and its Opus audio.
+# browser's VP8 frames (counted in its --video-out recording) and its Opus audio, and its bandwidth
+# estimate took >= 10 of Chromium's transport-cc feedback packets.
 # BROWSER_SCREENSHOT=F.png saves the page during the first call. Skips, saying so, where
 # Chromium cannot start; the NAT case skips without root. Removes everything it made.
 set -uo pipefail
@@ -45,6 +46,8 @@ out = open(f"{work}/{name}-endpoint.out").read()
 decoded = int((re.search(r"video (\d+) frames decoded", out) or [0, 0])[1])
 audio = int((re.search(r"audio (\d+) decoded", out) or [0, 0])[1])
 frames = open(f"{work}/{name}.y4m", "rb").read().count(b"FRAME") if decoded else 0
+status = [json.loads(l) for l in out.splitlines() if l.startswith("{") and "transportFeedback" in l]
+feedback = status[-1]["transportFeedback"] if status else 0
 loud = 0
 try:
     with wave.open(f"{work}/{name}.wav") as w:
@@ -56,8 +59,8 @@ except (OSError, EOFError, wave.Error):
 print(f"browser: {name}: the page decoded {recv.get('framesDecoded', 0)} frames ({recv.get('width')}x{recv.get('height')}) "
       f"and {recv.get('audioSamples', 0)} audio samples from the endpoint; path {pair}")
 print(f"browser: {name}: the endpoint decoded {decoded} VP8 frames ({frames} in its recording) and {audio} Opus frames "
-      f"({loud} samples above -40 dBFS in its WAV)")
-ok = page.get("ok") and recv.get("framesDecoded", 0) >= 150 and recv.get("audioSamples", 0) > 0 and frames >= 40 and audio >= 50 and loud > 0
+      f"({loud} samples above -40 dBFS in its WAV); its estimate followed {feedback} transport-cc feedback packets from Chromium")
+ok = page.get("ok") and recv.get("framesDecoded", 0) >= 150 and recv.get("audioSamples", 0) > 0 and frames >= 40 and audio >= 50 and loud > 0 and feedback >= 10
 print(f"browser: {name}: {'passed' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
 PY
