@@ -11,7 +11,8 @@
 # element playing and received its audio (getStats), and the endpoint decoded >= 40 of the
 # browser's VP8 frames (counted in its --video-out recording) and its Opus audio, and its bandwidth
 # estimate took >= 10 of Chromium's transport-cc feedback packets.
-# BROWSER_SCREENSHOT=F.png saves the page during the first call. Skips, saying so, where
+# BROWSER_SCREENSHOT=F.png saves the page during the first call (BROWSER_FRAMES=N: once the page
+# has decoded N frames, default 150). Skips, saying so, where
 # Chromium cannot start; the NAT case skips without root. Removes everything it made.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -80,7 +81,7 @@ run_case() {
   [ -n "${BROWSER_SCREENSHOT:-}" ] && [ "$name" = browser-offers ] && shot=(--screenshot "$BROWSER_SCREENSHOT")
   local pp pe
   start_page() {
-    "${in_page[@]}" "$py" "$page" "$base/?room=$name&token=$tb$page_query" --frames 150 --timeout 60 \
+    "${in_page[@]}" "$py" "$page" "$base/?room=$name&token=$tb$page_query" --frames "$frames" --timeout $((frames / 10 + 45)) \
       --ready-file "$work/$name.ready" "${shot[@]}" "${page_extra[@]}" > "$work/$name-page.out" 2> "$work/$name-page.err" &
     pp=$!; pids+=($pp)
   }
@@ -121,6 +122,7 @@ wait_for "$work/serve.log" "web page at" 30 || exit 1
 sport=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
 web=$(sed -n 's/^web page at \(http:[^ ]*\)\/ .*/\1/p' "$work/serve.log")
 page_query="" page_extra=()
+frames=${BROWSER_FRAMES:-150}
 run_case browser-offers endpoint "$web" "127.0.0.1:$sport"
 run_case endpoint-offers browser "$web" "127.0.0.1:$sport"
 
