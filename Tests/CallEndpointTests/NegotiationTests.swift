@@ -80,6 +80,25 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
         #expect(back.media.map(\.port) == [9, 9, 0] && back.transport.setup == .active)
     }
 
+    /// What a real Chromium offers (captured, not written by hand): every codec it has, a data
+    /// channel, a dozen header extensions. callend answers VP8 and Opus with RTX, transport-cc and
+    /// mid, declines the data channel, and knows Chromium's SSRCs before the first packet.
+    @Test func answersWhatChromiumOffers() throws {
+        let offer = try JSEPDescription(type: .offer, sdp: chromium156Offer)
+        #expect(offer.media.map(\.kind) == ["audio", "video", "application"])
+        let (answer, call) = try OfferAnswer.answer(offer, local: LocalMedia(sendsVideo: true, sendsAudio: true), transport: transport(7))
+        #expect(answer.media.map(\.isRejected) == [false, false, true] && answer.bundle == ["0", "1"])
+        let audio = try #require(call.stream(.audio)), video = try #require(call.stream(.video))
+        #expect(audio.codec.name == "opus" && audio.codec.payloadType == 111 && audio.sends && audio.receives)
+        #expect(video.codec.name == "VP8" && video.codec.payloadType == 96 && video.codec.rtxPayloadType == 97)
+        #expect(Set(video.codec.feedback) == ["transport-cc", "ccm fir", "nack", "nack pli"])
+        #expect(video.transportSequenceExtensionID == 3 && video.midExtensionID == 4 && audio.transportSequenceExtensionID == 3)
+        #expect(video.remoteSSRC == 2855068886 && audio.remoteSSRC != nil)
+        #expect(answer.media[1].codecs.count == 1, "one codec per section: the browser sends only what callend decodes")
+        let back = try JSEPDescription(type: .answer, sdp: answer.sdp)
+        #expect(back.media.map(\.port) == [9, 9, 0] && back.transport.setup == .active)
+    }
+
     @Test func failuresSayWhy() throws {
         let h264Only = browserShapedOffer.replacingOccurrences(of: "a=rtpmap:96 VP8/90000", with: "a=rtpmap:96 H264/90000")
             .replacingOccurrences(of: "a=rtpmap:111 opus/48000/2", with: "a=rtpmap:111 speex/48000")
