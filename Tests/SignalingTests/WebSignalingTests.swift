@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Signaling
 
-func startWebServer(limits: ServerLimits = ServerLimits()) throws -> SignalingServer {
-    var configuration = SignalingServerConfiguration(port: 0, secret: testSecret)
+func startWebServer(limits: ServerLimits = ServerLimits(), tls: TLSContext? = nil) throws -> SignalingServer {
+    var configuration = SignalingServerConfiguration(port: 0, secret: testSecret, tls: tls)
     configuration.limits = limits
     configuration.web = ("127.0.0.1", 0)
     let server = try SignalingServer(configuration: configuration)
@@ -20,12 +21,21 @@ func joinToken(_ identity: String, room: String = "lab") -> String {
 final class WebClient {
     let fd: Int32
     private var input: [UInt8] = []
+    private let tls: TLSSession?
 
-    init(port: Int) throws {
+    /// Over TLS (HTTPS, WSS) when `tls` is a client context; the server's name is checked as `serverName`.
+    init(port: Int, tls context: TLSContext? = nil, serverName: String = "localhost") throws {
         fd = try TCPSocket.connect(host: "127.0.0.1", port: port, timeout: .seconds(2))
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var timeout = timeval(tv_sec: 3, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        if let context {
+            let session = try TLSSession(context: context, fd: fd, serverName: serverName)
+            try session.handshake()
+            tls = session
+        } else {
+            tls = nil
+        }
     }
 
     deinit { close(fd) }
@@ -33,7 +43,13 @@ final class WebClient {
     func send(_ bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n: Int = bytes[offset...].withUnsafeBytes { raw in
+                if let tls {
+                    guard case .bytes(let count)? = try? tls.write(raw) else { return -1 }
+                    return count
+                }
+                return Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL))
+            }
             if n <= 0 { return }
             offset += n
         }
@@ -42,7 +58,13 @@ final class WebClient {
     /// Reads more; false at EOF, an error or 3 s of silence.
     private func fill() -> Bool {
         var buffer = [UInt8](repeating: 0, count: 65536)
-        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        let n: Int = buffer.withUnsafeMutableBytes { raw in
+            if let tls {
+                guard case .bytes(let count)? = try? tls.read(into: raw) else { return -1 }
+                return count
+            }
+            return Glibc.read(fd, raw.baseAddress, raw.count)
+        }
         guard n > 0 else { return false }
         input += buffer[0..<n]
         return true
@@ -222,6 +244,24 @@ final class WebClient {
         #expect(pinger.upgrade() == 101)
         pinger.send((0..<300).flatMap { _ in clientFrame(9, []) })
         #expect(pinger.closeCode() == 1008)
+    }
+
+    /// With --tls-cert/--tls-key the web side is HTTPS and WSS, checked against the CA like any TLS client.
+    @Test func theWebSideSpeaksTLSWhenTheServiceHasACertificate() throws {
+        let cert = try TestCertificate()
+        let server = try startWebServer(tls: try TLSContext(certificateFile: cert.certificate, privateKeyFile: cert.key))
+        defer { server.stop() }
+        let port = try #require(server.webPort)
+        let trust = try TLSContext(trustedCAFile: cert.certificate)
+        #expect(try WebClient(port: port, tls: trust).request("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").status == 200)
+        let browser = try WebClient(port: port, tls: trust)
+        #expect(browser.upgrade() == 101)
+        browser.sendText(#"{"type":"join","room":"lab","token":"\#(joinToken("browser"))"}"#)
+        #expect(browser.message() == .joined(room: "lab", participant: "browser", peers: []))
+        // Plain HTTP to the TLS port gets nothing useful, and a client that does not trust the certificate is refused.
+        #expect(try WebClient(port: port).request("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").status == 0)
+        let other = try TestCertificate()
+        #expect(throws: TLSError.self) { _ = try WebClient(port: port, tls: try TLSContext(trustedCAFile: other.certificate)) }
     }
 
     @Test func theLimitsHoldBeforeTheUpgrade() async throws {
