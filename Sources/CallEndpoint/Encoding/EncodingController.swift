@@ -123,6 +123,8 @@ public struct EncodingController: Sendable {
     /// update (a soak at 5 % loss logged 20 such flips a second).
     private var lastLossy: Duration?
     static let fecHold: Duration = .seconds(5)
+    /// Audio's packet headers on the wire, bit/s (50 packets a second of about 60 bytes).
+    static let audioHeaderBitrate = 24_000
 
     public init(ladder: ModeLadder, maxVideoBitrate: Int, startBitrate: Int) {
         self.ladder = ladder
@@ -157,8 +159,11 @@ public struct EncodingController: Sendable {
         }
         if (fec == 0) != (fecLossPercent == 0) { record("fec", "\(fecLossPercent)%", "\(fec)%") }
         fecLossPercent = fec
-        // RTP/SRTP headers take about 5 % of a video stream.
-        let video = max(30_000, min(maxVideoBitrate, Int(Double(estimate - audio) * 0.95)))
+        // The estimate covers everything sent, audio included (it goes through the pacer with
+        // transport-wide sequence numbers): audio's share is its bitrate plus its packets' headers
+        // (50 a second, about 60 bytes each with SRTP, UDP and IP: 24 kbit/s). RTP/SRTP headers
+        // take about 5 % of a video stream.
+        let video = max(30_000, min(maxVideoBitrate, Int(Double(estimate - audio - Self.audioHeaderBitrate) * 0.95)))
         if video != videoBitrate {
             let step = abs(Double(video - loggedVideoBitrate)) / Double(loggedVideoBitrate)
             if cause != "increase" || step >= 0.25 {

@@ -283,12 +283,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         state.withLock { s in
             s.lastPacket = arrival
             s.summary.silentSince = nil
-            // Every packet on the port counts for congestion control: media, RTX and probe padding.
-            if let id = configuration.transportSequenceExtensionID, let data = packet.headerExtension(id: id),
-               let sequence = TransportSequenceNumber.decode(data) {
-                if s.transportFeedback == nil { s.transportFeedback = TransportFeedbackGenerator(senderSSRC: ssrc, mediaSSRC: packet.ssrc) }
-                s.transportFeedback?.received(sequence: sequence, arrivalMicroseconds: arrival.microseconds)
-            }
+            recordTransportSequence(packet, arrival: arrival, state: &s)
             guard !packet.payload.isEmpty else { return }  // padding only (a bandwidth probe)
             if let rtx = stream.rtxPayloadType, packet.payloadType == rtx {
                 guard let mediaSSRC = s.videoStats?.ssrc,
@@ -430,9 +425,19 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     // MARK: Audio
 
+    /// Every packet that carries a transport-wide sequence number counts for congestion control:
+    /// video, RTX, probe padding and audio, all numbered in one sequence by the sender's pacer.
+    private func recordTransportSequence(_ packet: RTPPacket, arrival: Duration, state s: inout State) {
+        guard let id = configuration.transportSequenceExtensionID, let data = packet.headerExtension(id: id),
+              let sequence = TransportSequenceNumber.decode(data) else { return }
+        if s.transportFeedback == nil { s.transportFeedback = TransportFeedbackGenerator(senderSSRC: ssrc, mediaSSRC: packet.ssrc) }
+        s.transportFeedback?.received(sequence: sequence, arrivalMicroseconds: arrival.microseconds)
+    }
+
     private func receiveAudio(_ packet: RTPPacket, arrival: Duration) {
         guard audioStream != nil else { return }
         state.withLock { s in
+            recordTransportSequence(packet, arrival: arrival, state: &s)
             s.lastPacket = arrival
             s.summary.silentSince = nil
             if s.audioStats == nil { s.audioStats = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 48_000) }

@@ -39,9 +39,8 @@ extension MediaSender {
                 audioSettings = (bitrate, fec)
             }
             let payload = try encoder!.encode(samples)
-            var packet = RTPPacket(payloadType: configuration.payloadTypes.audio, sequenceNumber: sequence, timestamp: timestamp,
+            let packet = RTPPacket(payloadType: configuration.payloadTypes.audio, sequenceNumber: sequence, timestamp: timestamp,
                                    ssrc: audioSSRC, marker: first, payload: payload)
-            if let mid = state.withLock({ midElement(for: audioSSRC, state: $0) }) { packet.setHeaderExtensionElements([mid]) }
             first = false
             let now = clock.now
             state.withLock { s in
@@ -49,8 +48,11 @@ extension MediaSender {
                 s.audio.record(packet, at: now - AudioBlock.period)
                 s.stats.audioPackets += 1
                 s.stats.audioBytes += packet.serializedSize
+                // Through the pacer's first lane: never held by its budget or congestion window, but
+                // stamped with a transport-wide sequence number there, so the estimate sees audio too.
+                s.pacer.enqueue(packet, size: packet.serializedSize, priority: .audio, now: now.microseconds)
             }
-            send(packet, kind: .audio)
+            pacerWake.signal()
             sequence &+= 1
             timestamp &+= UInt32(AudioBlock.frames)
         }

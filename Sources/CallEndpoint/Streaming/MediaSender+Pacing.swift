@@ -9,8 +9,9 @@ import Synchronization
 /// allows, stamps transport-wide sequence numbers, pads probe clusters; and the controller's
 /// estimate becomes encoder settings.
 extension MediaSender {
-    /// Sends what the pacer releases, assigning transport-wide sequence numbers at the moment of
-    /// sending, and pads probe clusters; ends when the video thread has and the queue is empty.
+    /// Sends what the pacer releases (audio first, then retransmissions, then video), assigning
+    /// transport-wide sequence numbers at the moment of sending, and pads probe clusters; ends
+    /// when the media threads have and the queue is empty.
     func pace() throws {
         let extensionID = configuration.transportSequenceExtensionID
         while true {
@@ -68,9 +69,9 @@ extension MediaSender {
                 // Sleep until the budget allows the next packet, a new packet is queued, or (idle) a
                 // probe may be due; during a probe, pad every millisecond.
                 let wait: Int64 = s.pacer.probing ? 1_000 : s.pacer.isEmpty ? 20_000 : s.pacer.holdVideo ? 5_000 : max(500, s.pacer.timeUntilNext(now: now))
-                return (out, s.pacer.isEmpty && videoDone.load(ordering: .relaxed), wait)
+                return (out, s.pacer.isEmpty && mediaFinished.load(ordering: .relaxed) >= mediaThreads, wait)
             }
-            for packet in batch { send(packet, kind: .video) }
+            for packet in batch { send(packet, kind: packet.ssrc == audioSSRC ? .audio : .video) }
             if done || stopping.load(ordering: .relaxed) { return }
             _ = pacerWake.wait(timeout: .now() + .microseconds(Int(wait)))
         }

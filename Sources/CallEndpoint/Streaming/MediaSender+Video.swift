@@ -20,10 +20,7 @@ extension MediaSender {
             case .ended: frames.put(nil)
             }
         }
-        defer {
-            ownsTracks ? source.stop() : source.detach()
-            videoDone.store(true, ordering: .relaxed)
-        }
+        defer { ownsTracks ? source.stop() : source.detach() }
         let auto = configuration.encodingMode == .auto && configuration.transportSequenceExtensionID != nil
         var appliedBitrate = 0
         var appliedMode: VideoMode?

@@ -127,10 +127,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                 group.leave()
             }
         }
-        if videoTrack != nil {
-            spawn("video-send") { [self] in try sendVideo() }
-            spawn("pacer") { [self] in try pace() }
-        }
+        if videoTrack != nil { spawn("video-send") { [self] in try sendVideo() } }
+        if videoTrack != nil || audioTrack != nil { spawn("pacer") { [self] in try pace() } }
         if audioTrack != nil { spawn("audio-send") { [self] in try sendAudio() } }
         spawn("rtcp-send") { [self] in
             var next = Duration.seconds(1)
@@ -157,7 +155,6 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     }
 
     var mediaThreads: Int { (videoTrack != nil ? 1 : 0) + (audioTrack != nil ? 1 : 0) }
-    let videoDone = Atomic<Bool>(false)
     /// Signalled when packets are queued for the pacer.
     let pacerWake = DispatchSemaphore(value: 0)
 
