@@ -33,6 +33,10 @@ let package = Package(
         .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2", "Platform"]),
         .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
         .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Devices", "RTPTransport", "Platform"]),
+        // Every parser the network or a user feeds, one entry point each, and the executable
+        // libFuzzer drives them through (scripts/fuzz.sh); a plain build replays inputs.
+        .target(name: "FuzzTargets", dependencies: ["Codecs", "RTPTransport", "Signaling"]),
+        .executableTarget(name: "callend-fuzz", dependencies: ["FuzzTargets"]),
         // libnice (ICE, STUN, TURN, consent freshness) and the GLib main loop it runs on, behind a
         // small C API of plain types: GLib's headers, imported into Swift, redefine the socket
         // constants Glibc already exports and hide them from every file of the importing module.
@@ -44,6 +48,7 @@ let package = Package(
         .testTarget(name: "CodecsTests", dependencies: ["TestSupport", "Codecs"]),
         .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "RTPTransport"]),
         .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling"]),
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], resources: [.copy("Corpus")]),
         .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "Devices"]),
         .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "Codecs", "RTPTransport", "Signaling", "Devices"]),
         .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Codecs", "RTPTransport", "CallEndpoint"]),

@@ -27,6 +27,9 @@ build() {
 stage build build
 stage "swift test" swift test
 stage leak-check scripts/leak-check.sh
+# Every network- and user-fed parser under libFuzzer with AddressSanitizer, 5 s each from the
+# seed corpora (the corpora and past crashes also replay in swift test).
+stage fuzz scripts/fuzz.sh --all --seconds 5
 # Real V4L2 and ALSA drivers (vivid, snd-aloop) in a qemu VM; skips, saying so, where qemu cannot run.
 stage devicelab scripts/devicelab/test.sh
 # Two hosts in network namespaces through a router namespace, a 20 s call (root; skips without).

@@ -1,0 +1,102 @@
+import Codecs
+import Foundation
+import RTPTransport
+import Signaling
+
+/// Every parser the network or a user feeds, as one entry point each: libFuzzer drives them
+/// through `callend-fuzz` (scripts/fuzz.sh), and the test suite replays the seed corpora and every
+/// crash found (Tests/FuzzCorpus) through the same functions. A target may reject its input in
+/// any way it likes; what it must not do is crash, hang or grow without bound.
+public enum FuzzTarget: String, CaseIterable, Sendable {
+    case rtp, rtcp, vp8, opus, sdp, signaling, jwt, websocket, http, y4m, ivf, wav
+
+    public func run(_ bytes: [UInt8]) {
+        switch self {
+        case .rtp:
+            guard let packet = try? RTPPacket(parsing: bytes) else { return }
+            if let elements = try? packet.headerExtensionElements() {
+                for e in elements {
+                    _ = TransportSequenceNumber.decode(e.data)
+                    _ = AbsoluteSendTime.decode(e.data)
+                }
+            }
+            _ = packet.serialized()
+        case .rtcp:
+            guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
+            for case .transportFeedback(let feedback) in packets { _ = try? feedback.arrivals() }
+        case .vp8:
+            // A run of RTP packets, each behind a 2-byte length, into the jitter buffer that
+            // depacketizes VP8 (its payload descriptor included) and assembles pictures.
+            var buffer = VideoJitterBuffer()
+            var now = Duration.zero
+            for chunk in Self.chunks(bytes) {
+                if let packet = try? RTPPacket(parsing: Array(chunk)) {
+                    _ = try? VP8PayloadDescriptor.parse(packet.payload)
+                    _ = buffer.insert(packet, arrival: now)
+                }
+                now += .milliseconds(5)
+                _ = buffer.popFrames(now: now)
+            }
+            _ = buffer.popFrames(now: now + .seconds(5))
+        case .opus:
+            _ = try? OpusPayload.validate(bytes)
+        case .sdp:
+            let text = String(decoding: bytes, as: UTF8.self)
+            _ = try? SDPMessage(parsing: text)
+            _ = try? JSEPDescription(type: .offer, sdp: text)
+            if let answer = try? JSEPDescription(type: .answer, sdp: text) { _ = answer.sdp }
+        case .signaling:
+            var framer = LineFramer()
+            guard let lines = try? framer.append(bytes) else { return }
+            for line in lines {
+                if let message = try? SignalingMessage(parsing: line) { _ = message.serialized() }
+            }
+        case .jwt:
+            _ = try? Self.verifier.verify(String(decoding: bytes, as: UTF8.self), room: "lab", now: 1_800_000_000)
+        case .websocket:
+            var reader = WebSocketReader(maxMessageLength: 4096, maxFragments: 64)
+            for chunk in Self.chunks(bytes) { guard (try? reader.append(chunk)) != nil else { return } }
+        case .http:
+            var reader = HTTPRequestHead.Reader()
+            _ = try? reader.append(bytes)
+        case .y4m:
+            Self.withFile(bytes) { path in
+                guard let reader = try? Y4MReader(path: path) else { return }
+                for _ in 0..<16 { guard (try? reader.readFrame()) != nil else { break } }
+            }
+        case .ivf:
+            Self.withFile(bytes) { path in
+                guard let reader = try? IVFReader(path: path) else { return }
+                for _ in 0..<64 { guard case .some(.some) = try? reader.readFrame() else { break } }
+            }
+        case .wav:
+            Self.withFile(bytes) { path in
+                guard let reader = try? WAVReader(path: path) else { return }
+                for _ in 0..<64 { guard reader.read(samplesPerChannel: 480) != nil else { break } }
+            }
+        }
+    }
+
+    static let verifier = TokenVerifier(secret: try! TokenSecret(Array("fuzzing-secret-of-thirty-two-bytes!!".utf8)))
+
+    /// Pieces of `bytes`, each behind a 2-byte big-endian length (the rest when it runs short).
+    static func chunks(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        var out: [ArraySlice<UInt8>] = []
+        var i = 0
+        while i < bytes.count && out.count < 256 {
+            guard i + 2 <= bytes.count else { out.append(bytes[i...]); break }
+            let n = Int(bytes[i]) << 8 | Int(bytes[i + 1])
+            let end = min(bytes.count, i + 2 + n)
+            out.append(bytes[(i + 2)..<end])
+            i = end
+        }
+        return out
+    }
+
+    /// The file readers take paths: the input goes to one file in /dev/shm, rewritten each run.
+    static func withFile(_ bytes: [UInt8], _ body: (String) -> Void) {
+        let path = "/dev/shm/callend-fuzz-\(getpid())"
+        guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else { return }
+        body(path)
+    }
+}
