@@ -220,8 +220,12 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         parts.withLock { $0 = (sender, receiver) }
         // RTP to the receiver, RTCP to both (SR and BYE concern the receiver; RR, NACK, PLI,
         // FIR and transport-cc feedback the sender).
+        let capture = RTCPCapture()
         transport.startDelivering { packet in
-            if packet.isRTCP { sender.handleRTCP(packet.bytes) }
+            if packet.isRTCP {
+                capture?.keep(packet.bytes)
+                sender.handleRTCP(packet.bytes)
+            }
             receiver.receive(packet)
         }
         if stopRequested.load(ordering: .relaxed) { stop() }
