@@ -20,7 +20,7 @@ public struct CallSummary: Sendable {
 /// One endpoint of a two-party call: joins the room through the signaling service, makes or
 /// answers the offer (the participant who joins second offers), runs `CallMedia` until the
 /// duration passes or the peer leaves, then says `bye` and leaves. Runs on the calling thread.
-public final class Call: @unchecked Sendable {  // the event queue is guarded by `events`; everything else is used on the run thread
+public final class Call: @unchecked Sendable {  // the event queue is guarded by `events`, the callbacks by their locks (LockedCallback), `current` and the ICE servers by mutexes; everything else is used on the run thread
     /// What the call publishes and where the peer's media goes. The call closes all of it when it ends.
     public struct Media: Sendable {
         public var videoTrack: LocalVideoTrack?
@@ -115,10 +115,25 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     private let stopRequested = Atomic<Bool>(false)
     /// The DTLS certificate of this endpoint, for every round (its fingerprint is in each description).
     private let certificate: DTLSCertificate
-    /// Called about once a second while media flows (on a helper thread).
-    public var onStatus: (@Sendable (CallStatus) -> Void)?
-    /// Room events as they happen (on the signaling or a helper thread).
-    public var onEvent: (@Sendable (RoomEvent) -> Void)?
+    /// Called about once a second while media flows (on a helper thread). May be set from any
+    /// thread at any time: the call's threads read it through a lock.
+    public var onStatus: (@Sendable (CallStatus) -> Void)? {
+        get {
+            guard statusSink.isSet else { return nil }
+            return { [statusSink] status in _ = statusSink(status) }
+        }
+        set { statusSink.set(newValue) }
+    }
+    /// Room events as they happen (on the signaling or a helper thread); set from any thread.
+    public var onEvent: (@Sendable (RoomEvent) -> Void)? {
+        get {
+            guard eventSink.isSet else { return nil }
+            return { [eventSink] event in _ = eventSink(event) }
+        }
+        set { eventSink.set(newValue) }
+    }
+    private let statusSink = LockedCallback<CallStatus>()
+    private let eventSink = LockedCallback<RoomEvent>()
     /// The media session running now, and the last status, for control commands.
     let current = Mutex<(media: CallMedia?, status: CallStatus?)>((nil, nil))
     private let signalingTLS: TLSContext?
@@ -162,10 +177,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token },
                                                         tls: signalingTLS)
         let queue = events
-        let emit = onEvent
+        let emit = eventSink
         let (log, room) = (self.log, options.roomName)
         configuration.eventHandler = { event in
-            if let emit, let roomEvent = RoomEvent(event) { emit(roomEvent) }
+            if let roomEvent = RoomEvent(event) { emit(roomEvent) }
             // The signaling connection's ups and downs, for whoever reads the log (media goes on).
             switch event {
             case .reconnecting(let attempt, let delay, let reason):
