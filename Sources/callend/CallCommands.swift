@@ -63,7 +63,7 @@ let demoHelp = """
 
 func summaryLine(_ s: CallSummary) -> String {
     var parts = ["\(s.participant) <- \(s.peer ?? "?")"]
-    if let setup = s.setupTime { parts.append(String(format: "setup %.0f ms", setup.secondsValue * 1000)) }
+    if let setup = s.setupTime { parts.append(String(format: "setup %.0f ms", setup.inSeconds * 1000)) }
     if let r = s.received {
         parts.append("video \(r.framesDecoded) frames decoded (\(r.decodeErrors) errors)")
         parts.append("audio \(r.audioDecoded) decoded, \(r.audioRecoveredByFEC) FEC, \(r.audioConcealed) concealed")
@@ -80,9 +80,6 @@ func summaryLine(_ s: CallSummary) -> String {
     return parts.joined(separator: "; ")
 }
 
-extension Duration {
-    var secondsValue: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
 
 /// The access token: --token T, --token-file F (one of them), else CALLEND_TOKEN.
 func readToken(_ args: inout Arguments) throws -> String {

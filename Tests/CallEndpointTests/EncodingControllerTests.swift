@@ -43,7 +43,7 @@ import Testing
         let drop = now
         now = feed(&controller, estimate: 400_000, from: now, seconds: 0.1)
         #expect(controller.mode.description == "640x360@15")
-        #expect(controller.decisions.last { $0.change == "mode" }!.time <= (drop + .milliseconds(100)).secondsDouble)
+        #expect(controller.decisions.last { $0.change == "mode" }!.time <= (drop + .milliseconds(100)).inSeconds)
         now = feed(&controller, estimate: 400_000, from: now, seconds: 10)
         #expect(modeChanges(controller) == ["640x360@15"], "no further step while the estimate holds")
         // Back to 2 Mbit/s: up only after three seconds above 110 % of the better mode's need.
@@ -53,7 +53,7 @@ import Testing
         now = feed(&controller, estimate: 2_000_000, from: now, seconds: 1)
         #expect(controller.mode.description == "640x480@30")
         let up = controller.decisions.last { $0.change == "mode" }!
-        #expect(up.time - rise.secondsDouble >= 3)
+        #expect(up.time - rise.inSeconds >= 3)
     }
 
     @Test func dipsShorterThanTheHoldDoNotChangeTheMode() {

@@ -96,7 +96,7 @@ func b64(_ text: String) -> String { Base64URL.encode(Array(text.utf8)) }
         let client = SignalingClient(configuration: configuration)
         for attempt in 1...10 {
             let nominal = min(10.0, 0.25 * pow(2, Double(attempt - 1)))
-            let delays = (0..<50).map { _ in client.backoffDelay(attempt: attempt).secondsValue }
+            let delays = (0..<50).map { _ in client.backoffDelay(attempt: attempt).inSeconds }
             #expect(delays.allSatisfy { $0 >= nominal * 0.5 - 1e-9 && $0 <= nominal + 1e-9 }, "attempt \(attempt): \(delays.min()!)...\(delays.max()!)")
             #expect(Set(delays).count > 10, "jittered, not in step")
         }

@@ -108,7 +108,7 @@ public struct CodecBenchmark {
             count += 1
         }
         try writer.close()
-        return Double(count) / encodeTime.seconds
+        return Double(count) / encodeTime.inSeconds
     }
 
     func encodeWithVpxenc(clip: String, configuration: VP8EncoderConfiguration, output: String) throws -> Double {
@@ -165,18 +165,18 @@ public struct CodecBenchmark {
             for offset in stride(from: 0, to: usable, by: frame) {
                 packets.append(try encoder.encode(Array(samples[offset..<(offset + frame)])))
             }
-            ourEncode.append(audioSeconds / (clock.now - start).seconds)
+            ourEncode.append(audioSeconds / (clock.now - start).inSeconds)
 
             let decoder = try OpusDecoder(channels: 2)
             start = clock.now
             for packet in packets { _ = try decoder.decode(packet) }
-            ourDecode.append(audioSeconds / (clock.now - start).seconds)
+            ourDecode.append(audioSeconds / (clock.now - start).inSeconds)
 
             let opus = "\(dir)/music.opus"
             let enc = try ExternalTool.run("opusenc", ["--quiet", "--bitrate", "96", "--comp", "10", "--framesize", "20", wav, opus])
-            theirEncode.append(audioSeconds / enc.wallTime.seconds)
+            theirEncode.append(audioSeconds / enc.wallTime.inSeconds)
             let dec = try ExternalTool.run("opusdec", ["--quiet", opus, "\(dir)/decoded.wav"])
-            theirDecode.append(audioSeconds / dec.wallTime.seconds)
+            theirDecode.append(audioSeconds / dec.wallTime.inSeconds)
         }
         return [AudioRow(operation: "encode", ourRealtime: median(ourEncode), theirRealtime: median(theirEncode)),
                 AudioRow(operation: "decode", ourRealtime: median(ourDecode), theirRealtime: median(theirDecode))]

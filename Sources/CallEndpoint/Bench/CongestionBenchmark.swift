@@ -107,7 +107,7 @@ public struct CongestionBenchmark {
         /// Seconds since the schedule began (nil before).
         var now: Double? {
             lock.lock(); defer { lock.unlock() }
-            return startedAt.map { (clock.now - $0).seconds }
+            return startedAt.map { (clock.now - $0).inSeconds }
         }
         func begin() { lock.lock(); startedAt = clock.now; lock.unlock() }
         func modeSwitched() { if let t = now { lock.lock(); switches.append(t); lock.unlock() } }
@@ -207,7 +207,7 @@ public struct CongestionBenchmark {
                 offsets.delivered += l.delivered; offsets.packets += l.packets; offsets.drops += l.drops
             }
             last = c
-            let t = (reading.at - origin).seconds
+            let t = (reading.at - origin).inSeconds
             guard t >= 0, t <= schedule.duration, let base else { continue }
             samples.append(BottleneckSample(time: t, capacity: changes.last { $0.time <= t }?.capacity ?? schedule.phases[0].capacity,
                                             sentBytes: c.fromA - base.fromA, deliveredBytes: c.delivered + offsets.delivered,

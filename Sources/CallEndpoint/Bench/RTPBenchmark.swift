@@ -87,7 +87,7 @@ public struct RTPBenchmark {
         }
         let deadline = ContinuousClock.now + .seconds(5)
         while received.load(ordering: .relaxed) < sent && ContinuousClock.now < deadline { sched_yield() }
-        let seconds = (ContinuousClock.now - start).secondsDouble
+        let seconds = (ContinuousClock.now - start).inSeconds
         let cpu = Self.cpuSeconds() - cpuStart
         receiver.close()
         sender.close()

@@ -80,7 +80,7 @@ public struct SoakBenchmark: Sendable {
         let topology = try NamespaceTopology()
         defer { topology.remove() }
         let origin = ContinuousClock.now
-        let clock: @Sendable () -> Double = { (ContinuousClock.now - origin).secondsDouble }
+        let clock: @Sendable () -> Double = { (ContinuousClock.now - origin).inSeconds }
 
         // Random loss on everything R forwards, both ways.
         try ExternalTool.run("ip", ["netns", "exec", topology.r, "iptables", "-A", "FORWARD", "-m", "statistic", "--mode", "random",

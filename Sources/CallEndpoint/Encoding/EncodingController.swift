@@ -143,7 +143,7 @@ public struct EncodingController: Sendable {
         var made: [EncodingDecision] = []
         lastEstimate = estimate
         func record(_ change: String, _ from: String, _ to: String, cause: String = cause) {
-            made.append(EncodingDecision(time: now.secondsDouble, cause: cause,
+            made.append(EncodingDecision(time: now.inSeconds, cause: cause,
                                          estimateKbps: estimate / 1000, change: change, from: from, to: to))
         }
         let audio = estimate < 150_000 ? 16_000 : estimate < 300_000 ? 24_000 : 32_000
@@ -232,7 +232,7 @@ public struct EncodingController: Sendable {
         } else {
             return []
         }
-        let decision = EncodingDecision(time: now.secondsDouble, cause: cause, estimateKbps: lastEstimate / 1000, change: "mode",
+        let decision = EncodingDecision(time: now.inSeconds, cause: cause, estimateKbps: lastEstimate / 1000, change: "mode",
                                         from: ladder.rungs[rung].description, to: ladder.rungs[rung + 1].description)
         rung += 1
         lastModeChange = now

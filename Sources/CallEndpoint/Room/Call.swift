@@ -184,7 +184,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             // The signaling connection's ups and downs, for whoever reads the log (media goes on).
             switch event {
             case .reconnecting(let attempt, let delay, let reason):
-                log(String(format: "signaling: %@; reconnecting in %.1f s (attempt %d)", reason, Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18, attempt))
+                log(String(format: "signaling: %@; reconnecting in %.1f s (attempt %d)", reason, delay.inSeconds, attempt))
             case .joined(_, _, rejoined: true):
                 log("signaling: joined room \(room) again")
             case .tokenRenewed(let expires):
@@ -540,13 +540,13 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     self.log("peer silent for 4.0 s: waiting for the path to return (outage \(now.received.outages))")
                 } else if now.received.silentSince == nil, let since = outageSince {
                     outageSince = nil
-                    self.log(String(format: "media back after %.1f s of silence", (now.received.elapsed - since).secondsDouble))
+                    self.log(String(format: "media back after %.1f s of silence", (now.received.elapsed - since).inSeconds))
                     trimAfter = tick + 50  // once the backlog of the outage has drained
                 }
                 // A stall of a second or more and its end, for whoever reads the log.
                 if now.received.framesDecoded != lastPicture.count {
                     if let at = lastPicture.at, now.received.elapsed - at >= .seconds(1) {
-                        self.log(String(format: "video: decoding again after %.1f s without a picture", (now.received.elapsed - at).secondsDouble))
+                        self.log(String(format: "video: decoding again after %.1f s without a picture", (now.received.elapsed - at).inSeconds))
                     }
                     lastPicture = (now.received.framesDecoded, now.received.elapsed)
                 }

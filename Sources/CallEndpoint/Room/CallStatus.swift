@@ -63,19 +63,19 @@ extension CallStatus {
     /// The status between two snapshots one interval apart.
     static func between(_ before: (sent: SenderStatistics, received: ReceiverSummary)?, _ after: (sent: SenderStatistics, received: ReceiverSummary),
                         participant: String) -> CallStatus {
-        let interval = max(0.001, (after.sent.elapsed - (before?.sent.elapsed ?? .zero)).secondsValueForStatus)
+        let interval = max(0.001, (after.sent.elapsed - (before?.sent.elapsed ?? .zero)).inSeconds)
         let videoBytes = after.sent.videoBytes - (before?.sent.videoBytes ?? 0)
         let audioBytes = after.sent.audioBytes - (before?.sent.audioBytes ?? 0)
         let frames = after.received.framesDecoded - (before?.received.framesDecoded ?? 0)
         let newLatencies = before.map { after.received.videoLatencyMs.subtracting($0.received.videoLatencyMs) } ?? after.received.videoLatencyMs
         let newAudio = before.map { after.received.audioLatencyMs.subtracting($0.received.audioLatencyMs) } ?? after.received.audioLatencyMs
-        return CallStatus(seconds: after.sent.elapsed.secondsValueForStatus, participant: participant,
+        return CallStatus(seconds: after.sent.elapsed.inSeconds, participant: participant,
                           sentVideoKbps: Double(videoBytes * 8) / interval / 1000, sentAudioKbps: Double(audioBytes * 8) / interval / 1000,
                           receivedFps: Double(frames) / interval, framesDecoded: after.received.framesDecoded,
                           sentResolution: size(after.sent.videoWidth, after.sent.videoHeight),
                           resolution: size(after.received.videoWidth, after.received.videoHeight),
                           lossPercent: after.sent.receiverLossFraction.map { $0 * 100 },
-                          rttMs: after.sent.roundTripTime.map { $0.secondsValueForStatus * 1000 },
+                          rttMs: after.sent.roundTripTime.map { $0.inSeconds * 1000 },
                           audioConcealed: after.received.audioConcealed,
                           latencyMs: newLatencies.percentile(0.5),
                           estimateKbps: after.sent.estimateBitrate.map { $0 / 1000 },
@@ -99,6 +99,3 @@ extension CallStatus {
     }
 }
 
-extension Duration {
-    var secondsValueForStatus: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

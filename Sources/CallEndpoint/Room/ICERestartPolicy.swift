@@ -37,7 +37,7 @@ struct ICERestartPolicy: Sendable {
     func reason(at now: ContinuousClock.Instant) -> String {
         guard let lostSince else { return "local addresses changed" }
         if peerHeardSinceLoss { return "consent lost while the peer's media arrives" }
-        return "no path for \(Int(((now - lostSince) + .seconds(10)).secondsDouble)) s"
+        return "no path for \(Int(((now - lostSince) + .seconds(10)).inSeconds)) s"
     }
     private var peerHeardSinceLoss: Bool {
         guard let lostSince, let lastHeard else { return false }

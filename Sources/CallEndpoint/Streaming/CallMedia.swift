@@ -177,7 +177,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     /// BYE or goes silent, consent is lost, or `stop()`. The tracks, renderers and speaker belong
     /// to the caller and stay open afterwards.
     public func run(_ call: NegotiatedCall, media: Call.Media, encoding: Encoding = Encoding(), duration: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
-        let waitUntil = DispatchTime.now() + Self.connectTimeout.secondsDouble
+        let waitUntil = DispatchTime.now() + Self.connectTimeout.inSeconds
         while outcome.withLock({ $0 }) == nil {
             if stopRequested.load(ordering: .relaxed) { throw NegotiationError("stopped before the connection was up") }
             if DispatchTime.now() >= waitUntil { throw NegotiationError("no connection to the peer within \(Self.connectTimeout) (ICE and DTLS)") }

@@ -85,7 +85,7 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
 
     public var description: String {
         String(format: "received %.1f s: video %d packets (%lld lost, %d retransmissions), %d frames decoded (%d keyframes, %d dropped, %d decode errors), jitter %.1f ms; NACKs sent %d, PLIs %d; audio %d packets, %d decoded, %d from FEC, %d concealed",
-               elapsed.secondsDouble, videoPackets, videoPacketsLost, retransmissionsReceived, framesDecoded, keyframes, framesDropped,
+               elapsed.inSeconds, videoPackets, videoPacketsLost, retransmissionsReceived, framesDecoded, keyframes, framesDropped,
                decodeErrors, videoJitterMs, nacksSent, pliSent, audioPackets, audioDecoded, audioRecoveredByFEC, audioConcealed)
     }
 }
@@ -317,7 +317,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
             }
             return
         }
-        let latency = TestPatternSource.captureAge(of: picture).map { Double($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) }
+        let latency = TestPatternSource.captureAge(of: picture).map { Double($0.inMilliseconds) }
         let wantsNumber = state.withLock { $0.summary.firstFrameNumbers.count < 5 }
         let number = wantsNumber ? TestPatternReader.frameNumber(in: picture) : nil
         state.withLock { s in
@@ -431,7 +431,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         guard let id = configuration.transportSequenceExtensionID, let data = packet.headerExtension(id: id),
               let sequence = TransportSequenceNumber.decode(data) else { return }
         if s.transportFeedback == nil { s.transportFeedback = TransportFeedbackGenerator(senderSSRC: ssrc, mediaSSRC: packet.ssrc) }
-        s.transportFeedback?.received(sequence: sequence, arrivalMicroseconds: arrival.microseconds)
+        s.transportFeedback?.received(sequence: sequence, arrivalMicroseconds: arrival.inMicroseconds)
     }
 
     private func receiveAudio(_ packet: RTPPacket, arrival: Duration) {
@@ -477,7 +477,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 // during an outage would pin a stale timestamp to a later and later time.
                 if case .conceal = playout {} else if let rtp = s.audioBuffer.lastPlayedTimestamp {
                     // Heard once what waits in the device ahead of it has played.
-                    s.lipSync.audioPlayed(rtp: rtp, at: Date().timeIntervalSince1970 + (speaker?.playoutDelay ?? .zero).secondsDouble)
+                    s.lipSync.audioPlayed(rtp: rtp, at: Date().timeIntervalSince1970 + (speaker?.playoutDelay ?? .zero).inSeconds)
                 }
                 measureAudioLatency(samples, channels: decoder.channels, playedAt: MonotonicClock.now, state: &s)
             }

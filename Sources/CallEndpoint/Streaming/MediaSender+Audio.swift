@@ -50,7 +50,7 @@ extension MediaSender {
                 s.stats.audioBytes += packet.serializedSize
                 // Through the pacer's first lane: never held by its budget or congestion window, but
                 // stamped with a transport-wide sequence number there, so the estimate sees audio too.
-                s.pacer.enqueue(packet, size: packet.serializedSize, priority: .audio, now: now.microseconds)
+                s.pacer.enqueue(packet, size: packet.serializedSize, priority: .audio, now: now.inMicroseconds)
             }
             pacerWake.signal()
             sequence &+= 1

@@ -24,7 +24,7 @@ extension MediaSender {
                 // Retransmissions are paced and counted like media (a burst of them must not
                 // flood the bottleneck it was lost in).
                 state.withLock { s in
-                    let at = now.microseconds
+                    let at = now.inMicroseconds
                     for original in answer.packets {
                         // Auto mode: within the retransmission budget (SendPolicy).
                         if let estimator = s.estimator, !s.retransmissionBudget.admit(bytes: original.serializedSize, estimate: estimator.estimate,
@@ -35,7 +35,7 @@ extension MediaSender {
                         s.rtxSequence &+= 1
                         s.stats.retransmitted += 1
                         let rtx = RTX.wrap(original, ssrc: rtxSSRC, payloadType: configuration.payloadTypes.rtx ?? 97, sequenceNumber: s.rtxSequence)
-                        s.pacer.enqueue(rtx, size: rtx.serializedSize, priority: .retransmission, now: now.microseconds)
+                        s.pacer.enqueue(rtx, size: rtx.serializedSize, priority: .retransmission, now: now.inMicroseconds)
                     }
                 }
                 pacerWake.signal()
@@ -47,7 +47,7 @@ extension MediaSender {
                 keyframeWanted.store(true, ordering: .relaxed)
                 state.withLock { $0.stats.keyframeRequests += 1 }
             case .transportFeedback(let feedback):
-                let now = clock.now.microseconds
+                let now = clock.now.inMicroseconds
                 state.withLock { s in
                     s.stats.transportFeedbackReceived += 1
                     guard var estimator = s.estimator, let results = try? s.adapter.results(for: feedback, now: now) else { return }

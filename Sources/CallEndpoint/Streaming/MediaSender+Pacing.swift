@@ -15,7 +15,7 @@ extension MediaSender {
     func pace() throws {
         let extensionID = configuration.transportSequenceExtensionID
         while true {
-            let now = clock.now.microseconds
+            let now = clock.now.inMicroseconds
             let (batch, done, wait): ([RTPPacket], Bool, Int64) = state.withLock { s in
                 if let estimator = s.estimator {
                     // The congestion controller's rules (SendPolicy): pacing, the congestion window.

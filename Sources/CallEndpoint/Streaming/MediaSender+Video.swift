@@ -113,12 +113,12 @@ extension MediaSender {
             // picture would only wait behind them; skip it (the rate controller sees the gap in
             // timestamps and the next frame carries the motion).
             if auto, state.withLock({ s in
-                guard SendPolicy.skipsPicture(pacerQueueDelay: s.pacer.queueDelay(now: now.microseconds)) else { return false }
+                guard SendPolicy.skipsPicture(pacerQueueDelay: s.pacer.queueDelay(now: now.inMicroseconds)) else { return false }
                 s.stats.framesHeldBack += 1
                 return true
             }) { continue }
             if modeChanged.exchange(false, ordering: .relaxed) || keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
-            let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(now.secondsDouble * 90_000))
+            let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(now.inSeconds * 90_000))
             // The time libvpx is told follows the sender's clock, not the source's timestamps (a
             // looping file repeats them, and auto mode skips pictures to lower the frame rate);
             // but a gap of more than one and a half frame intervals (pictures held back by
@@ -153,7 +153,7 @@ extension MediaSender {
                         s.stats.videoPackets += 1
                         s.stats.videoBytes += packet.serializedSize
                         let dropped = s.pacer.droppedPackets
-                        s.pacer.enqueue(packet, size: packet.serializedSize, priority: .video, now: sentAt.microseconds)
+                        s.pacer.enqueue(packet, size: packet.serializedSize, priority: .video, now: sentAt.inMicroseconds)
                         // The queue was at its bound: what went is lost to the receiver for good.
                         if s.pacer.droppedPackets != dropped { keyframeWanted.store(true, ordering: .relaxed) }
                     }

@@ -228,7 +228,7 @@ struct StreamCounters {
 
     func report(ssrc: UInt32, ntp: UInt64, now: Duration) -> SenderReport {
         SenderReport(ssrc: ssrc, ntpTimestamp: ntp,
-                     rtpTimestamp: lastTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - lastTime).secondsDouble * clockRate)),
+                     rtpTimestamp: lastTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - lastTime).inSeconds * clockRate)),
                      packetCount: packets, octetCount: octets)
     }
 }
@@ -254,7 +254,7 @@ final class CaptureQueue<Item: Sendable>: Sendable {
 
     /// The oldest item, waiting up to `timeout`; nil when none came.
     func take(timeout: Duration) -> Item? {
-        guard available.wait(timeout: .now() + timeout.secondsDouble) == .success else { return nil }
+        guard available.wait(timeout: .now() + timeout.inSeconds) == .success else { return nil }
         return items.withLock { $0.isEmpty ? nil : $0.removeFirst() }
     }
 }

@@ -104,11 +104,11 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     public var retransmissionsRefused = 0
 
     public var description: String {
-        let seconds = max(elapsed.secondsDouble, 0.001)
+        let seconds = max(elapsed.inSeconds, 0.001)
         return String(format: "sent %.1f s: video %d frames (%d keyframes), %d packets, %.0f kbit/s; audio %d packets, %.0f kbit/s; NACKs %d, retransmitted %d, keyframe requests %d%@%@%@",
                       seconds, videoFrames, keyframes, videoPackets, Double(videoBytes * 8) / seconds / 1000,
                       audioPackets, Double(audioBytes * 8) / seconds / 1000, nacksReceived, retransmitted, keyframeRequests,
-                      roundTripTime.map { String(format: "; RTT %.1f ms", $0.secondsDouble * 1000) } ?? "",
+                      roundTripTime.map { String(format: "; RTT %.1f ms", $0.inSeconds * 1000) } ?? "",
                       receiverLossFraction.map { String(format: "; receiver loss %.1f %%", $0 * 100) } ?? "",
                       framesHeldBack + retransmissionsRefused > 0
                           ? "; held back \(framesHeldBack) frames, refused \(retransmissionsRefused) retransmissions (congestion)" : "")

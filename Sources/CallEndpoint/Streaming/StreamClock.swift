@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,7 +16,7 @@ struct StreamClock: Sendable {
     func sleep(until deadline: Duration) {
         let remaining = deadline - now
         guard remaining > .zero else { return }
-        let micros = remaining.components.seconds * 1_000_000 + remaining.components.attoseconds / 1_000_000_000_000
+        let micros = remaining.inMicroseconds
         usleep(UInt32(clamping: micros))
     }
 }
@@ -26,10 +27,6 @@ func NTPTimeNow() -> UInt64 {
     NTPTime.timestamp(unixSeconds: Date().timeIntervalSince1970)
 }
 
-extension Duration {
-    var secondsDouble: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-    var microseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
-}
 
 import Devices
 import Codecs

@@ -28,7 +28,7 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
 
     var holdTime: Duration {
         get { .microseconds(hold.load(ordering: .relaxed)) }
-        set { hold.store(max(0, newValue.microseconds), ordering: .relaxed) }
+        set { hold.store(max(0, newValue.inMicroseconds), ordering: .relaxed) }
     }
 
     init(renderers: [any VideoRenderer], clock: StreamClock) throws {
@@ -47,7 +47,7 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
                 if held > .zero, !stopping.load(ordering: .relaxed), let queued = backlog.withLock({ $0.oldestQueuedAt }) {
                     let early = queued + held - clock.now
                     if early > .zero {
-                        _ = wake.wait(timeout: .now() + .microseconds(Int(early.microseconds)))
+                        _ = wake.wait(timeout: .now() + .microseconds(Int(early.inMicroseconds)))
                         continue
                     }
                 }

@@ -26,7 +26,7 @@ public struct RealTimePacer: Sendable {
     /// Sleeps until the next period is due (the first call returns at once).
     public mutating func waitForNext() {
         let wait = delay(now: ContinuousClock.now)
-        if wait > .zero { Thread.sleep(forTimeInterval: wait.secondsDouble) }
+        if wait > .zero { Thread.sleep(forTimeInterval: wait.inSeconds) }
     }
 
     /// How long to wait at `now` for the next period, which is then counted as taken.
@@ -45,9 +45,6 @@ public struct RealTimePacer: Sendable {
     }
 }
 
-extension Duration {
-    var secondsDouble: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
 
 /// Frames of a Y4M file (ffmpeg's headers accepted), paced at the file's frame rate unless
 /// `paced` is false, optionally looping. Each frame's timestamp is its capture time on the

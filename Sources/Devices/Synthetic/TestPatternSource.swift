@@ -1,3 +1,4 @@
+import Platform
 import Codecs
 
 /// A moving test picture: colour bars that scroll, a bright box that crosses the frame, and the
@@ -24,7 +25,7 @@ public struct TestPatternSource: Sendable {
     public mutating func nextFrame(captureTime: Duration) -> VideoFrame {
         var frame = nextFrame()
         frame.timestamp = captureTime
-        let millis = UInt32(truncatingIfNeeded: captureTime.components.seconds * 1000 + captureTime.components.attoseconds / 1_000_000_000_000_000)
+        let millis = UInt32(truncatingIfNeeded: captureTime.inMilliseconds)
         Self.writeBits(Int(millis >> 16), row: 1, into: &frame)
         Self.writeBits(Int(millis & 0xffff), row: 2, into: &frame)
         return frame
@@ -41,8 +42,8 @@ public struct TestPatternSource: Sendable {
     /// for a picture without a readable stamp or one over 10 s old (a misread, or another machine).
     public static func captureAge(of frame: VideoFrame, now: Duration = MonotonicClock.now) -> Duration? {
         guard let stamp = captureTime(in: frame) else { return nil }
-        let nowMs = (now.components.seconds * 1000 + now.components.attoseconds / 1_000_000_000_000_000) & 0xffff_ffff
-        let stampMs = stamp.components.seconds * 1000 + stamp.components.attoseconds / 1_000_000_000_000_000
+        let nowMs = (now.inMilliseconds) & 0xffff_ffff
+        let stampMs = stamp.inMilliseconds
         let age = (nowMs - stampMs + (1 << 32)) % (1 << 32)
         return age < 10_000 ? .milliseconds(age) : nil
     }

@@ -1,5 +1,6 @@
 import Codecs
 import Foundation
+import Platform
 
 /// Capture-time stamps a receiver can read back from decoded media, for glass-to-glass latency.
 ///
@@ -110,7 +111,7 @@ public struct MarkedToneSource: Sendable {
     public mutating func next(samplesPerChannel: Int, captureTime: Duration) -> [Int16] {
         var samples = tone.next(samplesPerChannel: samplesPerChannel)
         let markSamples = Int(TimingMarks.markDuration.components.attoseconds / 1_000_000_000_000_000) * AudioFrame.sampleRate / 1000
-        let startMicros = captureTime.components.seconds * 1_000_000 + captureTime.components.attoseconds / 1_000_000_000_000
+        let startMicros = captureTime.inMicroseconds
         for i in 0..<samplesPerChannel {
             let micros = startMicros + Int64(i) * 1_000_000 / Int64(AudioFrame.sampleRate)
             let intoSecond = Int(micros % 1_000_000) * AudioFrame.sampleRate / 1_000_000

@@ -1,3 +1,4 @@
+import Platform
 /// Orders Opus RTP packets and tells the player, once per frame period, what to do for the next
 /// frame: decode it, recover it from the next packet's in-band FEC, or conceal it. Pure: time is
 /// passed in.
@@ -81,7 +82,7 @@ public struct AudioJitterBuffer: Sendable {
             latePackets += 1
             return
         }
-        let arrivalSeconds = Double(arrival.components.seconds) + Double(arrival.components.attoseconds) / 1e18
+        let arrivalSeconds = arrival.inSeconds
         let transit = arrivalSeconds - Double(packet.timestamp) / 48_000
         if let lastTransit {
             let d = abs(transit - lastTransit)

@@ -1,3 +1,4 @@
+import Platform
 /// Reception statistics of one RTP source, as RFC 3550 §6.4 and Appendix A define them:
 /// extended highest sequence number, cumulative and fractional loss, interarrival jitter, and
 /// the LSR/DLSR pair that lets the sender compute the round-trip time. Pure: time is passed in.
@@ -35,7 +36,7 @@ public struct ReceiverStatistics: Sendable {
         }
         highest = max(highest, sequence)
         received += 1
-        let arrivalUnits = (Double(arrival.components.seconds) + Double(arrival.components.attoseconds) / 1e18) * clockRate
+        let arrivalUnits = (arrival.inSeconds) * clockRate
         let transit = arrivalUnits - Double(rtpTimestamp)
         if let lastTransit {
             var d = abs(transit - lastTransit)
@@ -62,7 +63,7 @@ public struct ReceiverStatistics: Sendable {
         var delay: UInt32 = 0
         if let arrival = lastSRArrival {
             let elapsed = now - arrival
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = elapsed.inSeconds
             delay = UInt32(clamping: Int64(max(0, seconds) * 65536))
         }
         return ReceptionReport(ssrc: ssrc, fractionLost: fraction, cumulativeLost: Int32(clamping: cumulativeLost),

@@ -1,3 +1,4 @@
+import Platform
 /// Collects video RTP packets and hands out complete VP8 frames in decode order. Pure: arrival
 /// and `now` are passed in.
 ///
@@ -98,7 +99,7 @@ public struct VideoJitterBuffer: Sendable {
     /// RFC 3550 §A.8 on packet transit times, in seconds; packets of one frame share a timestamp,
     /// so their spread counts as jitter, which is what the wait has to cover.
     private mutating func updateJitter(rtpTimestamp: UInt32, arrival: Duration) {
-        let arrivalSeconds = Double(arrival.components.seconds) + Double(arrival.components.attoseconds) / 1e18
+        let arrivalSeconds = arrival.inSeconds
         let transit = arrivalSeconds - Double(rtpTimestamp) / clockRate
         if let lastTransit {
             var d = abs(transit - lastTransit)

@@ -81,7 +81,7 @@ public struct SignalingLoadTest {
             all.append(client)
             try epoll.add(fd, token: UInt64(i), writable: false)
         }
-        let connectSeconds = (now() - connectStart).secondsValue
+        let connectSeconds = (now() - connectStart).inSeconds
 
         func send(_ client: Client, _ message: SignalingMessage) {
             client.output += message.serialized()
@@ -111,7 +111,7 @@ public struct SignalingLoadTest {
         let joinStart = now()
         var started = 0
         func startRooms() {
-            let due = roomsPerSecond > 0 ? min(pairs, Int((now() - joinStart).secondsValue * roomsPerSecond) + 1) : pairs
+            let due = roomsPerSecond > 0 ? min(pairs, Int((now() - joinStart).inSeconds * roomsPerSecond) + 1) : pairs
             while started < due {
                 send(all[2 * started], .join(room: "bench-\(started)", token: tokens[2 * started], rejoin: false))
                 started += 1
@@ -152,13 +152,13 @@ public struct SignalingLoadTest {
                             send(all[2 * pair + 1], .join(room: "bench-\(pair)", token: tokens[2 * pair + 1], rejoin: false))
                         }
                     case .peerJoined:
-                        if let sent = secondJoinSent[pair] { peerJoined.append((now() - sent).secondsValue) }
+                        if let sent = secondJoinSent[pair] { peerJoined.append((now() - sent).inSeconds) }
                         offerSent[pair] = now()
                         send(client, .relay(RelayMessage(kind: .offer, id: "o\(pair)", payload: .object(["sdp": .string("v=0")]))))
                     case .relay(let relay) where relay.kind == .offer:
                         send(client, .relay(RelayMessage(kind: .answer, id: "a\(pair)", payload: .object(["sdp": .string("v=0")]))))
                     case .relay(let relay) where relay.kind == .answer:
-                        if let sent = offerSent[pair] { offerAnswer.append((now() - sent).secondsValue) }
+                        if let sent = offerSent[pair] { offerAnswer.append((now() - sent).inSeconds) }
                         completed += 1
                     case .error(let code, _, _):
                         errors[code.rawValue, default: 0] += 1
@@ -168,7 +168,7 @@ public struct SignalingLoadTest {
                 }
             }
         }
-        let joinSeconds = (lastJoin - joinStart).secondsValue
+        let joinSeconds = (lastJoin - joinStart).inSeconds
         afterJoins()
         return Result(clients: clients, connectSeconds: connectSeconds, joins: joins, joinSeconds: max(joinSeconds, 1e-6),
                       peerJoinedLatencies: peerJoined, offerAnswerLatencies: offerAnswer, completedPairs: completed,

@@ -215,7 +215,7 @@ public final class SignalingClient: Sendable {
 
     func backoffDelay(attempt: Int) -> Duration {
         let exponent = min(attempt - 1, 20)
-        let base = min(configuration.backoffMax.secondsValue, configuration.backoffInitial.secondsValue * pow(2, Double(exponent)))
+        let base = min(configuration.backoffMax.inSeconds, configuration.backoffInitial.inSeconds * pow(2, Double(exponent)))
         return .seconds(base * Double.random(in: 0.5...1.0))
     }
 
@@ -226,7 +226,7 @@ public final class SignalingClient: Sendable {
         var pfd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
         let deadline = ContinuousClock.now + delay
         while !isStopped, ContinuousClock.now < deadline, state.withLock({ $0.reconnectReason == nil }) {
-            let ms = Int32(max(1, (deadline - ContinuousClock.now).secondsValue * 1000))
+            let ms = Int32(max(1, (deadline - ContinuousClock.now).inSeconds * 1000))
             _ = poll(&pfd, 1, ms)
             var value: UInt64 = 0
             _ = read(wakeFD, &value, 8)
@@ -309,7 +309,7 @@ public final class SignalingClient: Sendable {
             }
             var fds = [pollfd(fd: fd, events: Int16(POLLIN) | (connection.hasPendingOutput ? Int16(POLLOUT) : 0), revents: 0),
                        pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            let waitMs = Int32(max(1, min((nextPing - now).secondsValue, 1) * 1000))
+            let waitMs = Int32(max(1, min((nextPing - now).inSeconds, 1) * 1000))
             _ = poll(&fds, 2, waitMs)
             if fds[1].revents != 0 {
                 var value: UInt64 = 0

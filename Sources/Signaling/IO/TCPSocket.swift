@@ -1,3 +1,4 @@
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -72,7 +73,7 @@ enum TCPSocket {
                 continue
             }
             var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            let ms = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            let ms = Int32(timeout.inMilliseconds)
             var error: Int32 = 0
             var length = socklen_t(MemoryLayout<Int32>.size)
             if poll(&pfd, 1, ms) != 1 {

@@ -429,7 +429,7 @@ final class ServerConnection {
     /// Spends one control frame of the budget; false when a client sends them faster than messages may come.
     func spendControlFrame(now: Duration, limits: ServerLimits) -> Bool {
         var tokens = controlTokens ?? limits.messageBurst
-        tokens = min(limits.messageBurst, tokens + (now - controlRefill).secondsValue * limits.messagesPerSecond)
+        tokens = min(limits.messageBurst, tokens + (now - controlRefill).inSeconds * limits.messagesPerSecond)
         controlRefill = now
         guard tokens >= 1 else { return false }
         controlTokens = tokens - 1

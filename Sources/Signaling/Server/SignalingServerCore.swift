@@ -74,7 +74,7 @@ public final class SignalingServerCore {
     public func received(_ line: [UInt8], from id: ConnectionID, now: Duration, wallClock: Int64) -> [Action] {
         guard var connection = connections[id] else { return [] }
         // Token bucket (RFC 2697 style): refill by elapsed time, spend one per message.
-        let elapsed = (now - connection.lastRefill).secondsValue
+        let elapsed = (now - connection.lastRefill).inSeconds
         connection.tokens = min(limits.messageBurst, connection.tokens + elapsed * limits.messagesPerSecond)
         connection.lastRefill = now
         connection.lastActivity = now
@@ -227,6 +227,3 @@ public final class SignalingServerCore {
     }
 }
 
-extension Duration {
-    var secondsValue: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
