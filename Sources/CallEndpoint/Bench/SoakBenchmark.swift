@@ -197,7 +197,14 @@ public struct SoakBenchmark: Sendable {
                     .map { $0.at - 1 - b.end }.flatMap { $0 <= 20 ? max(0, $0) : nil })
             }
             // Offsets outside outages (and their 10 s after): by the sender reports, and by the stamps.
-            let steady = stats.filter { s in s.at >= mediaStart + warmUp && !blackouts.contains { s.at >= $0.start && s.at <= $0.end + 10 } }
+            // Outages are the blackouts and also the pauses the endpoint lived through by itself
+            // (lost consent under random loss): seconds whose picture stalled (under 15 fps) and the
+            // 5 s after them, since an offset between a stalled picture and sound means nothing.
+            let stalled = stats.filter { ($0.fields["receivedFps"] as? Double ?? 0) < 15 }.map(\.at)
+            let steady = stats.filter { s in
+                s.at >= mediaStart + warmUp && !blackouts.contains { s.at >= $0.start && s.at <= $0.end + 10 }
+                    && !stalled.contains { s.at >= $0 && s.at <= $0 + 5 }
+            }
             let rtcp = steady.compactMap { s in (s.fields["avOffsetMs"] as? Double).map { (s.at, $0) } }
             let stamps = steady.compactMap { s -> (Double, Double)? in
                 guard let v = s.fields["latencyMs"] as? Double, let a = s.fields["audioLatencyMs"] as? Double else { return nil }
