@@ -32,7 +32,10 @@ let package = Package(
         .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2", "Platform"]),
         .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Devices", "RTPTransport", "Platform"]),
+        // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
+        // live beside the SDK, not in it; the callend executable links them.
+        .target(name: "Benchmarks", dependencies: ["CallEndpoint", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Benchmarks", "Devices", "RTPTransport", "Platform"]),
         // Every parser the network or a user feeds, one entry point each, and the executable
         // libFuzzer drives them through (scripts/fuzz.sh); a plain build replays inputs.
         .target(name: "FuzzTargets", dependencies: ["Codecs", "RTPTransport", "Signaling"]),
@@ -51,7 +54,8 @@ let package = Package(
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], resources: [.copy("Corpus")]),
         .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "Devices"]),
         .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "Codecs", "RTPTransport", "Signaling", "Devices"]),
-        .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Codecs", "RTPTransport", "CallEndpoint"]),
+        .testTarget(name: "BenchmarksTests", dependencies: ["TestSupport", "Benchmarks", "CallEndpoint", "Codecs", "RTPTransport"]),
+        .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Benchmarks", "Codecs", "RTPTransport", "CallEndpoint"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,3 +1,4 @@
+import Benchmarks
 import CallEndpoint
 import Devices
 import Foundation

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import CallEndpoint
+@testable import Benchmarks
+import CallEndpoint
 
 /// The bench's user-space delay: a relay on a TUN device in the router namespace, with the
 /// router's forwarded traffic routed through it. Needs root (namespaces, /dev/net/tun); CI runs

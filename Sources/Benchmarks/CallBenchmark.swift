@@ -1,3 +1,4 @@
+import CallEndpoint
 import Foundation
 import Platform
 import Signaling

@@ -1,3 +1,4 @@
+import CallEndpoint
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import CallEndpoint
 import Foundation
 
 /// Runs an outside program (ffmpeg, vpxenc, opusenc) for benches and set-up, with its output

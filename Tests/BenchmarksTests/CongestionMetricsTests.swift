@@ -1,5 +1,6 @@
 import Testing
-@testable import CallEndpoint
+@testable import Benchmarks
+import CallEndpoint
 
 /// The congestion bench's per-phase figures, from sample series whose answers are known.
 @Suite struct CongestionMetricsTests {

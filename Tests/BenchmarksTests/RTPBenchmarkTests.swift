@@ -1,5 +1,6 @@
 import Testing
-@testable import CallEndpoint
+@testable import Benchmarks
+import CallEndpoint
 
 @Suite struct RTPBenchmarkTests {
     @Test func everyPathDeliversEveryPacket() throws {

@@ -1,3 +1,4 @@
+import CallEndpoint
 import Codecs
 import Foundation
 

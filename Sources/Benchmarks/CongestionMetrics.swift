@@ -1,3 +1,4 @@
+import CallEndpoint
 import Foundation
 
 /// One reading of the bottleneck, every 100 ms: what the sender put on the wire toward the

@@ -1,3 +1,4 @@
+import CallEndpoint
 import Foundation
 
 /// Hosts A (10.72.1.2) and B (10.72.2.2) in their own network namespaces, joined through a router

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import CallEndpoint
+@testable import Benchmarks
+import CallEndpoint
 
 @Suite struct CodecBenchmarkTests {
     /// With the same libvpx and the same settings, our encoder and vpxenc must produce the same
