@@ -1,3 +1,4 @@
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -6,14 +7,14 @@ import Glibc
 /// system said, and what to try.
 public struct DeviceError: Error, CustomStringConvertible, Sendable, Equatable {
     public let operation: String
-    public let errno: Int32?
+    public let errno: Errno?
     public let detail: String
 
     public init(operation: String, errno code: Int32, hint: String? = nil) {
         self.operation = operation
-        self.errno = code
-        let message = String(cString: strerror(code))
-        self.detail = hint.map { "\(message) (errno \(code)); \($0)" } ?? "\(message) (errno \(code))"
+        let number = Errno(code)
+        self.errno = number
+        self.detail = hint.map { "\(number); \($0)" } ?? number.description
     }
 
     public init(operation: String, detail: String) {

@@ -4,10 +4,10 @@ import Foundation
 /// writable by its owner only, whatever the umask: a file that existed keeps nothing of its old
 /// mode or contents. The file is made under a temporary name in the same folder with mode 0600
 /// from the start, then renamed over `path`, so no reader ever sees it wider or half written.
-public func writePrivateFile(atPath path: String, contents: [UInt8]) throws(PrivateFileError) {
+public func writePrivateFile(atPath path: String, contents: [UInt8]) throws(SystemError) {
     let temporary = path + ".tmp-\(getpid())"
     let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { throw PrivateFileError(path: path, errno: errno) }
+    guard fd >= 0 else { throw SystemError("cannot write \(path)") }
     var written = 0
     while written < contents.count {
         let n = contents.withUnsafeBytes { write(fd, $0.baseAddress! + written, contents.count - written) }
@@ -16,7 +16,7 @@ public func writePrivateFile(atPath path: String, contents: [UInt8]) throws(Priv
             let code = errno
             close(fd)
             unlink(temporary)
-            throw PrivateFileError(path: path, errno: code)
+            throw SystemError("cannot write \(path)", errno: code)
         }
         written += n
     }
@@ -24,12 +24,6 @@ public func writePrivateFile(atPath path: String, contents: [UInt8]) throws(Priv
     guard fchmod(fd, 0o600) == 0, fsync(fd) == 0, close(fd) == 0, rename(temporary, path) == 0 else {
         let code = errno
         unlink(temporary)
-        throw PrivateFileError(path: path, errno: code)
+        throw SystemError("cannot write \(path)", errno: code)
     }
-}
-
-public struct PrivateFileError: Error, CustomStringConvertible {
-    public let path: String
-    public let errno: Int32
-    public var description: String { "cannot write \(path): \(String(cString: strerror(errno)))" }
 }

@@ -1,3 +1,4 @@
+import Platform
 import Foundation
 import Testing
 @testable import Devices
@@ -13,14 +14,14 @@ import Testing
             _ = try CameraDevices.describe(path: "/dev/null")
             Issue.record("/dev/null described as a camera")
         } catch {
-            #expect(error.errno == ENOTTY)
+            #expect(error.errno == Errno(ENOTTY))
             #expect(error.description.contains("/dev/null") && error.description.contains("not a V4L2 device"), "\(error)")
         }
         do {
             _ = try CameraDevices.describe(path: "/dev/video-does-not-exist")
             Issue.record("a missing node opened")
         } catch {
-            #expect(error.errno == ENOENT)
+            #expect(error.errno == Errno(ENOENT))
             #expect(error.description.contains("No such file"))
         }
     }

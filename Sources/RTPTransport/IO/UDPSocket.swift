@@ -5,32 +5,21 @@ import Synchronization
 import Glibc
 #endif
 
-/// A failed socket call: what was attempted and what the system said.
-public struct SocketError: Error, CustomStringConvertible, Sendable {
-    public let operation: String
-    public let errno: Int32
-    init(_ operation: String, errno code: Int32 = Glibc.errno) {
-        self.operation = operation
-        self.errno = code
-    }
-    public var description: String { "\(operation): \(String(cString: strerror(errno))) (errno \(errno))" }
-}
-
 /// An IPv4 UDP address.
 public struct UDPAddress: Sendable, Hashable, CustomStringConvertible {
     public let host: String
     public let port: Int
     let address: sockaddr_in
 
-    public init(host: String, port: Int) throws(SocketError) {
-        guard (0...65535).contains(port) else { throw SocketError("UDP address \(host):\(port): port out of range", errno: EINVAL) }
+    public init(host: String, port: Int) throws(SystemError) {
+        guard (0...65535).contains(port) else { throw SystemError("UDP address \(host):\(port): port out of range", errno: EINVAL) }
         var hints = addrinfo()
         hints.ai_family = AF_INET
         hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
         var list: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {
-            throw SocketError("resolve \(host) (\(String(cString: gai_strerror(status))); IPv4 addresses only)", errno: EINVAL)
+            throw SystemError("resolve \(host) (\(String(cString: gai_strerror(status))); IPv4 addresses only)", errno: EINVAL)
         }
         defer { freeaddrinfo(list) }
         address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
@@ -68,9 +57,9 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
     private let closed = Atomic<Bool>(false)
     private let finished = Mutex<Bool>(true)
 
-    public init(bindHost: String = "0.0.0.0", port: Int = 0, bufferBytes: Int32 = 1 << 21) throws(SocketError) {
+    public init(bindHost: String = "0.0.0.0", port: Int = 0, bufferBytes: Int32 = 1 << 21) throws(SystemError) {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SocketError("create UDP socket") }
+        guard fd >= 0 else { throw SystemError("create UDP socket") }
         var size = bufferBytes
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -84,7 +73,7 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard bound == 0 else {
-            let error = SocketError("bind UDP \(bindHost):\(port)")
+            let error = SystemError("bind UDP \(bindHost):\(port)")
             Glibc.close(fd)
             throw error
         }
@@ -97,7 +86,7 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
 
     deinit { close() }
 
-    public func send(_ bytes: [UInt8], to destination: UDPAddress) throws(SocketError) {
+    public func send(_ bytes: [UInt8], to destination: UDPAddress) throws(SystemError) {
         var address = destination.address
         let sent = bytes.withUnsafeBytes { raw in
             withUnsafePointer(to: &address) {
@@ -110,18 +99,18 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
             let code = errno
             // A full send buffer drops the datagram, as a router would: not an error worth stopping for.
             if code == EAGAIN || code == ENOBUFS { return }
-            throw SocketError("send \(bytes.count) bytes to \(destination)", errno: code)
+            throw SystemError("send \(bytes.count) bytes to \(destination)", errno: code)
         }
     }
 
     /// Connects the socket to `destination` (no packet is sent) and returns the local address the
     /// system chose for that route.
-    public func localAddress(connectingTo destination: UDPAddress) throws(SocketError) -> String {
+    public func localAddress(connectingTo destination: UDPAddress) throws(SystemError) -> String {
         var address = destination.address
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw SocketError("find a route to \(destination)") }
+        guard connected == 0 else { throw SystemError("find a route to \(destination)") }
         var local = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }

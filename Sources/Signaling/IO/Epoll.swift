@@ -1,5 +1,6 @@
 internal import CLinux
 #if canImport(Glibc)
+import Platform
 import Glibc
 #endif
 

@@ -1,19 +1,7 @@
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A failed system call: what was attempted, on what, and errno in words.
-public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
-    public let operation: String
-    public let errno: Int32
-
-    public init(_ operation: String, errno code: Int32 = Glibc.errno) {
-        self.operation = operation
-        self.errno = code
-    }
-
-    public var description: String { "\(operation): \(String(cString: strerror(errno))) (errno \(errno))" }
-}
 
 /// The result of a non-blocking read or write.
 enum IOResult: Equatable {
