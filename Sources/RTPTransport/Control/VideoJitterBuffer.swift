@@ -46,6 +46,8 @@ public struct VideoJitterBuffer: Sendable {
 
     private var unwrapper = SequenceUnwrapper()
     private var packets: [Int64: Packet] = [:]
+    /// Sequence numbers of the keyframes' first packets among `packets`.
+    private var keyframeStarts: Set<Int64> = []
     /// Last sequence number of the last frame released (or skipped past).
     private var lastReleased: Int64?
     /// Since when the oldest pending frame has been waiting.
@@ -92,6 +94,7 @@ public struct VideoJitterBuffer: Sendable {
         }
         updateJitter(rtpTimestamp: packet.timestamp, arrival: arrival)
         packets[sequence] = Packet(fragment: fragment, marker: packet.marker, timestamp: packet.timestamp, arrival: arrival)
+        if fragment.isKeyframeStart { keyframeStarts.insert(sequence) }
         if packets.count > maxPackets { dropOldestFrame() }
         return .inserted
     }
@@ -161,6 +164,7 @@ public struct VideoJitterBuffer: Sendable {
 
     private mutating func release(_ frame: Frame) {
         for sequence in packets.keys where sequence <= frame.lastSequence { packets[sequence] = nil }
+        keyframeStarts = keyframeStarts.filter { $0 > frame.lastSequence }
         lastReleased = frame.lastSequence
         waitingSince = nil
         framesReleased += 1
@@ -184,8 +188,11 @@ public struct VideoJitterBuffer: Sendable {
                      firstSequence: start, lastSequence: sequence, completedAt: completedAt)
     }
 
+    /// The first keyframe whose packets are all here. Only keyframes' first packets are looked
+    /// at (kept aside as they arrive), so waiting out a hole costs no sort of the whole buffer
+    /// for every packet that arrives meanwhile.
     private func nextCompleteKeyframe(now: Duration) -> Frame? {
-        for sequence in packets.keys.sorted() where packets[sequence]?.fragment.isKeyframeStart == true {
+        for sequence in keyframeStarts.sorted() {
             if let frame = completeFrame(startingAt: sequence, now: now) { return frame }
         }
         return nil
@@ -194,7 +201,10 @@ public struct VideoJitterBuffer: Sendable {
     private mutating func dropOldestFrame() {
         guard let oldest = packets.keys.min(), let timestamp = packets[oldest]?.timestamp else { return }
         let doomed = packets.filter { $0.value.timestamp == timestamp }.map(\.key)
-        for sequence in doomed { packets[sequence] = nil }
+        for sequence in doomed {
+            packets[sequence] = nil
+            keyframeStarts.remove(sequence)
+        }
         lastReleased = max(lastReleased ?? Int64.min, doomed.max() ?? oldest)
         framesDropped += 1
         keyframeNeeded = true
