@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer, with AddressSanitizer) of every parser the network or a
-# user feeds: scripts/fuzz.sh TARGET|--all [--seconds S] [--runs N]
+# user feeds: scripts/fuzz.sh TARGET[,TARGET...]|--all [--seconds S] [--runs N]
 #   targets: rtp rtcp vp8 opus sdp signaling jwt websocket http y4m ivf wav
 # Builds .build/fuzz/release/callend-fuzz (swiftc -sanitize=fuzzer,address), starts from the seed
 # corpus in Tests/FuzzTargetsTests/Corpus/TARGET (captured from ffmpeg, GStreamer, Chromium and
@@ -11,13 +11,16 @@
 # target's corpus folder once the bug is fixed, and the test suite replays it from then on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage() { echo "usage: scripts/fuzz.sh TARGET|--all [--seconds S] [--runs N]" >&2; exit 2; }
+usage() { echo "usage: scripts/fuzz.sh TARGET[,TARGET...]|--all [--seconds S] [--runs N]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 all=(rtp rtcp vp8 opus sdp signaling jwt websocket http y4m ivf wav)
 case $1 in
   --all) targets=("${all[@]}") ;;
   -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-  *) [[ " ${all[*]} " == *" $1 "* ]] || { echo "fuzz: unknown target '$1' (${all[*]})" >&2; exit 2; }; targets=("$1") ;;
+  *) IFS=, read -r -a targets <<< "$1"
+     for t in "${targets[@]}"; do
+       [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz: unknown target '$t' (${all[*]})" >&2; exit 2; }
+     done ;;
 esac
 shift
 seconds=60 runs=-1
