@@ -2,24 +2,17 @@ internal import COpenSSL
 
 /// The few primitives tokens need, all from OpenSSL.
 enum Crypto {
-    static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        key.withUnsafeBufferPointer { k in
-            data.withUnsafeBufferPointer { d in
-                _ = HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), d.baseAddress, d.count, &out, &length)
-            }
-        }
-        return Array(out.prefix(Int(length)))
-    }
+    static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] { hmac(EVP_sha256(), key: key, data: data) }
 
     /// For TURN REST credentials (coturn's use-auth-secret), which are defined with SHA-1.
-    static func hmacSHA1(key: [UInt8], data: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 20)
+    static func hmacSHA1(key: [UInt8], data: [UInt8]) -> [UInt8] { hmac(EVP_sha1(), key: key, data: data) }
+
+    private static func hmac(_ digest: OpaquePointer?, key: [UInt8], data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         key.withUnsafeBufferPointer { k in
             data.withUnsafeBufferPointer { d in
-                _ = HMAC(EVP_sha1(), k.baseAddress, Int32(k.count), d.baseAddress, d.count, &out, &length)
+                _ = HMAC(digest, k.baseAddress, Int32(k.count), d.baseAddress, d.count, &out, &length)
             }
         }
         return Array(out.prefix(Int(length)))
