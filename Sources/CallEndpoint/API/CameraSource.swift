@@ -212,7 +212,7 @@ class PacedCapturer: @unchecked Sendable {  // `stopping` is atomic; the thread 
     }
 }
 
-final class PatternCapturer: PacedCapturer, Capturer, @unchecked Sendable {
+final class PatternCapturer: PacedCapturer, Capturer, @unchecked Sendable {  // the pattern is behind its Mutex; the rest is let or PacedCapturer's (see there)
     let pattern: Mutex<TestPatternSource>
     let format: (width: Int, height: Int, frameRate: Double)
     var modes: [CameraMode] { [] }
@@ -232,7 +232,7 @@ final class PatternCapturer: PacedCapturer, Capturer, @unchecked Sendable {
     }
 }
 
-final class FileCapturer: PacedCapturer, Capturer, @unchecked Sendable {
+final class FileCapturer: PacedCapturer, Capturer, @unchecked Sendable {  // the file source is behind its Mutex; the rest is let or PacedCapturer's (see there)
     let source: Mutex<Y4MFileSource>
     let format: (width: Int, height: Int, frameRate: Double)
     var modes: [CameraMode] { [] }
