@@ -18,8 +18,8 @@ packages=(
   iproute2 iputils-ping iptables coturn
   # a browser as the peer: headless Chromium driven through chromium-driver by python3-selenium
   chromium chromium-driver python3-selenium
-  # systemd-analyze, to verify the service units in deploy/systemd
-  systemd
+  # systemd-analyze, to verify the service units in deploy/systemd; promtool, to check the metrics
+  systemd prometheus
 )
 
 missing=()

@@ -11,7 +11,7 @@ import Glibc
 let serveHelp = """
     usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K]
                          [--max-participants N] [--max-connections N] [--max-connections-per-address N] [--issuer ISS]
-                         [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D] [--http HOST:PORT]
+                         [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D] [--http HOST:PORT] [--metrics HOST:PORT]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
     any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
@@ -38,6 +38,10 @@ let serveHelp = """
                               with --tls-cert/--tls-key. Browsers give a page their camera and
                               microphone only over HTTPS or on localhost; elsewhere it receives only.
                               The line 'web page at URL' on standard output says where
+      --metrics HOST:PORT     Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, no
+                              token: bind it to an address only the monitoring reaches):
+                              connections, rooms, joins, errors sent by code (refused joins
+                              among them), messages relayed and a histogram of relay times
     """
 
 let tokenHelp = """
@@ -142,6 +146,7 @@ func runServe(_ args: inout Arguments) throws {
     var turnTTL: Int64?
     if let text = try args.value("--turn-ttl") { turnTTL = try parseDuration(text, option: "--turn-ttl") }
     let web = try args.value("--http").map { text throws(UsageError) in try parseHostPort(text, option: "--http") }
+    let metrics = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     let secret = try loadSecret(&args)
     try args.finish(command: "serve")
     var policy = ICEServerPolicy()
@@ -172,6 +177,7 @@ func runServe(_ args: inout Arguments) throws {
     configuration.requiredIssuer = issuer
     if !iceURLs.isEmpty { configuration.iceServers = policy }
     configuration.web = web
+    configuration.metrics = metrics
     let server = try SignalingServer(configuration: configuration) { line in
         FileHandle.standardError.write(Data("callend serve: \(line)\n".utf8))
     }
@@ -185,6 +191,10 @@ func runServe(_ args: inout Arguments) throws {
     if let web, let webPort = server.webPort {
         let shown = web.host.contains(":") ? "[\(web.host)]" : web.host
         print("web page at \(certificate == nil ? "http" : "https")://\(shown):\(webPort)/ (signaling WebSocket at /ws)")
+    }
+    if let metrics, let metricsPort = server.metricsPort {
+        let shown = metrics.host.contains(":") ? "[\(metrics.host)]" : metrics.host
+        print("metrics at http://\(shown):\(metricsPort)/metrics")
     }
     fflush(nil)  // flushes every stream; the line above must reach a parent reading our stdout
     server.start()

@@ -109,6 +109,7 @@ func exchange(port: Int, line: String) throws -> String {
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", "/nonexistent"], "cannot read the secret file"),
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--tls-cert", "c.pem"], "go together"),
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--http", "8080"], "--http takes HOST:PORT"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--metrics", "localhost"], "--metrics takes HOST:PORT"),
             (["token", "--identity", "x", "--secret-file", secret.path], "token needs --room"),
             (["token", "--room", "r", "--identity", "x", "--secret-file", secret.path, "--ttl", "soon"], "--ttl takes"),
             (["bench", "signaling", "--clients", "one"], "--clients takes"),

@@ -22,6 +22,8 @@ public struct SignalingServerConfiguration: Sendable {
     /// Where the web side listens, when it does: the page at `/` and the protocol over WebSocket
     /// at `/ws` (HTTPS and WSS when `tls` is set).
     public var web: (host: String, port: Int)?
+    /// Where the metrics listen, when they do: the Prometheus text format at `/metrics`.
+    public var metrics: (host: String, port: Int)?
 
     public init(host: String = "127.0.0.1", port: Int, secret: TokenSecret, tls: TLSContext? = nil) {
         self.host = host
@@ -40,8 +42,12 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     public let port: Int
     /// The web side's port actually bound, when it listens.
     public let webPort: Int?
+    /// The metrics' port actually bound, when they listen.
+    public let metricsPort: Int?
     private let listenFD: Int32
     private let webListenFD: Int32?
+    private let metricsListenFD: Int32?
+    private var metrics = ServerMetrics()
     private let epoll: Epoll
     private let core: SignalingServerCore
     private let stopping = Atomic<Bool>(false)
@@ -55,6 +61,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     static let listenToken: UInt64 = 0
     static let webListenToken: UInt64 = .max - 1
+    static let metricsListenToken: UInt64 = .max - 2
 
     public init(configuration: SignalingServerConfiguration, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.configuration = configuration
@@ -73,19 +80,31 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         } else {
             (webListenFD, webPort) = (nil, nil)
         }
+        if let metrics = configuration.metrics {
+            do {
+                let (fd, bound) = try TCPSocket.listen(host: metrics.host, port: metrics.port)
+                (metricsListenFD, metricsPort) = (fd, bound)
+            } catch {
+                close(listenFD)
+                if let webListenFD { close(webListenFD) }
+                throw error
+            }
+        } else {
+            (metricsListenFD, metricsPort) = (nil, nil)
+        }
         var verifier = TokenVerifier(secret: configuration.secret, requiredIssuer: configuration.requiredIssuer)
         verifier.leeway = configuration.tokenLeeway
         core = SignalingServerCore(verifier: verifier,
                                    limits: configuration.limits, iceServers: configuration.iceServers)
         try epoll.add(listenFD, token: Self.listenToken, writable: false)
         if let webListenFD { try epoll.add(webListenFD, token: Self.webListenToken, writable: false) }
+        if let metricsListenFD { try epoll.add(metricsListenFD, token: Self.metricsListenToken, writable: false) }
     }
 
     deinit {
         for connection in connections.values { connection.closeNow() }
         if !listenerClosed {
-            close(listenFD)
-            if let webListenFD { close(webListenFD) }
+            for fd in [listenFD, webListenFD, metricsListenFD].compactMap({ $0 }) { close(fd) }
         }
     }
 
@@ -121,6 +140,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 switch event.token {
                 case Self.listenToken: acceptAll(from: listenFD, web: false)
                 case Self.webListenToken: if let webListenFD { acceptAll(from: webListenFD, web: true) }
+                case Self.metricsListenToken: if let metricsListenFD { acceptAll(from: metricsListenFD, web: true, metricsOnly: true) }
                 case Epoll.wakeToken: epoll.drainWake()
                 default:
                     guard let connection = connections[event.token] else { continue }
@@ -143,7 +163,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         }
         connections.removeAll()
         // Free the port at once, so a restarted server can bind it again.
-        for fd in [listenFD] + (webListenFD.map { [$0] } ?? []) {
+        for fd in [listenFD, webListenFD, metricsListenFD].compactMap({ $0 }) {
             epoll.remove(fd)
             close(fd)
         }
@@ -151,7 +171,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     }
 
     /// Accepts what waits on a listener: signaling lines on the main one, HTTP on the web one.
-    private func acceptAll(from listener: Int32, web: Bool) {
+    private func acceptAll(from listener: Int32, web: Bool, metricsOnly: Bool = false) {
         while true {
             let fd = clinux_accept4(listener, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
@@ -164,7 +184,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             let id = nextID
             nextID += 1
             var tls: TLSSession?
-            if let context = configuration.tls {
+            if let context = configuration.tls, !metricsOnly {
                 do { tls = try TLSSession(context: context, fd: fd) } catch {
                     log("\(error)")
                     close(fd)
@@ -172,6 +192,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 }
             }
             let connection = ServerConnection(id: id, fd: fd, tls: tls, maxLineLength: configuration.limits.maxLineLength, web: web)
+            connection.metricsOnly = metricsOnly
             connections[id] = connection
             do { try epoll.add(fd, token: id, writable: false) } catch {
                 log("\(error)")
@@ -264,7 +285,9 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private func deliver(_ lines: [[UInt8]], from connection: ServerConnection) {
         let wall = Int64(Date().timeIntervalSince1970)
         for line in lines {
+            let (relayedBefore, started) = (core.counters.relayed, clock.now)
             apply(core.received(line, from: connection.id, now: now, wallClock: wall))
+            if core.counters.relayed > relayedBefore { metrics.relayed(seconds: (clock.now - started).inSeconds) }
             if connection.isClosed || connection.closeWhenFlushed { return }
         }
     }
@@ -273,6 +296,16 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private func route(_ head: HTTPRequestHead, on connection: ServerConnection) {
         guard head.method == "GET" else {
             respond(connection, HTTPResponse.text(status: 405, "only GET", fields: [("Allow", "GET")]))
+            return
+        }
+        if connection.metricsOnly {
+            guard head.path == "/metrics" else {
+                respond(connection, HTTPResponse.text(status: 404, "not found: the metrics are at /metrics"))
+                return
+            }
+            // The scrape itself is one of the connections it counts.
+            let text = metrics.render(connections: core.connectionCount, rooms: core.roomCount, counters: core.counters)
+            respond(connection, HTTPResponse.make(status: 200, body: Array(text.utf8), contentType: "text/plain; version=0.0.4; charset=utf-8"))
             return
         }
         switch head.path {
@@ -410,6 +443,8 @@ final class ServerConnection {
         case webSocket(WebSocketReader)
     }
     var mode: Mode
+    /// Accepted on the metrics listener: only GET /metrics is answered.
+    var metricsOnly = false
     /// WebSocket pings and pongs, limited like messages (token bucket, refilled by time).
     private var controlTokens: Double?
     private var controlRefill: Duration = .zero

@@ -50,11 +50,11 @@ public final class SignalingServerCore {
     /// A connection from `address` (the peer's IP address; nil when unknown) opened.
     public func connectionOpened(_ id: ConnectionID, now: Duration, address: String? = nil) -> [Action] {
         guard connections.count < limits.maxConnections else {
-            return [.send(id, .error(code: .serverFull, message: "the server has \(limits.maxConnections) connections; try again later", id: nil)), .close(id)]
+            return count([.send(id, .error(code: .serverFull, message: "the server has \(limits.maxConnections) connections; try again later", id: nil)), .close(id)])
         }
         if let address {
             guard perAddress[address, default: 0] < limits.maxConnectionsPerAddress else {
-                return [.send(id, .error(code: .addressLimit, message: "\(address) has \(limits.maxConnectionsPerAddress) connections open", id: nil)), .close(id)]
+                return count([.send(id, .error(code: .addressLimit, message: "\(address) has \(limits.maxConnectionsPerAddress) connections open", id: nil)), .close(id)])
             }
             perAddress[address, default: 0] += 1
         }
@@ -66,7 +66,7 @@ public final class SignalingServerCore {
     public func connections(from address: String) -> Int { perAddress[address] ?? 0 }
 
     public func lineTooLong(_ id: ConnectionID) -> [Action] {
-        [.send(id, .error(code: .lineTooLong, message: "a line is limited to \(limits.maxLineLength) bytes", id: nil)), .close(id)]
+        count([.send(id, .error(code: .lineTooLong, message: "a line is limited to \(limits.maxLineLength) bytes", id: nil)), .close(id)])
     }
 
     /// One line from a connection, without its newline. `wallClock` is Unix time in seconds for
@@ -80,7 +80,7 @@ public final class SignalingServerCore {
         connection.lastActivity = now
         guard connection.tokens >= 1 else {
             connections[id] = connection
-            return [.send(id, .error(code: .rateLimited, message: "more than \(Int(limits.messagesPerSecond)) messages per second", id: nil)), .close(id)]
+            return count([.send(id, .error(code: .rateLimited, message: "more than \(Int(limits.messagesPerSecond)) messages per second", id: nil)), .close(id)])
         }
         connection.tokens -= 1
         connections[id] = connection
@@ -91,13 +91,17 @@ public final class SignalingServerCore {
         } catch {
             var actions: [Action] = [.send(id, .error(code: error.code, message: error.message, id: nil))]
             if error.code.closesConnection { actions.append(.close(id)) }
-            return actions
+            return count(actions)
         }
         switch message {
         case .join(let room, let token, let rejoin):
-            return join(id, room: room, token: token, rejoin: rejoin, wallClock: wallClock)
+            let actions = join(id, room: room, token: token, rejoin: rejoin, wallClock: wallClock)
+            for case .send(id, .joined) in actions { counters.joins += 1 }
+            return count(actions)
         case .relay(let relay):
-            return forward(relay, from: id)
+            let actions = forward(relay, from: id)
+            counters.relayed += actions.reduce(0) { n, a in if case .send(_, .relay) = a { return n + 1 }; return n }
+            return count(actions)
         case .ping(let pingID):
             return [.send(id, .pong(id: pingID))]
         case .pong:
@@ -105,6 +109,21 @@ public final class SignalingServerCore {
         case .joined, .peerJoined, .peerLeft, .ack, .error, .token:
             return [.send(id, .error(code: .badMessage, message: "that message type is sent by the server only", id: nil))]
         }
+    }
+
+    /// What the service has done since it started, for its metrics.
+    public struct Counters: Sendable, Equatable {
+        public var joins = 0
+        public var relayed = 0
+        /// Errors sent, by code: refused joins (room_full, token_*, ...), protocol errors, limits.
+        public var errors: [SignalingErrorCode: Int] = [:]
+    }
+    public private(set) var counters = Counters()
+
+    /// Counts the errors among `actions`, and returns them.
+    private func count(_ actions: [Action]) -> [Action] {
+        for case .send(_, .error(let code, _, _)) in actions { counters.errors[code, default: 0] += 1 }
+        return actions
     }
 
     public func connectionClosed(_ id: ConnectionID) -> [Action] {
@@ -130,7 +149,7 @@ public final class SignalingServerCore {
                 actions.append(.send(id, .token(token: TokenIssuer(secret: verifier.secret).mint(renewed), expires: renewed.expires)))
             }
         }
-        return actions
+        return count(actions)
     }
 
     /// A connected participant's credential is renewed before it expires, so that a rejoin after

@@ -1,0 +1,38 @@
+/// The service's metrics in the Prometheus text format (version 0.0.4), for `serve --metrics`.
+public struct ServerMetrics: Sendable {
+    /// Upper bounds of the relay-time histogram, in seconds.
+    public static let relayBuckets: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05]
+    private(set) var relayCounts = [Int](repeating: 0, count: ServerMetrics.relayBuckets.count)
+    private(set) var relaySum = 0.0
+    private(set) var relayTotal = 0
+
+    public init() {}
+
+    /// One relayed message: from reading it to having written it to every recipient's socket.
+    public mutating func relayed(seconds: Double) {
+        for (i, bound) in Self.relayBuckets.enumerated() where seconds <= bound { relayCounts[i] += 1 }
+        relaySum += seconds
+        relayTotal += 1
+    }
+
+    public func render(connections: Int, rooms: Int, counters: SignalingServerCore.Counters) -> String {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for (labels, value) in samples { out += "\(name)\(labels) \(value)\n" }
+        }
+        metric("callend_signaling_connections", "gauge", "Open connections: signaling, WebSocket and HTTP.", [("", "\(connections)")])
+        metric("callend_signaling_rooms", "gauge", "Rooms with at least one participant.", [("", "\(rooms)")])
+        metric("callend_signaling_joins_total", "counter", "Successful joins and rejoins.", [("", "\(counters.joins)")])
+        metric("callend_signaling_errors_total", "counter", "Errors sent, by code: refused joins (room_full, token_*, ...), protocol errors and limits.",
+               SignalingErrorCode.allCases.map { (#"{code="\#($0.rawValue)"}"#, "\(counters.errors[$0] ?? 0)") })
+        metric("callend_signaling_relayed_total", "counter", "Messages relayed to a participant.", [("", "\(counters.relayed)")])
+        var buckets = zip(Self.relayBuckets, relayCounts).map { (#"{le="\#($0.0)"}"#, "\($0.1)") }
+        buckets.append((#"{le="+Inf"}"#, "\(relayTotal)"))
+        out += "# HELP callend_signaling_relay_seconds Time from reading a relayed message to writing it to its recipients.\n"
+        out += "# TYPE callend_signaling_relay_seconds histogram\n"
+        for (labels, value) in buckets { out += "callend_signaling_relay_seconds_bucket\(labels) \(value)\n" }
+        out += "callend_signaling_relay_seconds_sum \(relaySum)\ncallend_signaling_relay_seconds_count \(relayTotal)\n"
+        return out
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+@testable import Signaling
+
+@Suite(.serialized) struct ServerMetricsTests {
+    func scrape(_ port: Int) throws -> String {
+        let response = try WebClient(port: port).request("GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
+        #expect(response.status == 200 && response.head.contains("text/plain; version=0.0.4"))
+        return response.body
+    }
+
+    func value(_ text: String, _ sample: String) -> Double? {
+        text.split(separator: "\n").first { $0.hasPrefix(sample + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+    }
+
+    @Test func metricsCountJoinsRefusalsAndRelays() async throws {
+        var configuration = SignalingServerConfiguration(port: 0, secret: testSecret)
+        configuration.metrics = ("127.0.0.1", 0)
+        let server = try SignalingServer(configuration: configuration)
+        server.start()
+        defer { server.stop() }
+        let port = try #require(server.metricsPort)
+        let (a, logA) = makeClient(port: server.port, identity: "a")
+        let (b, logB) = makeClient(port: server.port, identity: "b")
+        defer { a.stop(); b.stop() }
+        let joinedA = await logA.wait(isJoined), joinedB = await logB.wait(isJoined)
+        #expect(joinedA != nil && joinedB != nil)
+        let (c, logC) = makeClient(port: server.port, identity: "c", fastRetry: false)
+        defer { c.stop() }
+        #expect(await logC.wait { if case .closed = $0 { return true }; return false } != nil, "a third in a room of two is refused")
+        a.send(RelayMessage(kind: .offer, id: "m1", to: "b"))
+        #expect(await logB.wait { if case .message = $0 { return true }; return false } != nil)
+
+        let text = try scrape(port)
+        #expect(value(text, "callend_signaling_joins_total") == 2)
+        #expect(value(text, #"callend_signaling_errors_total{code="room_full"}"#) == 1)
+        #expect(value(text, "callend_signaling_relayed_total") == 1)
+        #expect(value(text, "callend_signaling_relay_seconds_count") == 1)
+        #expect(value(text, "callend_signaling_rooms") == 1)
+        #expect((value(text, "callend_signaling_connections") ?? 0) >= 2)
+        #expect(try WebClient(port: port).request("GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 404)
+
+        // Prometheus's own checker (Debian's prometheus package), where it is installed.
+        let promtool = "/usr/bin/promtool"
+        guard FileManager.default.isExecutableFile(atPath: promtool) else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: promtool)
+        process.arguments = ["check", "metrics"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        input.fileHandleForWriting.write(Data(text.utf8))
+        try input.fileHandleForWriting.close()
+        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0 && said.isEmpty, "promtool: \(said)")
+    }
+}
