@@ -11,7 +11,7 @@ let joinHelp = """
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                         [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
                         [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
-                        [--control PATH] [--no-stdin] [--duration S]
+                        [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT]
                         [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
@@ -41,6 +41,10 @@ let joinHelp = """
       --turn-username U     the username for this endpoint's TURN servers; the credential comes
       --turn-credential-file F  from F (or CALLEND_TURN_CREDENTIAL), never the command line
       --ice-transport relay only relayed candidates: media goes through TURN (default all)
+      --metrics HOST:PORT   Prometheus metrics of the call at http://HOST:PORT/metrics (plain
+                            HTTP: bind it where only the monitoring reaches): bitrates, fps, sizes,
+                            RTT, loss, estimate, mode, candidate pair, outages, decoder errors, and
+                            a network-quality score 0-5 per direction
 
     Commands (standard input and --control), during the call, with no new join:
       stats | mute [audio|video] | unmute [audio|video] | camera DEV [WxH[@FPS][/FOURCC]] | camera pattern [WxH[@FPS]]
@@ -124,6 +128,7 @@ func runJoin(_ args: inout Arguments) throws {
     let turnUsername = try args.value("--turn-username")
     let turnCredentialFile = try args.value("--turn-credential-file")
     let iceTransport = try args.value("--ice-transport")
+    let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     try args.finish(command: "join")
     guard iceTransport == nil || ICETransportPolicy(rawValue: iceTransport!) != nil else {
         throw UsageError(description: "--ice-transport takes all or relay, not '\(iceTransport!)'")
@@ -209,7 +214,22 @@ func runJoin(_ args: inout Arguments) throws {
             }
         }
     }
-    call.onStatus = { status in emit(terminal ? status.line : status.json, status: true) }
+    let latest = Mutex<CallStatus?>(nil)
+    call.onStatus = { status in
+        latest.withLock { $0 = status }
+        emit(terminal ? status.line : status.json, status: true)
+    }
+    let metrics = try metricsAddress.map { address in
+        try MetricsEndpoint(host: address.host, port: address.port) {
+            "# HELP callend_call_up Whether media flows (a status in the last second).\n# TYPE callend_call_up gauge\n"
+                + (latest.withLock { $0 }.map { "callend_call_up 1\n" + $0.prometheus } ?? "callend_call_up 0\n")
+        }
+    }
+    if let metrics, let metricsAddress {
+        metrics.start()
+        FileHandle.standardError.write(Data("callend join: metrics at http://\(metricsAddress.host):\(metrics.port)/metrics\n".utf8))
+    }
+    defer { metrics?.stop() }
     onTerminationSignals { call.stop() }
     let socket = try control.map { path in try ControlSocket(path: path) { call.perform($0) } }
     defer { socket?.stop() }

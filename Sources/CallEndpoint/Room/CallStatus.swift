@@ -40,6 +40,13 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var audioHoldMs: Double?
     /// Transport-cc feedback packets received from the peer since the start (the estimator's input).
     public var transportFeedback = 0
+    /// Pictures the decoder refused since the start.
+    public var decodeErrors = 0
+    /// Network quality, 0-5, of what we send (the peer's reported loss, the round trip, the
+    /// estimate against what our mode needs) and of what we receive (our loss, jitter, freezes,
+    /// the round trip): see `NetworkQuality`.
+    public var qualitySent: Double?
+    public var qualityReceived: Double?
 
     /// The one-line form for a terminal.
     public var line: String {
@@ -51,6 +58,7 @@ public struct CallStatus: Sendable, Codable, Equatable {
         if let latencyMs { parts.append(String(format: "latency %.0f ms", latencyMs)) }
         if let estimateKbps { parts.append("estimate \(estimateKbps) kbit/s\(mode.map { " " + $0 } ?? "")") }
         if let avOffsetMs { parts.append(String(format: "A/V %+.0f ms", avOffsetMs)) }
+        if let qualitySent, let qualityReceived { parts.append(String(format: "quality sent %.1f recv %.1f", qualitySent, qualityReceived)) }
         if let candidatePair { parts.append(candidatePair) }
         if outages > 0 || sendErrors > 0 { parts.append("outages \(outages), not sent \(sendErrors)") }
         return parts.joined(separator: " | ")
@@ -69,6 +77,10 @@ extension CallStatus {
         let frames = after.received.framesDecoded - (before?.received.framesDecoded ?? 0)
         let newLatencies = before.map { after.received.videoLatencyMs.subtracting($0.received.videoLatencyMs) } ?? after.received.videoLatencyMs
         let newAudio = before.map { after.received.audioLatencyMs.subtracting($0.received.audioLatencyMs) } ?? after.received.audioLatencyMs
+        let rtt = after.sent.roundTripTime.map { $0.inSeconds * 1000 }
+        let lost = Double(after.received.videoPacketsLost - (before?.received.videoPacketsLost ?? 0))
+        let arrived = Double(after.received.videoPackets - (before?.received.videoPackets ?? 0))
+        let receivedLoss = lost + arrived > 0 ? max(0, lost) / (max(0, lost) + arrived) * 100 : 0
         return CallStatus(seconds: after.sent.elapsed.inSeconds, participant: participant,
                           sentVideoKbps: Double(videoBytes * 8) / interval / 1000, sentAudioKbps: Double(audioBytes * 8) / interval / 1000,
                           receivedFps: Double(frames) / interval, framesDecoded: after.received.framesDecoded,
@@ -86,7 +98,13 @@ extension CallStatus {
                           audioLatencyMs: newAudio.percentile(0.5), freezes: after.received.freezes,
                           videoHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.video.rounded(),
                           audioHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.audio.rounded(),
-                          transportFeedback: after.sent.transportFeedbackReceived)
+                          transportFeedback: after.sent.transportFeedbackReceived,
+                          decodeErrors: after.received.decodeErrors,
+                          qualitySent: NetworkQuality.score(lossPercent: (after.sent.receiverLossFraction ?? 0) * 100, rttMs: rtt,
+                                                            shortfall: NetworkQuality.shortfall(estimateKbps: after.sent.estimateBitrate.map { $0 / 1000 },
+                                                                                                mode: after.sent.mode)),
+                          qualityReceived: NetworkQuality.score(lossPercent: receivedLoss, rttMs: rtt, jitterMs: after.received.videoJitterMs,
+                                                                freezes: after.received.freezes - (before?.received.freezes ?? 0)))
     }
 
     private static func size(_ width: Int, _ height: Int) -> String { width == 0 ? "-" : "\(width)x\(height)" }

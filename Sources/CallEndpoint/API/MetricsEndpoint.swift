@@ -1,0 +1,144 @@
+import Foundation
+import Platform
+import Signaling
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small HTTP endpoint that answers `GET /metrics` with whatever `render` returns (the
+/// Prometheus text format), one request per connection, on its own thread: `join --metrics`.
+public final class MetricsEndpoint: Sendable {
+    public let port: Int
+    private let fd: Int32
+    private let render: @Sendable () -> String
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    public init(host: String, port: Int, render: @escaping @Sendable () -> String) throws(SystemError) {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else {
+            throw SystemError("metrics: resolve \(host)", errno: EADDRNOTAVAIL)
+        }
+        defer { freeaddrinfo(list) }
+        let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SystemError("metrics: socket") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0, listen(fd, 16) == 0 else {
+            let error = SystemError("metrics: listen on \(host):\(port)")
+            close(fd)
+            throw error
+        }
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let bound = withUnsafeBytes(of: address) { raw -> UInt16 in
+            // sin_port and sin6_port sit at the same offset, in network order.
+            UInt16(raw[2]) << 8 | UInt16(raw[3])
+        }
+        self.fd = fd
+        self.port = Int(bound)
+        self.render = render
+    }
+
+    public func start() {
+        startThread(named: "metrics") { [self] in
+            defer { finished.signal() }
+            while !stopping.load(ordering: .relaxed) {
+                var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&waiting, 1, 250) > 0 else { continue }
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { continue }
+                answer(client)
+                close(client)
+            }
+        }
+    }
+
+    public func stop() {
+        guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        finished.wait()
+        close(fd)
+    }
+
+    private func answer(_ client: Int32) {
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var reader = HTTPRequestHead.Reader()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var response: [UInt8]
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(client, $0.baseAddress, $0.count) }
+            guard n > 0 else { return }
+            do {
+                guard let (head, _) = try reader.append(buffer[0..<n]) else { continue }
+                if head.method != "GET" {
+                    response = HTTPResponse.text(status: 405, "only GET", fields: [("Allow", "GET")])
+                } else if head.path != "/metrics" {
+                    response = HTTPResponse.text(status: 404, "not found: the metrics are at /metrics")
+                } else {
+                    response = HTTPResponse.make(status: 200, body: Array(render().utf8), contentType: "text/plain; version=0.0.4; charset=utf-8")
+                }
+            } catch {
+                response = HTTPResponse.text(status: error.status, error.description)
+            }
+            break
+        }
+        var offset = 0
+        while offset < response.count {
+            let n = response[offset...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { return }
+            offset += n
+        }
+    }
+}
+
+extension CallStatus {
+    /// This second of the call as Prometheus metrics (`join --metrics`).
+    public var prometheus: String {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, Double?)]) {
+            let present = samples.compactMap { labels, value in value.map { (labels, $0) } }
+            guard !present.isEmpty else { return }
+            out += "# HELP callend_call_\(name) \(help)\n# TYPE callend_call_\(name) \(type)\n"
+            for (labels, value) in present { out += "callend_call_\(name)\(labels) \(value)\n" }
+        }
+        func label(_ text: String) -> String {
+            text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+        }
+        func size(_ text: String) -> (Double?, Double?) {
+            let parts = text.split(separator: "x").compactMap { Double($0) }
+            return parts.count == 2 ? (parts[0], parts[1]) : (nil, nil)
+        }
+        let (sentWidth, sentHeight) = size(sentResolution), (width, height) = size(resolution)
+        metric("sent_bitrate_kbps", "gauge", "Bitrate sent in the last second, by kind.", [(#"{kind="video"}"#, sentVideoKbps), (#"{kind="audio"}"#, sentAudioKbps)])
+        metric("received_fps", "gauge", "Pictures decoded in the last second.", [("", receivedFps)])
+        metric("frames_decoded_total", "counter", "Pictures decoded since the start.", [("", Double(framesDecoded))])
+        metric("resolution_pixels", "gauge", "Size of the video, by direction and dimension.",
+               [(#"{direction="sent",dimension="width"}"#, sentWidth), (#"{direction="sent",dimension="height"}"#, sentHeight),
+                (#"{direction="received",dimension="width"}"#, width), (#"{direction="received",dimension="height"}"#, height)])
+        metric("rtt_ms", "gauge", "Round trip, from the peer's receiver reports.", [("", rttMs)])
+        metric("loss_percent", "gauge", "Loss of our video the peer reported.", [("", lossPercent)])
+        metric("estimate_kbps", "gauge", "The bandwidth estimate (automatic mode).", [("", estimateKbps.map(Double.init))])
+        metric("video_target_kbps", "gauge", "The video encoder's target (automatic mode).", [("", videoTargetKbps.map(Double.init))])
+        metric("mode_info", "gauge", "The video mode sent (automatic mode).", [(mode.map { #"{mode=""# + label($0) + #""}"# } ?? "", mode == nil ? nil : 1)])
+        if let candidatePair {
+            let sides = candidatePair.components(separatedBy: " -> ").map { $0.split(separator: " ").first.map(String.init) ?? "?" }
+            metric("candidate_pair_info", "gauge", "The ICE candidate pair media flows over, by candidate type.",
+                   [(#"{local=""# + label(sides.first ?? "?") + #"",remote=""# + label(sides.last ?? "?") + #""}"#, 1)])
+        }
+        metric("outages_total", "counter", "Silences of the peer longer than 4 s since the start.", [("", Double(outages))])
+        metric("ice_restarts_total", "counter", "ICE restarts since the start.", [("", Double(iceRestarts))])
+        metric("freezes_total", "counter", "Pictures 300 ms or more after the one before, since the start.", [("", Double(freezes))])
+        metric("decode_errors_total", "counter", "Pictures the decoder refused since the start.", [("", Double(decodeErrors))])
+        metric("send_errors_total", "counter", "Packets not sent (no path, a network error) since the start.", [("", Double(sendErrors))])
+        metric("av_offset_ms", "gauge", "How much later the peer's picture is shown than its sound.", [("", avOffsetMs)])
+        metric("quality", "gauge", "Network quality 0-5 by direction (NetworkQuality).",
+               [(#"{direction="sent"}"#, qualitySent), (#"{direction="received"}"#, qualityReceived)])
+        return out
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+import TestSupport
+
+@Suite(.serialized) struct JoinMetricsTests {
+    /// GET on a loopback port: the status and body.
+    func get(_ port: Int, _ path: String) throws -> (Int, String) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: in_port_t(UInt16(port).bigEndian),
+                                  sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(connected == 0)
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: t\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            response += buffer[0..<n]
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+        return (status, text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n"))
+    }
+
+    /// A running call's metrics: media figures, the quality score, the candidate pair; and
+    /// promtool (Debian's prometheus package), where installed, finds nothing to say.
+    @Test func aRunningCallServesItsMetrics() throws {
+        let secret = try SecretFile()
+        let (server, port) = try startServe(secret)
+        defer { terminate(server) }
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--duration", "5", "--no-stdin"]
+        let a = try launchJoined(["join", "m", "--token", try token("a", secret, room: "m"), "--metrics", "127.0.0.1:0"] + common)
+        let b = try launchJoined(["join", "m", "--token", try token("b", secret, room: "m")] + common)
+        defer { a.process.waitUntilExit(); b.process.waitUntilExit() }
+        #expect(a.log.wait(for: "metrics at http://127.0.0.1:", seconds: 10))
+        let metricsPort = try #require(Int(a.log.text.components(separatedBy: "metrics at http://127.0.0.1:").last?.split(separator: "/").first ?? ""))
+        // Media flows once a stats line has been printed.
+        #expect(a.out.wait(for: "\"receivedFps\"", seconds: 20))
+        let (status, text) = try get(metricsPort, "/metrics")
+        #expect(status == 200)
+        #expect(text.contains("callend_call_up 1"))
+        #expect(text.contains(#"callend_call_quality{direction="received"}"#) && text.contains(#"callend_call_quality{direction="sent"}"#))
+        #expect(text.contains(#"callend_call_candidate_pair_info{local="host",remote="host"} 1.0"#), "\(text)")
+        #expect(text.contains("callend_call_frames_decoded_total") && text.contains("callend_call_estimate_kbps"))
+        #expect(try get(metricsPort, "/").0 == 404)
+
+        let promtool = "/usr/bin/promtool"
+        guard FileManager.default.isExecutableFile(atPath: promtool) else { return }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: promtool)
+        process.arguments = ["check", "metrics"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        input.fileHandleForWriting.write(Data(text.utf8))
+        try input.fileHandleForWriting.close()
+        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0 && said.isEmpty, "promtool: \(said)")
+    }
+}
