@@ -22,7 +22,9 @@ let joinHelp = """
 
       --token-file F        the access token from F (or CALLEND_TOKEN): a token given with --token
                             shows in the process list to every user of the machine
-      --server HOST:PORT    the signaling service (default 127.0.0.1:7000), plain TCP
+      --server HOST:PORT    the signaling service (default 127.0.0.1:7000), plain TCP; a list
+                            HOST1:PORT1,HOST2:PORT2 is tried in turn: when a connection fails or is
+                            lost the next one is used and the endpoint rejoins there (media goes on)
       --server tls://HOST:PORT  the same over TLS; the service's certificate must be signed by a CA
                             the system trusts (or one in --ca-file F, PEM) and name HOST; a
                             certificate that fails ends the join with exit code 1
@@ -108,7 +110,11 @@ func runJoin(_ args: inout Arguments) throws {
     let token = try readToken(&args)
     let serverArgument = try args.value("--server") ?? "127.0.0.1:7000"
     let overTLS = serverArgument.hasPrefix("tls://")
-    let server = try parseHostPort(overTLS ? String(serverArgument.dropFirst(6)) : serverArgument, option: "--server")
+    // A list of services (nodes sharing rooms, or a standby) is tried in turn: HOST1:PORT1,HOST2:PORT2.
+    let servers = try (overTLS ? String(serverArgument.dropFirst(6)) : serverArgument).split(separator: ",").map { text throws(UsageError) in
+        try parseHostPort(String(text), option: "--server")
+    }
+    guard let server = servers.first else { throw UsageError(description: "--server takes HOST:PORT[,HOST:PORT...]") }
     let caFile = try args.value("--ca-file")
     if let caFile {
         guard overTLS else { throw UsageError(description: "--ca-file applies to --server tls://HOST:PORT only") }
@@ -179,6 +185,7 @@ func runJoin(_ args: inout Arguments) throws {
             $0.iceServers = iceServers
             $0.iceTransportPolicy = iceTransport.flatMap(ICETransportPolicy.init(rawValue:)) ?? .all
             if overTLS { $0.signalingTLS = caFile.map { .caFile($0) } ?? .systemTrust }
+            $0.fallbackServers = Array(servers.dropFirst())
             switch encoding {
             case "auto": $0.videoEncodingMode = .auto
             case "manual": $0.videoEncodingMode = .manual

@@ -225,6 +225,31 @@ final class StreamCollector: @unchecked Sendable {  // `buffer` is guarded by `l
     }
 }
 
+@Suite(.serialized) struct FailoverTests {
+    /// `--server A,B`: when service A dies mid-call, both endpoints move to B and rejoin there,
+    /// and the media between them (which never passed through a service) goes on.
+    @Test func endpointsMoveToTheNextServiceWhenOneDies() throws {
+        let secret = try SecretFile()
+        let (first, firstPort) = try startServe(secret)
+        let (second, secondPort) = try startServe(secret)
+        defer { terminate(second) }
+        let common = ["--server", "127.0.0.1:\(firstPort),127.0.0.1:\(secondPort)", "--video-size", "320x240", "--duration", "8"]
+        let a = try launchJoined(["join", "r", "--token", try token("a", secret)] + common)
+        let b = try launchJoined(["join", "r", "--token", try token("b", secret)] + common)
+        #expect(a.out.wait(for: #""resolution":"320x240""#, seconds: 20) && b.out.wait(for: #""resolution":"320x240""#, seconds: 20))
+        terminate(first)
+        for side in [a, b] {
+            #expect(side.log.wait(for: "again on 127.0.0.1:\(secondPort)", seconds: 10), "\(side.log.text.suffix(600))")
+        }
+        for (me, peer) in [(a, b), (b, a)] {
+            me.process.waitUntilExit()
+            #expect(me.process.terminationStatus == 0)
+            let (decoded, sent) = (joinSummary(me.out.finalText).decoded, joinSummary(peer.out.finalText).sent)
+            #expect(sent > 0 && Double(decoded) >= 0.97 * Double(sent), "decoded \(decoded) of \(sent) frames across the failover")
+        }
+    }
+}
+
 @Suite(.serialized) struct CallBenchTests {
     @Test func callBenchMeasuresEverySide() throws {
         let result = try runCallend(["bench", "call", "--calls", "1", "--seconds", "3"])

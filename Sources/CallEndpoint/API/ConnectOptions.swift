@@ -63,6 +63,9 @@ public struct ConnectOptions: Sendable {
     public var iceLocalAddresses: [String] = []
     /// TLS to the signaling service (nil: plain TCP, for loopback and labs).
     public var signalingTLS: SignalingTLS?
+    /// Further signaling services (other nodes, a standby), tried in turn after the first
+    /// whenever a connection fails or is lost; the call's media goes on meanwhile.
+    public var fallbackServers: [(host: String, port: Int)] = []
 
     public init(token: String, _ configure: (inout ConnectOptions) -> Void = { _ in }) throws(ConfigurationError) {
         self.token = token

@@ -176,9 +176,11 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let token = options.token
         var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token },
                                                         tls: signalingTLS)
+        configuration.alternates = options.fallbackServers
         let queue = events
         let emit = eventSink
         let (log, room) = (self.log, options.roomName)
+        let joinedClient = Mutex<SignalingClient?>(nil)
         configuration.eventHandler = { event in
             if let roomEvent = RoomEvent(event) { emit(roomEvent) }
             // The signaling connection's ups and downs, for whoever reads the log (media goes on).
@@ -186,7 +188,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             case .reconnecting(let attempt, let delay, let reason):
                 log(String(format: "signaling: %@; reconnecting in %.1f s (attempt %d)", reason, delay.inSeconds, attempt))
             case .joined(_, _, rejoined: true):
-                log("signaling: joined room \(room) again")
+                log("signaling: joined room \(room) again on \(joinedClient.withLock { $0?.currentServer } ?? "the service")")
             case .tokenRenewed(let expires):
                 log("signaling: the service renewed this participant's credential (valid until \(expires))")
             default:
@@ -195,6 +197,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             queue.append(.signaling(event))
         }
         let client = SignalingClient(configuration: configuration)
+        joinedClient.withLock { $0 = client }
         client.start()
         defer {
             client.stop()

@@ -9,6 +9,10 @@ import Glibc
 public struct SignalingClientConfiguration: Sendable {
     public var host: String
     public var port: Int
+    /// Further services to try, in turn after `host:port`, whenever a connection fails or is lost
+    /// (nodes of one service sharing its rooms, or a standby): the client moves to the next one
+    /// and rejoins there.
+    public var alternates: [(host: String, port: Int)] = []
     public var room: String
     /// Called before every join and rejoin, so a long-running endpoint can present a fresh token.
     public var token: @Sendable () -> String
@@ -240,13 +244,34 @@ public final class SignalingClient: Sendable {
         case stopped
     }
 
+    /// The services to use, in order: `host:port`, then the alternates.
+    private var servers: [(host: String, port: Int)] { [(configuration.host, configuration.port)] + configuration.alternates }
+    /// Which of `servers` the next connection goes to.
+    private let serverIndex = Atomic<Int>(0)
+
+    /// The service the client is connected to, or tries next ("HOST:PORT").
+    public var currentServer: String {
+        let server = servers[serverIndex.load(ordering: .relaxed) % servers.count]
+        return server.host.contains(":") ? "[\(server.host)]:\(server.port)" : "\(server.host):\(server.port)"
+    }
+
     /// One connection: connect, (TLS), join, then relay until the connection fails or stop().
+    /// Whatever ends it other than stop() moves the next attempt to the next service in the list.
     private func session(wakeFD: Int32, rejoin: Bool, seen: inout RecentIDs) -> SessionOutcome {
+        let outcome = session(to: servers[serverIndex.load(ordering: .relaxed) % servers.count], wakeFD: wakeFD, rejoin: rejoin, seen: &seen)
+        switch outcome {
+        case .failed, .joinedThenLost: serverIndex.add(1, ordering: .relaxed)
+        case .fatal, .stopped: break
+        }
+        return outcome
+    }
+
+    private func session(to server: (host: String, port: Int), wakeFD: Int32, rejoin: Bool, seen: inout RecentIDs) -> SessionOutcome {
         // A reconnection asked for before now is this one.
         state.withLock { $0.reconnectReason = nil }
         let fd: Int32
         do {
-            fd = try TCPSocket.connect(host: configuration.host, port: configuration.port, timeout: configuration.connectTimeout)
+            fd = try TCPSocket.connect(host: server.host, port: server.port, timeout: configuration.connectTimeout)
         } catch {
             return .failed(error.description)
         }
@@ -258,7 +283,7 @@ public final class SignalingClient: Sendable {
                 setBlocking(fd, true)
                 var timeout = timeval(tv_sec: Int(configuration.connectTimeout.components.seconds), tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                let session = try TLSSession(context: context, fd: fd, serverName: configuration.host)
+                let session = try TLSSession(context: context, fd: fd, serverName: server.host)
                 try session.handshake()
                 timeout = timeval(tv_sec: 0, tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
