@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Signaling
 
 @Suite(.serialized) struct ServerMetricsTests {
@@ -41,20 +42,8 @@ import Testing
         #expect(try WebClient(port: port).request("GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 404)
 
         // Prometheus's own checker (Debian's prometheus package), where it is installed.
-        let promtool = "/usr/bin/promtool"
-        guard FileManager.default.isExecutableFile(atPath: promtool) else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: promtool)
-        process.arguments = ["check", "metrics"]
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0 && said.isEmpty, "promtool: \(said)")
+        if let (status, said) = try promtoolCheck(text) {
+            #expect(status == 0 && said.isEmpty, "promtool: \(said)")
+        }
     }
 }

@@ -47,20 +47,8 @@ import TestSupport
         #expect(text.contains("callend_call_frames_decoded_total") && text.contains("callend_call_estimate_kbps"))
         #expect(try get(metricsPort, "/").0 == 404)
 
-        let promtool = "/usr/bin/promtool"
-        guard FileManager.default.isExecutableFile(atPath: promtool) else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: promtool)
-        process.arguments = ["check", "metrics"]
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0 && said.isEmpty, "promtool: \(said)")
+        if let (status, said) = try promtoolCheck(text) {
+            #expect(status == 0 && said.isEmpty, "promtool: \(said)")
+        }
     }
 }

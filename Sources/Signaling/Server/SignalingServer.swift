@@ -68,30 +68,23 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         self.log = log
         origin = clock.now
         epoll = try Epoll()
-        (listenFD, port) = try TCPSocket.listen(host: configuration.host, port: configuration.port)
-        if let web = configuration.web {
+        // Every listener asked for, or none: one that cannot bind closes those already bound.
+        var bound: [Int32] = []
+        func listen(_ address: (host: String, port: Int)?) throws -> (fd: Int32, port: Int)? {
+            guard let address else { return nil }
             do {
-                let (fd, bound) = try TCPSocket.listen(host: web.host, port: web.port)
-                (webListenFD, webPort) = (fd, bound)
+                let listener = try TCPSocket.listen(host: address.host, port: address.port)
+                bound.append(listener.fd)
+                return listener
             } catch {
-                close(listenFD)
+                for fd in bound { close(fd) }
                 throw error
             }
-        } else {
-            (webListenFD, webPort) = (nil, nil)
         }
-        if let metrics = configuration.metrics {
-            do {
-                let (fd, bound) = try TCPSocket.listen(host: metrics.host, port: metrics.port)
-                (metricsListenFD, metricsPort) = (fd, bound)
-            } catch {
-                close(listenFD)
-                if let webListenFD { close(webListenFD) }
-                throw error
-            }
-        } else {
-            (metricsListenFD, metricsPort) = (nil, nil)
-        }
+        (listenFD, port) = try listen((configuration.host, configuration.port))!
+        let web = try listen(configuration.web), metrics = try listen(configuration.metrics)
+        (webListenFD, webPort) = (web?.fd, web?.port)
+        (metricsListenFD, metricsPort) = (metrics?.fd, metrics?.port)
         var verifier = TokenVerifier(secret: configuration.secret, requiredIssuer: configuration.requiredIssuer)
         verifier.leeway = configuration.tokenLeeway
         core = SignalingServerCore(verifier: verifier,
