@@ -1,14 +1,11 @@
-# One image for the three roles of docker-compose.yml (router, signaling service + endpoint,
-# endpoint): the same build and commands as scripts/twohost/test.sh, which runs this topology in
-# network namespaces on machines without a Docker engine (like the ones this was written on, so
-# this file has not been built here). The base is Swift's Debian 12 image; install-deps.sh adds
-# the C libraries and tools from Debian.
-ARG SWIFT_IMAGE=swift:6.1-bookworm
-FROM ${SWIFT_IMAGE}
-COPY . /src
-WORKDIR /src
+# The image of docker-compose.yml: Debian 12 with callend's runtime libraries and a release
+# binary built with the Swift standard library linked in (swift build -c release
+# --static-swift-stdlib), so no Swift image is needed. scripts/containers/test.sh builds it from a
+# folder holding this file and that binary; where no registry is reachable,
+# scripts/containers/make-base.sh makes the debian:12 base image with debootstrap.
+FROM debian:12
 RUN apt-get -o DPkg::Lock::Timeout=600 update -q \
- && apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends iproute2 \
- && scripts/install-deps.sh \
- && swift build -c release \
- && cp .build/release/callend /usr/local/bin/callend
+ && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends \
+      libvpx7 libopus0 libyuv0 libspeexdsp1 libsrtp2-1 libssl3 libasound2 libv4l-0 libnice10 iproute2 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY callend /usr/local/bin/callend

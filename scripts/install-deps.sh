@@ -20,6 +20,8 @@ packages=(
   chromium chromium-driver python3-selenium
   # systemd-analyze, to verify the service units in deploy/systemd; promtool, to check the metrics
   systemd prometheus
+  # the two-container call: a Docker engine, compose, and debootstrap for the debian:12 base
+  docker.io docker-compose debootstrap
 )
 
 missing=()

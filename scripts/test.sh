@@ -44,6 +44,9 @@ stage aiortc scripts/aiortc/test.sh
 # Headless Chromium on the page of serve --http calls a callend endpoint: both offer directions,
 # and relayed through the NAT lab (skips where Chromium cannot start; the NAT case needs root).
 stage browser scripts/browser/test.sh
+# docker-compose.yml with a private Docker engine: two containers call each other (root; skips
+# where the engine cannot start or the Debian mirror cannot be reached).
+stage containers scripts/containers/test.sh
 # A tbf bottleneck between namespaces whose capacity falls 2.5 -> 0.6 -> 2.5 Mbit/s: the sender
 # gets below the new capacity, steps its video mode down and back up (root; skips without).
 stage congestion scripts/congestion/test.sh
