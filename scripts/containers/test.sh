@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The two-container call of docker-compose.yml with a real Docker engine: a private dockerd (its
 # own data root and socket; the host's iptables rules are saved before it starts and put back as
-# they were after it stops, and its default bridge removed), the debian:12
+# they were after it stops, its default bridge removed and IP forwarding set back), the debian:12
 # base made with debootstrap (no registry is needed), the image built from Dockerfile and a
 # release binary with the Swift standard library linked in, then
 #   docker-compose up --abort-on-container-exit --exit-code-from host-b
@@ -32,6 +32,7 @@ cleanup() {
   # and its default bridge goes.
   [ -s "$work/iptables.rules" ] && iptables-restore < "$work/iptables.rules"
   [ -n "$had_docker0" ] || ip link del docker0 2>/dev/null
+  [ -n "$forwarding" ] && sysctl -q -w net.ipv4.ip_forward="$forwarding"
   # The engine leaves its network namespace file mounted: unmount whatever is left, then remove.
   grep -o " $work[^ ]*" /proc/mounts | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
   rm -rf "$work"
@@ -40,6 +41,7 @@ trap cleanup EXIT
 
 iptables-save > "$work/iptables.rules"
 had_docker0=$(ip link show docker0 2>/dev/null)
+forwarding=$(sysctl -n net.ipv4.ip_forward)
 dockerd --data-root "$work/data" --exec-root "$work/exec" --pidfile "$work/dockerd.pid" -H "$DOCKER_HOST" \
   > "$work/dockerd.log" 2>&1 &
 deadline=$((SECONDS + 60))
