@@ -14,8 +14,8 @@ struct LipSyncTests {
     let skew = 3.0
 
     /// Pictures shown `video` s and sound heard `audio` s after capture, for a second from `t`.
-    func feed(_ sync: inout LipSync, from t: Double, video: Double, audio: Double) {
-        for i in 0..<50 {
+    func feed(_ sync: inout LipSync, from t: Double, video: Double, audio: Double, count: Int = 50) {
+        for i in 0..<count {
             let at = t + Double(i) * 0.02
             sync.videoShown(rtp: (UInt32.max - 4_500) &+ UInt32(at * 90_000), at: 1_800_000_000 + at + video + skew)
             sync.audioPlayed(rtp: 1_000 &+ UInt32(at * 48_000), at: 1_800_000_000 + at + audio + skew)
@@ -26,14 +26,24 @@ struct LipSyncTests {
         var sync = reported()
         // The picture takes 120 ms from capture to screen, the sound 40 ms to the speaker.
         feed(&sync, from: 1, video: 0.120, audio: 0.040)
+        #expect(sync.offset == nil, "less than a second measured")
+        feed(&sync, from: 2, video: 0.120, audio: 0.040)
         #expect(abs(sync.offset! - 0.080) < 0.001)
         var holds = (video: 0.0, audio: 0.0)
         var steps: [Double] = []
-        for second in 2..<10 {
+        for second in 3..<15 {
+            let before = holds
             holds = sync.adjust(videoHold: holds.video, audioHold: holds.audio)
             steps.append(holds.audio)
-            // The sound now waits that much longer; the smoothing follows within the second.
-            for _ in 0..<4 { feed(&sync, from: Double(second), video: 0.120, audio: 0.040 + holds.audio) }
+            if holds != before {
+                // The sound is measured afresh: no offset until a second of it under the new hold,
+                // and none from the first few samples (the least of a few is not the delay).
+                #expect(sync.offset == nil)
+                feed(&sync, from: Double(second), video: 0.120, audio: 0.040 + holds.audio, count: 5)
+                #expect(sync.offset == nil)
+                #expect(sync.adjust(videoHold: holds.video, audioHold: holds.audio) == holds, "no step on a stream not measured yet")
+            }
+            feed(&sync, from: Double(second), video: 0.120, audio: 0.040 + holds.audio)
         }
         #expect(holds.video == 0 && abs(holds.audio - 0.080) < 0.001, "\(holds)")
         #expect(abs(steps[0] - sync.maximumStep) < 0.001, "no jump: \(steps)")
@@ -56,7 +66,7 @@ struct LipSyncTests {
             sync.audioPlayed(rtp: 1_000 &+ UInt32(t * 48_000), at: 1_800_000_000 + t + 2.0 + skew)
         }
         var holds = (video: 0.0, audio: 0.0)
-        for second in 2..<22 {
+        for second in 2..<42 {
             holds = sync.adjust(videoHold: holds.video, audioHold: holds.audio)
             feed(&sync, from: Double(second), video: 0.030 + holds.video, audio: 2.0)
         }

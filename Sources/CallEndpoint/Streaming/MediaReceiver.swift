@@ -378,7 +378,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     private func alignPlayout() {
         let video = state.withLock { s -> Double? in
             let holds = s.lipSync.adjust(videoHold: s.holds.video, audioHold: s.holds.audio)
-            guard abs(holds.video - s.holds.video) > 0.005 || abs(holds.audio - s.holds.audio) > 0.005 else { return nil }
+            guard holds != s.holds else { return nil }
             s.holds = holds
             s.audioBuffer.setExtraDelay(.microseconds(Int64(holds.audio * 1e6)), base: Self.audioBaseDelay)
             return holds.video

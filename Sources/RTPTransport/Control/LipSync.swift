@@ -34,16 +34,23 @@ public struct LipSync: Sendable {
     /// few seconds, which is the pipeline's own delay. A late picture (one retransmitted, or one
     /// a sender's queue held through an outage) says nothing about the pipeline, and following
     /// it would delay the sound for seconds after every outage.
-    public var videoDelay: Double? { videoWindow.minimum }
-    public var audioDelay: Double? { audioWindow.minimum }
+    /// Unknown until the stream has been measured for a second since its hold last moved: the
+    /// least of a handful of pictures is not yet the pipeline's delay, and an offset read from it
+    /// jumps by tens of milliseconds in the second a hold moves.
+    public var videoDelay: Double? { videoWindow.settledMinimum }
+    public var audioDelay: Double? { audioWindow.settledMinimum }
     private var videoWindow = SlidingMinimum()
     private var audioWindow = SlidingMinimum()
 
     /// The least value over the last `seconds` whole seconds (and the current one), in fixed memory.
     struct SlidingMinimum: Sendable {
         static let seconds = 5
+        /// How long a window measures before its minimum counts.
+        static let settling = 1.0
         private var minima: [(second: Int64, value: Double)] = []
+        private var span: (first: Double, last: Double)?
         mutating func add(_ value: Double, at time: Double) {
+            span = (span?.first ?? time, time)
             let second = Int64(time.rounded(.down))
             minima.removeAll { $0.second <= second - Int64(Self.seconds) }
             if let last = minima.last, last.second == second {
@@ -53,6 +60,10 @@ public struct LipSync: Sendable {
             }
         }
         var minimum: Double? { minima.map(\.value).min() }
+        var settledMinimum: Double? {
+            guard let span, span.last - span.first >= Self.settling else { return nil }
+            return minimum
+        }
     }
     /// Offsets below this are left alone (a frame interval and a half at 30 fps is 50 ms; the
     /// ear notices sound ahead of the picture from about 45 ms, ITU-R BT.1359).
@@ -62,6 +73,8 @@ public struct LipSync: Sendable {
     /// The most a hold changes in one step (steps come once a second): a picture held 300 ms
     /// longer at once is a frozen picture, and sound held longer is a gap of silence.
     public var maximumStep = 0.05
+    /// Smaller changes are not made: each change measures the stream afresh.
+    public var minimumStep = 0.005
 
     public init() {}
 
@@ -87,6 +100,7 @@ public struct LipSync: Sendable {
     /// changes (its delays so far were under the old hold).
     public mutating func adjust(videoHold: Double, audioHold: Double) -> (video: Double, audio: Double) {
         let next = holds(videoHold: videoHold, audioHold: audioHold)
+        guard abs(next.video - videoHold) > minimumStep || abs(next.audio - audioHold) > minimumStep else { return (videoHold, audioHold) }
         if next.video != videoHold { videoWindow = SlidingMinimum() }
         if next.audio != audioHold { audioWindow = SlidingMinimum() }
         return next
