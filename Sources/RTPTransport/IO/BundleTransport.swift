@@ -223,9 +223,15 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         state.withLock { s -> ICEAgent? in defer { s.next = nil }; return s.next?.agent }.map(closeInBackground)
     }
 
-    /// Closing waits for TURN allocations to be released (two seconds at most): not on an agent's thread.
+    /// Closing waits for TURN allocations to be released (two seconds at most): not on an agent's
+    /// thread. What the agent's thread and GLib context held goes back to the kernel with it, so
+    /// that a call of months, which restarts ICE many times an hour on a lossy path, does not keep
+    /// each round's memory in the allocator.
     private func closeInBackground(_ agent: ICEAgent) {
-        startThread(named: "ice-close") { agent.close() }
+        startThread(named: "ice-close") {
+            agent.close()
+            releaseFreeMemory()
+        }
     }
 
     // MARK: Sending
