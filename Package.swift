@@ -22,6 +22,8 @@ let package = Package(
         .systemLibrary(name: "CGObject", pkgConfig: "gobject-2.0", providers: [.apt(["libglib2.0-dev"])]),
         // libyuv ships no pkg-config file in Debian; the modulemap links it by name.
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+        // The Redis project's C client, for the signaling service's room directory across nodes.
+        .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         // Linux system calls the Glibc module does not export (epoll, eventfd, accept4).
         .systemLibrary(name: "CLinux"),
 
@@ -29,7 +31,7 @@ let package = Package(
         .target(name: "Platform", dependencies: ["CLinux"]),
         .target(name: "Codecs", dependencies: ["COpus", "CVPX", "CYUV", "CSpeexDSP"]),
         .target(name: "RTPTransport", dependencies: ["CSRTP", "CNice", "COpenSSL", "Platform"]),
-        .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux", "Platform"]),
+        .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2", "Platform"]),
         .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they

@@ -12,6 +12,7 @@ let serveHelp = """
     usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K]
                          [--max-participants N] [--max-connections N] [--max-connections-per-address N] [--issuer ISS]
                          [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D] [--http HOST:PORT] [--metrics HOST:PORT]
+                         [--redis redis://HOST:PORT[/DB] [--redis-password-file F] [--redis-lease D]]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
     any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
@@ -42,6 +43,14 @@ let serveHelp = """
                               token: bind it to an address only the monitoring reaches):
                               connections, rooms, joins, errors sent by code (refused joins
                               among them), messages relayed and a histogram of relay times
+                              (with --redis, also Redis's health)
+      --redis URL             share rooms with every other node given the same Redis: two
+                              participants of a room may be on different nodes; the room limit
+                              holds across nodes, and a client that moves to another node (join
+                              --server A,B) keeps its seat. Without it the rooms are this node's own
+      --redis-password-file F the password Redis asks for (AUTH), kept off the command line
+      --redis-lease D         how long a node that dies keeps its participants' seats (default 5s;
+                              they leave, reason "timeout", after it unless they rejoin elsewhere)
     """
 
 let tokenHelp = """
@@ -147,6 +156,22 @@ func runServe(_ args: inout Arguments) throws {
     if let text = try args.value("--turn-ttl") { turnTTL = try parseDuration(text, option: "--turn-ttl") }
     let web = try args.value("--http").map { text throws(UsageError) in try parseHostPort(text, option: "--http") }
     let metrics = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
+    var redis = try args.value("--redis").map { text throws(UsageError) in
+        do { return try RedisAddress(url: text) } catch { throw UsageError(description: "--redis: \(error)") }
+    }
+    if let file = try args.value("--redis-password-file") {
+        guard redis != nil else { throw UsageError(description: "--redis-password-file needs --redis") }
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8), !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw UsageError(description: "cannot read a password from --redis-password-file \(file)")
+        }
+        redis?.password = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+    var redisLease: Int64?
+    if let text = try args.value("--redis-lease") {
+        guard redis != nil else { throw UsageError(description: "--redis-lease needs --redis") }
+        redisLease = try parseDuration(text, option: "--redis-lease")
+        guard (1...3600).contains(redisLease!) else { throw UsageError(description: "--redis-lease: 1s to 1h") }
+    }
     let secret = try loadSecret(&args)
     try args.finish(command: "serve")
     var policy = ICEServerPolicy()
@@ -178,8 +203,15 @@ func runServe(_ args: inout Arguments) throws {
     if !iceURLs.isEmpty { configuration.iceServers = policy }
     configuration.web = web
     configuration.metrics = metrics
-    let server = try SignalingServer(configuration: configuration) { line in
-        FileHandle.standardError.write(Data("callend serve: \(line)\n".utf8))
+    configuration.redis = redis
+    if let redisLease { configuration.redisLease = .seconds(redisLease) }
+    let server: SignalingServer
+    do {
+        server = try SignalingServer(configuration: configuration) { line in
+            FileHandle.standardError.write(Data("callend serve: \(line)\n".utf8))
+        }
+    } catch let error as RedisError {
+        throw UsageError(description: "cannot use the room directory: \(error)")
     }
     // Signal handling is in place before the port is announced, so a parent that reads the
     // line and at once sends SIGTERM is always obeyed.
@@ -195,6 +227,9 @@ func runServe(_ args: inout Arguments) throws {
     if let metrics, let metricsPort = server.metricsPort {
         let shown = metrics.host.contains(":") ? "[\(metrics.host)]" : metrics.host
         print("metrics at http://\(shown):\(metricsPort)/metrics")
+    }
+    if let directory = server.directory {
+        print("rooms shared through \(directory.address) as node \(directory.node)")
     }
     fflush(nil)  // flushes every stream; the line above must reach a parent reading our stdout
     server.start()

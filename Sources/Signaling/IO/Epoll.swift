@@ -56,9 +56,12 @@ final class Epoll {
         }
     }
 
-    func wake() {
+    func wake() { Self.wake(wakeFD) }
+
+    /// Wakes the loop from any thread (the descriptor lives as long as the Epoll).
+    static func wake(_ fd: Int32) {
         var one: UInt64 = 1
-        _ = Glibc.write(wakeFD, &one, 8)
+        _ = Glibc.write(fd, &one, 8)
     }
 
     func drainWake() {

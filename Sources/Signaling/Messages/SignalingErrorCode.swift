@@ -19,6 +19,8 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     case roomFull = "room_full"
     case unknownPeer = "unknown_peer"
     case replaced = "replaced"
+    /// The room directory the service's nodes share (Redis) cannot be reached: try again.
+    case unavailable = "unavailable"
     // Tokens.
     case tokenMalformed = "token_malformed"
     case tokenAlgorithm = "token_algorithm"

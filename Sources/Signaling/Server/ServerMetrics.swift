@@ -15,7 +15,14 @@ public struct ServerMetrics: Sendable {
         relayTotal += 1
     }
 
-    public func render(connections: Int, rooms: Int, counters: SignalingServerCore.Counters) -> String {
+    /// The room directory's health, when the service shares rooms through Redis.
+    public struct Directory: Sendable {
+        public var healthy: Bool
+        public var counters: RedisRoomDirectory.Counters
+        public init(healthy: Bool, counters: RedisRoomDirectory.Counters) { (self.healthy, self.counters) = (healthy, counters) }
+    }
+
+    public func render(connections: Int, rooms: Int, counters: SignalingServerCore.Counters, directory: Directory? = nil) -> String {
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -33,6 +40,12 @@ public struct ServerMetrics: Sendable {
         out += "# TYPE callend_signaling_relay_seconds histogram\n"
         for (labels, value) in buckets { out += "callend_signaling_relay_seconds_bucket\(labels) \(value)\n" }
         out += "callend_signaling_relay_seconds_sum \(relaySum)\ncallend_signaling_relay_seconds_count \(relayTotal)\n"
+        if let directory {
+            metric("callend_signaling_redis_up", "gauge", "1 when the last Redis command succeeded and the node's subscription is live.", [("", directory.healthy ? "1" : "0")])
+            metric("callend_signaling_redis_commands_total", "counter", "Commands and scripts sent to Redis.", [("", "\(directory.counters.commands)")])
+            metric("callend_signaling_redis_failures_total", "counter", "Commands that failed: Redis unreachable, or an error reply.", [("", "\(directory.counters.failures)")])
+            metric("callend_signaling_redis_events_total", "counter", "Messages from other nodes: joins, departures, relays, seats taken.", [("", "\(directory.counters.eventsReceived)")])
+        }
         return out
     }
 }

@@ -24,6 +24,10 @@ public struct SignalingServerConfiguration: Sendable {
     public var web: (host: String, port: Int)?
     /// Where the metrics listen, when they do: the Prometheus text format at `/metrics`.
     public var metrics: (host: String, port: Int)?
+    /// The Redis the service shares rooms through with other nodes; nil: rooms are this node's own.
+    public var redis: RedisAddress?
+    /// How long a node's seats outlive it in the directory when it dies without leaving.
+    public var redisLease: Duration = .seconds(5)
 
     public init(host: String = "127.0.0.1", port: Int, secret: TokenSecret, tls: TLSContext? = nil) {
         self.host = host
@@ -50,6 +54,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private var metrics = ServerMetrics()
     private let epoll: Epoll
     private let core: SignalingServerCore
+    /// The rooms shared with other nodes, with `configuration.redis`.
+    public let directory: RedisRoomDirectory?
     private let stopping = Atomic<Bool>(false)
     private let finished = Mutex<Bool>(false)
     private var thread: Thread?
@@ -87,8 +93,17 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         (metricsListenFD, metricsPort) = (metrics?.fd, metrics?.port)
         var verifier = TokenVerifier(secret: configuration.secret, requiredIssuer: configuration.requiredIssuer)
         verifier.leeway = configuration.tokenLeeway
+        do {
+            let wakeFD = epoll.wakeFD
+            directory = try configuration.redis.map { address throws(RedisError) in
+                try RedisRoomDirectory(address: address, lease: configuration.redisLease, log: log) { Epoll.wake(wakeFD) }
+            }
+        } catch {
+            for fd in bound { close(fd) }
+            throw error
+        }
         core = SignalingServerCore(verifier: verifier,
-                                   limits: configuration.limits, iceServers: configuration.iceServers)
+                                   limits: configuration.limits, iceServers: configuration.iceServers, directory: directory)
         try epoll.add(listenFD, token: Self.listenToken, writable: false)
         if let webListenFD { try epoll.add(webListenFD, token: Self.webListenToken, writable: false) }
         if let metricsListenFD { try epoll.add(metricsListenFD, token: Self.metricsListenToken, writable: false) }
@@ -127,6 +142,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private func runLoop() {
         var events = [epoll_event](repeating: epoll_event(), count: 1024)
         var nextTick = now + .seconds(1)
+        let renewal = min(.seconds(1), configuration.redisLease / 3)
+        var nextRenewal = now + renewal
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while !stopping.load(ordering: .sequentiallyConsistent) {
             for event in epoll.wait(into: &events, timeoutMs: 250) {
@@ -134,7 +151,9 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 case Self.listenToken: acceptAll(from: listenFD, web: false)
                 case Self.webListenToken: if let webListenFD { acceptAll(from: webListenFD, web: true) }
                 case Self.metricsListenToken: if let metricsListenFD { acceptAll(from: metricsListenFD, web: true, metricsOnly: true) }
-                case Epoll.wakeToken: epoll.drainWake()
+                case Epoll.wakeToken:
+                    epoll.drainWake()
+                    if let directory { apply(core.clusterEvents(directory.takeEvents())) }
                 default:
                     guard let connection = connections[event.token] else { continue }
                     if event.writable { flush(connection) }
@@ -146,6 +165,10 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             if now >= nextTick {
                 apply(core.tick(now: now, wallClock: Int64(Date().timeIntervalSince1970)))
                 nextTick = now + .seconds(1)
+            }
+            if directory != nil, now >= nextRenewal {
+                apply(core.renewSeats())
+                nextRenewal = now + renewal
             }
         }
         // Shutting down is not everyone leaving: close the connections without telling the
@@ -161,6 +184,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             close(fd)
         }
         listenerClosed = true
+        directory?.stop()
     }
 
     /// Accepts what waits on a listener: signaling lines on the main one, HTTP on the web one.
@@ -297,7 +321,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 return
             }
             // The scrape itself is one of the connections it counts.
-            let text = metrics.render(connections: core.connectionCount, rooms: core.roomCount, counters: core.counters)
+            let text = metrics.render(connections: core.connectionCount, rooms: core.roomCount, counters: core.counters,
+                                      directory: directory.map { ServerMetrics.Directory(healthy: $0.isHealthy, counters: $0.counters) })
             respond(connection, HTTPResponse.make(status: 200, body: Array(text.utf8), contentType: "text/plain; version=0.0.4; charset=utf-8"))
             return
         }

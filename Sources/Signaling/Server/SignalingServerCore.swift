@@ -37,10 +37,16 @@ public final class SignalingServerCore {
     /// STUN and TURN servers handed out with every `joined`.
     public let iceServers: ICEServerPolicy?
 
-    public init(verifier: TokenVerifier, limits: ServerLimits = ServerLimits(), iceServers: ICEServerPolicy? = nil) {
+    /// Rooms shared with other nodes (`serve --redis`); nil: this service's rooms are its own.
+    /// `rooms` then holds this node's participants only, and the directory has them all.
+    public let directory: RedisRoomDirectory?
+
+    public init(verifier: TokenVerifier, limits: ServerLimits = ServerLimits(), iceServers: ICEServerPolicy? = nil,
+                directory: RedisRoomDirectory? = nil) {
         self.verifier = verifier
         self.limits = limits
         self.iceServers = iceServers
+        self.directory = directory
     }
 
     public func participants(in room: String) -> [String] { rooms[room]?.map(\.identity) ?? [] }
@@ -152,6 +158,48 @@ public final class SignalingServerCore {
         return count(actions)
     }
 
+    /// Renews this node's seats in the directory (a third of the lease at most apart); a seat
+    /// another node took meanwhile costs its connection here.
+    public func renewSeats() -> [Action] {
+        guard let directory else { return [] }
+        var actions: [Action] = []
+        for (room, identity) in directory.refresh(seats: rooms.mapValues { $0.map(\.identity) }) { actions += unseat(identity, in: room) }
+        return count(actions)
+    }
+
+    /// What the other nodes said (`RedisRoomDirectory.takeEvents()`), for this node's participants.
+    public func clusterEvents(_ events: [ClusterEvent]) -> [Action] {
+        var actions: [Action] = []
+        for event in events {
+            guard let member = rooms[event.room]?.first(where: { $0.identity == event.to }) else { continue }
+            switch event.kind {
+            case .joined:
+                actions.append(.send(member.connection, .peerJoined(participant: event.who, rejoin: event.detail == "1")))
+            case .left:
+                // A seat of this node's that lapsed while the node was slow is still here.
+                guard !(rooms[event.room]?.contains { $0.identity == event.who } ?? false) else { continue }
+                actions.append(.send(member.connection, .peerLeft(participant: event.who, reason: event.detail)))
+            case .relay:
+                guard let message = try? SignalingMessage(parsing: Array(event.detail.utf8)), case .relay = message else { continue }
+                actions.append(.send(member.connection, message))
+            case .replaced:
+                actions += unseat(event.to, in: event.room)
+            }
+        }
+        return count(actions)
+    }
+
+    /// `identity` holds its seat on another node now: its connection here goes, and nobody here
+    /// is told it left (it did not).
+    private func unseat(_ identity: String, in room: String) -> [Action] {
+        guard var members = rooms[room], let index = members.firstIndex(where: { $0.identity == identity }) else { return [] }
+        let old = members.remove(at: index).connection
+        rooms[room] = members.isEmpty ? nil : members
+        connections[old]?.room = nil
+        connections[old]?.identity = nil
+        return [.send(old, .error(code: .replaced, message: "\(identity) joined again on another node", id: nil)), .close(old)]
+    }
+
     /// A connected participant's credential is renewed before it expires, so that a rejoin after
     /// a dropped connection works however long the call has run: once a third of its lifetime is
     /// left (at least 5 s, at most 5 min before expiry), with the same identity, room grant,
@@ -193,6 +241,21 @@ public final class SignalingServerCore {
         var actions: [Action] = []
         var members = rooms[room] ?? []
         var replaced = false
+        var peersElsewhere: [String]?
+        if let directory {
+            // The directory decides the seat, for every node at once.
+            do {
+                switch try directory.join(room: room, identity: claims.identity, maxParticipants: limits.maxParticipantsPerRoom, rejoin: rejoin) {
+                case .full:
+                    return [.send(id, .error(code: .roomFull, message: "room \(room) has its \(limits.maxParticipantsPerRoom) participants", id: nil))]
+                case .joined(let peers, let wasSeated):
+                    peersElsewhere = peers
+                    replaced = wasSeated
+                }
+            } catch {
+                return [.send(id, .error(code: .unavailable, message: "the room directory cannot be reached (\(error)); try again", id: nil))]
+            }
+        }
         if let index = members.firstIndex(where: { $0.identity == claims.identity }) {
             // The same identity again (a client that reconnected before its old connection timed
             // out): the new connection takes the seat; the others see no churn.
@@ -201,10 +264,10 @@ public final class SignalingServerCore {
             connections[old]?.identity = nil
             actions += [.send(old, .error(code: .replaced, message: "\(claims.identity) joined again from another connection", id: nil)), .close(old)]
             replaced = true
-        } else if members.count >= limits.maxParticipantsPerRoom {
+        } else if peersElsewhere == nil, members.count >= limits.maxParticipantsPerRoom {
             return [.send(id, .error(code: .roomFull, message: "room \(room) has its \(limits.maxParticipantsPerRoom) participants", id: nil))]
         }
-        let peers = members.map(\.identity)
+        let peers = peersElsewhere ?? members.map(\.identity)
         members.append((claims.identity, id))
         rooms[room] = members
         connections[id]?.room = room
@@ -223,6 +286,7 @@ public final class SignalingServerCore {
     private func leave(_ connection: Connection, id: ConnectionID, reason: String) -> [Action] {
         guard let room = connection.room, let identity = connection.identity, var members = rooms[room] else { return [] }
         members.removeAll { $0.connection == id }
+        directory?.leave(room: room, identity: identity, reason: reason)
         if members.isEmpty {
             rooms[room] = nil
             return []
@@ -236,12 +300,22 @@ public final class SignalingServerCore {
             return [.send(id, .error(code: .notJoined, message: "join a room before sending \(message.kind.rawValue)", id: message.id))]
         }
         let targets = members.filter { $0.connection != id && (message.to == nil || $0.identity == message.to) }
-        guard !targets.isEmpty else {
+        var relayed = message
+        relayed.from = identity
+        var elsewhere = 0
+        if let directory, message.to == nil || targets.isEmpty {
+            do {
+                elsewhere = try directory.relay(room: room, from: identity, to: message.to,
+                                                line: String(decoding: SignalingMessage.relay(relayed).serialized().dropLast(), as: UTF8.self))
+            } catch where targets.isEmpty {
+                return [.send(id, .error(code: .unavailable, message: "the room directory cannot be reached (\(error)); try again", id: message.id))]
+            } catch {}
+        }
+        counters.relayed += elsewhere
+        guard !targets.isEmpty || elsewhere > 0 else {
             let who = message.to.map { "\($0) is not in room \(room)" } ?? "nobody else is in room \(room)"
             return [.send(id, .error(code: .unknownPeer, message: who, id: message.id))]
         }
-        var relayed = message
-        relayed.from = identity
         return targets.map { .send($0.connection, .relay(relayed)) } + [.send(id, .ack(id: message.id))]
     }
 }

@@ -1,0 +1,28 @@
+#ifndef CALLEND_CHIREDIS_SHIM_H
+#define CALLEND_CHIREDIS_SHIM_H
+/* hiredis, the Redis project's C client: connections, commands as argument vectors, pipelining
+   and the replies' parser. Used by the signaling service's room directory across nodes. */
+#include <hiredis/hiredis.h>
+#include <sys/socket.h>
+
+static inline redisContext *chiredis_connect(const char *host, int port, int timeout_ms) {
+    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+    redisContext *c = redisConnectWithTimeout(host, port, tv);
+    if (c && !c->err) redisSetTimeout(c, tv);
+    return c;
+}
+/* No read timeout: a subscriber waits for messages as long as the connection lives. */
+static inline void chiredis_wait_forever(redisContext *c) {
+    struct timeval tv = { 0, 0 };
+    redisSetTimeout(c, tv);
+    redisEnableKeepAlive(c);
+}
+/* Wakes a thread blocked reading the connection: its read then fails. */
+static inline void chiredis_shutdown(redisContext *c) { shutdown(c->fd, SHUT_RDWR); }
+static inline int chiredis_reply_string(void) { return REDIS_REPLY_STRING; }
+static inline int chiredis_reply_array(void) { return REDIS_REPLY_ARRAY; }
+static inline int chiredis_reply_integer(void) { return REDIS_REPLY_INTEGER; }
+static inline int chiredis_reply_nil(void) { return REDIS_REPLY_NIL; }
+static inline int chiredis_reply_status(void) { return REDIS_REPLY_STATUS; }
+static inline int chiredis_reply_error(void) { return REDIS_REPLY_ERROR; }
+#endif

@@ -1,0 +1,221 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+@testable import Signaling
+
+/// Several signaling nodes sharing rooms through a real redis-server (skipped where Debian's
+/// redis-server is not installed).
+@Suite(.serialized) struct ClusterTests {
+    static let hasRedis = FileManager.default.isExecutableFile(atPath: RedisProcess.executable)
+
+    func node(_ redis: RedisProcess, lease: Duration = .seconds(5), participants: Int = 2) throws -> SignalingServer {
+        var configuration = SignalingServerConfiguration(port: 0, secret: testSecret)
+        configuration.redis = RedisAddress(host: "127.0.0.1", port: redis.port)
+        configuration.redisLease = lease
+        configuration.limits.maxParticipantsPerRoom = participants
+        let server = try SignalingServer(configuration: configuration)
+        server.start()
+        return server
+    }
+
+    func client(_ ports: [Int], room: String = "lab", identity: String) -> (SignalingClient, EventLog) {
+        let (client, log) = makeClient(port: ports[0], room: room, identity: identity)
+        guard ports.count > 1 else { return (client, log) }
+        client.stop()
+        var configuration = SignalingClientConfiguration(host: "127.0.0.1", port: ports[0], room: room, token: {
+            let now = Int64(Date().timeIntervalSince1970)
+            return TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: room, issuedAt: now, expires: now + 600))
+        })
+        configuration.alternates = ports.dropFirst().map { ("127.0.0.1", $0) }
+        configuration.backoffInitial = .milliseconds(50)
+        configuration.backoffMax = .milliseconds(400)
+        let events = EventLog()
+        configuration.eventHandler = events.handler
+        let failover = SignalingClient(configuration: configuration)
+        failover.start()
+        return (failover, events)
+    }
+
+    func scrape(_ port: Int) throws -> String {
+        try WebClient(port: port).request("GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n").body
+    }
+
+    func received(_ log: EventLog, id: String, from: String) async -> Bool {
+        await log.wait { if case .message(let m) = $0 { return m.id == id && m.from == from }; return false } != nil
+    }
+
+    @Test(.enabled(if: hasRedis)) func participantsOnTwoNodesCallEachOther() async throws {
+        let redis = try #require(try RedisProcess())
+        let a = try node(redis), b = try node(redis)
+        defer { a.stop(); b.stop() }
+        let (roof, roofLog) = client([a.port], identity: "roof")
+        #expect(await roofLog.wait(isJoined) == .joined(participant: "roof", peers: [], rejoined: false))
+        let (bench, benchLog) = client([b.port], identity: "bench")
+        #expect(await benchLog.wait(isJoined) == .joined(participant: "bench", peers: ["roof"], rejoined: false))
+        #expect(await roofLog.wait { $0 == .peerJoined("bench", rejoin: false) } != nil, "told across nodes")
+
+        let offer = roof.send(RelayMessage(kind: .offer, id: "", to: "bench", payload: .object(["sdp": .string("v=0")])))
+        #expect(await received(benchLog, id: offer, from: "roof"))
+        let broadcast = bench.send(RelayMessage(kind: .candidate, id: "", payload: .object(["candidate": .string("c")])))
+        #expect(await received(roofLog, id: broadcast, from: "bench"))
+        // To someone in no node's room: the sender is told, as on one node.
+        let lost = roof.send(RelayMessage(kind: .bye, id: "", to: "nobody"))
+        #expect(await roofLog.wait { if case .undelivered(let m, .unknownPeer, _) = $0 { return m.id == lost }; return false } != nil)
+
+        bench.stop()
+        #expect(await roofLog.wait { $0 == .peerLeft("bench", reason: "disconnected") } != nil)
+        roof.stop()
+        #expect(!roofLog.all.contains { if case .undelivered(let m, _, _) = $0 { return m.id != lost }; return false })
+    }
+
+    /// Three participants of a room of two, each joining on its own node at the same moment:
+    /// every time, two get in and one is told the room is full.
+    @Test(.enabled(if: hasRedis)) func racingJoinsOnThreeNodesKeepARoomOfTwo() throws {
+        let redis = try #require(try RedisProcess())
+        let nodes = try (0..<3).map { _ in try node(redis) }
+        defer { for n in nodes { n.stop() } }
+        let now = Int64(Date().timeIntervalSince1970)
+        for round in 0..<30 {
+            let room = "race-\(round)"
+            // Every connection stays open until all three have their answer (one that left
+            // would free its seat for the next).
+            nonisolated(unsafe) let connections = try nodes.map { try RawConnection(port: $0.port) }
+            let lines = (0..<3).map { i in
+                let token = TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "p\(i)", room: room, issuedAt: now, expires: now + 600))
+                return #"{"type":"join","room":"\#(room)","token":"\#(token)"}"# + "\n"
+            }
+            let outcomes = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 3) { i in
+                connections[i].send(lines[i])
+                let reply = connections[i].receive()
+                let outcome = switch reply {
+                case .joined?: "joined"
+                case .error(let code, _, _)?: code.rawValue
+                default: "nothing"
+                }
+                outcomes.withLock { $0.append(outcome) }
+            }
+            let seen = outcomes.withLock { $0 }.sorted()
+            #expect(seen == ["joined", "joined", "room_full"], "round \(round): \(seen)")
+        }
+    }
+
+    /// A node that dies without a word: its participants' seats run out after the lease, and the
+    /// others hear they left ("timeout").
+    @Test(.enabled(if: hasRedis)) func aDeadNodesParticipantsExpire() async throws {
+        let redis = try #require(try RedisProcess())
+        let a = try node(redis, lease: .seconds(1)), b = try node(redis, lease: .seconds(1))
+        defer { b.stop() }
+        let (roof, roofLog) = client([a.port], identity: "roof")
+        #expect(await roofLog.wait(isJoined) != nil)
+        let (bench, benchLog) = client([b.port], identity: "bench")
+        #expect(await benchLog.wait(isJoined) != nil)
+        // The node goes without telling Redis; its client has nowhere else to go.
+        a.stop()
+        #expect(await benchLog.wait(timeout: .seconds(8)) { $0 == .peerLeft("roof", reason: "timeout") } != nil)
+        roof.stop()
+        bench.stop()
+    }
+
+    /// A node killed mid-call: its client moves to the next node in its list and keeps its seat;
+    /// the peer on another node sees no one leave, and messages flow again.
+    @Test(.enabled(if: hasRedis)) func aClientMovesToAnotherNodeAndKeepsItsSeat() async throws {
+        let redis = try #require(try RedisProcess())
+        let a = try node(redis), b = try node(redis), c = try node(redis)
+        defer { b.stop(); c.stop() }
+        let (roof, roofLog) = client([a.port, b.port], identity: "roof")
+        #expect(await roofLog.wait(isJoined) != nil)
+        let (bench, benchLog) = client([c.port], identity: "bench")
+        #expect(await benchLog.wait(isJoined) != nil)
+        a.stop()
+        let back = ContinuousClock.now
+        #expect(await roofLog.wait { $0 == .joined(participant: "roof", peers: ["bench"], rejoined: true) } != nil)
+        let took = ContinuousClock.now - back
+        #expect(took < .seconds(2), "back on another node in \(took)")
+        let offer = roof.send(RelayMessage(kind: .offer, id: "", to: "bench"))
+        #expect(await received(benchLog, id: offer, from: "roof"))
+        // The peer saw no churn, and a third participant still finds the room full.
+        #expect(!benchLog.all.contains { if case .peerLeft = $0 { return true }; return false })
+        let late = try RawConnection(port: b.port)
+        let now = Int64(Date().timeIntervalSince1970)
+        late.send(#"{"type":"join","room":"lab","token":"\#(TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "late", room: "lab", issuedAt: now, expires: now + 600)))"}"# + "\n")
+        #expect(errorCodeOf(late.receive()) == .roomFull)
+        roof.stop()
+        bench.stop()
+    }
+
+    /// Redis restarted empty: nobody is disconnected, the nodes put their seats back, and the
+    /// room and the relay work as before.
+    @Test(.enabled(if: hasRedis)) func clientsSurviveARedisRestart() async throws {
+        let redis = try #require(try RedisProcess())
+        let a = try node(redis), b = try node(redis)
+        defer { a.stop(); b.stop() }
+        let (roof, roofLog) = client([a.port], identity: "roof")
+        #expect(await roofLog.wait(isJoined) != nil)
+        let (bench, benchLog) = client([b.port], identity: "bench")
+        #expect(await benchLog.wait(isJoined) != nil)
+        redis.kill()
+        #expect(await waitUntil { !a.directory!.isHealthy && !b.directory!.isHealthy })
+        try redis.start()
+        #expect(await waitUntil(timeout: .seconds(10)) { a.directory!.isHealthy && b.directory!.isHealthy })
+        // Both seats are back within a renewal (a second): the room is full again.
+        let now = Int64(Date().timeIntervalSince1970)
+        let token = TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "late", room: "lab", issuedAt: now, expires: now + 600))
+        #expect(await waitUntil(timeout: .seconds(5)) {
+            let late = try? RawConnection(port: a.port)
+            late?.send(#"{"type":"join","room":"lab","token":"\#(token)"}"# + "\n")
+            return errorCodeOf(late?.receive()) == .roomFull
+        })
+        let offer = roof.send(RelayMessage(kind: .offer, id: "", to: "bench"))
+        #expect(await received(benchLog, id: offer, from: "roof"))
+        let answer = bench.send(RelayMessage(kind: .answer, id: "", to: "roof"))
+        #expect(await received(roofLog, id: answer, from: "bench"))
+        for log in [roofLog, benchLog] {
+            #expect(!log.all.contains { if case .reconnecting = $0 { return true }; return false }, "nobody was disconnected")
+        }
+        roof.stop()
+        bench.stop()
+    }
+
+    @Test func redisAddressesParseOrSayWhatIsWrong() throws {
+        #expect(try RedisAddress(url: "redis://10.0.0.5") == RedisAddress(host: "10.0.0.5"))
+        #expect(try RedisAddress(url: "redis://:pw@cache:6380/2") == RedisAddress(host: "cache", port: 6380, password: "pw", database: 2))
+        #expect(try RedisAddress(url: "redis://default:pw@[::1]:7000") == RedisAddress(host: "::1", port: 7000, password: "pw"))
+        #expect(try RedisAddress(url: "redis://:pw@cache:6380/2").description == "redis://:***@cache:6380/2", "no password in logs")
+        for bad in ["http://x", "redis://", "redis://host:0", "redis://host:70000", "redis://host:x", "redis://[::1", "redis://h/db"] {
+            #expect(throws: RedisError.self, "\(bad)") { try RedisAddress(url: bad) }
+        }
+    }
+
+    @Test func aRedisThatCannotBeReachedStopsTheServiceFromStarting() throws {
+        var configuration = SignalingServerConfiguration(port: 0, secret: testSecret)
+        configuration.redis = RedisAddress(host: "127.0.0.1", port: RedisProcess.freePort())
+        #expect(throws: RedisError.self) { try SignalingServer(configuration: configuration) }
+    }
+
+    @Test(.enabled(if: hasRedis)) func metricsSayRedisIsUpAndPassPromtool() async throws {
+        let redis = try #require(try RedisProcess())
+        var configuration = SignalingServerConfiguration(port: 0, secret: testSecret)
+        configuration.redis = RedisAddress(host: "127.0.0.1", port: redis.port)
+        configuration.metrics = ("127.0.0.1", 0)
+        let server = try SignalingServer(configuration: configuration)
+        server.start()
+        defer { server.stop() }
+        let text = try scrape(try #require(server.metricsPort))
+        #expect(text.contains("callend_signaling_redis_up 1"))
+        if let check = try promtoolCheck(text) { #expect(check.status == 0 && check.said.isEmpty, "\(check.said)") }
+        redis.kill()
+        #expect(await waitUntil { (try? scrape(server.metricsPort!))?.contains("callend_signaling_redis_up 0") == true })
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes.
+func waitUntil(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return condition()
+}
