@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   # C libraries behind the system-library targets
   pkg-config libopus-dev libvpx-dev libyuv-dev libjpeg62-turbo-dev libsrtp2-dev libssl-dev
-  libasound2-dev libv4l-dev libnice-dev libspeexdsp-dev
+  libasound2-dev libv4l-dev libnice-dev libspeexdsp-dev libhiredis-dev
   # outside tools the tests and benches compare against or make fixtures with
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
   # PyJWT for /usr/bin/python3 (token interop tests), openssl to make test certificates
@@ -22,6 +22,8 @@ packages=(
   systemd prometheus
   # the two-container call: a Docker engine, compose, and debootstrap for the debian:12 base
   docker.io docker-compose debootstrap
+  # the Redis that several signaling nodes share rooms through (serve --redis), for the fleet test
+  redis-server
 )
 
 missing=()

@@ -47,6 +47,9 @@ stage browser scripts/browser/test.sh
 # docker-compose.yml with a private Docker engine: two containers call each other (root; skips
 # where the engine cannot start or the Debian mirror cannot be reached).
 stage containers scripts/containers/test.sh
+# Three serve nodes on one redis-server: racing joins, a call across nodes, a node killed mid-call
+# and Redis restarted without the call noticing (skips without redis-server).
+stage fleet scripts/fleet/test.sh
 # A tbf bottleneck between namespaces whose capacity falls 2.5 -> 0.6 -> 2.5 Mbit/s: the sender
 # gets below the new capacity, steps its video mode down and back up (root; skips without).
 stage congestion scripts/congestion/test.sh
