@@ -251,7 +251,7 @@ func onTerminationSignals(_ action: @escaping @Sendable () -> Void) {
 }
 
 let benchSignalingHelp = """
-    usage: callend bench signaling [--clients N] [--rooms-per-second R]
+    usage: callend bench signaling [--clients N] [--rooms-per-second R] [--nodes N]
 
     Starts 'callend serve' as a child process on 127.0.0.1, connects N clients (default 10000),
     holds them all open, joins them to rooms in pairs and relays an offer and an answer in each
@@ -262,17 +262,27 @@ let benchSignalingHelp = """
       --clients N             clients (default 10000), two per room
       --rooms-per-second R    start R rooms a second (2R joins/s) to measure latency at a steady
                               rate; default 0 starts every room at once to measure throughput
+      --nodes N               also run N nodes sharing rooms through a private redis-server (Debian's),
+                              each room's two participants on two nodes, and print each figure
+                              beside one node's; then kill node 1 under 100 pairs of clients (their
+                              next servers the other nodes) and time each one's return to its room
     """
 
 func runBenchSignaling(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(benchSignalingHelp); return }
     let clients = try args.integer("--clients", in: 2...100_000) ?? 10_000
     let rate = try args.integer("--rooms-per-second", in: 0...1_000_000) ?? 0
+    let nodes = try args.integer("--nodes", in: 1...16) ?? 1
     try args.finish(command: "bench signaling")
     raiseFileLimit()
     let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    let bench = SignalingBenchmark(clients: clients, roomsPerSecond: Double(rate), executable: executable) {
+    var bench = SignalingBenchmark(clients: clients, roomsPerSecond: Double(rate), executable: executable) {
         FileHandle.standardError.write(Data("\($0)\n".utf8))
     }
-    print(SignalingBenchmark.format(try bench.run(), roomsPerSecond: Double(rate)))
+    guard nodes > 1 else {
+        print(SignalingBenchmark.format(try bench.run(), roomsPerSecond: Double(rate)))
+        return
+    }
+    bench.nodes = nodes
+    print(SignalingBenchmark.format(try bench.runCluster(), roomsPerSecond: Double(rate)))
 }

@@ -25,7 +25,9 @@ public struct SignalingLoadTest {
     }
 
     public let host: String
-    public let port: Int
+    /// The services' ports: one, or several nodes sharing rooms, in which case each room's two
+    /// participants join on two different nodes.
+    public let ports: [Int]
     public let clients: Int
     public let secret: TokenSecret
     public var timeout: Duration = .seconds(120)
@@ -34,8 +36,13 @@ public struct SignalingLoadTest {
     public var roomsPerSecond: Double = 0
 
     public init(host: String, port: Int, clients: Int, secret: TokenSecret) {
+        self.init(host: host, ports: [port], clients: clients, secret: secret)
+    }
+
+    public init(host: String, ports: [Int], clients: Int, secret: TokenSecret) {
+        precondition(!ports.isEmpty)
         self.host = host
-        self.port = port
+        self.ports = ports
         self.clients = clients - clients % 2
         self.secret = secret
     }
@@ -76,7 +83,8 @@ public struct SignalingLoadTest {
         defer { for c in all { close(c.fd) } }
         let connectStart = now()
         for i in 0..<clients {
-            let fd = try TCPSocket.connect(host: host, port: port, timeout: .seconds(10))
+            let node = (i / 2 + i % 2) % ports.count
+            let fd = try TCPSocket.connect(host: host, port: ports[node], timeout: .seconds(10))
             let client = Client(fd: fd, token: UInt64(i), pair: i / 2, isFirst: i % 2 == 0)
             all.append(client)
             try epoll.add(fd, token: UInt64(i), writable: false)
