@@ -178,6 +178,23 @@ import TestSupport
         bench.stop()
     }
 
+    /// A node that cannot reach Redis answers a join with `unavailable`, and the client moves on
+    /// to its next server instead of waiting there.
+    @Test(.enabled(if: hasRedis)) func aJoinTheDirectoryCannotSeatGoesToTheNextServer() async throws {
+        let gone = try #require(try RedisProcess()), working = try #require(try RedisProcess())
+        let a = try node(gone), b = try node(working)
+        defer { a.stop(); b.stop() }
+        gone.kill()
+        let late = try RawConnection(port: a.port)
+        let now = Int64(Date().timeIntervalSince1970)
+        late.send(#"{"type":"join","room":"lab","token":"\#(TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "x", room: "lab", issuedAt: now, expires: now + 600)))"}"# + "\n")
+        #expect(errorCodeOf(late.receive()) == .unavailable)
+        let (roof, roofLog) = client([a.port, b.port], identity: "roof")
+        #expect(await roofLog.wait { if case .reconnecting(_, _, let reason) = $0 { return reason.hasPrefix("unavailable") }; return false } != nil)
+        #expect(await roofLog.wait(isJoined) != nil)
+        roof.stop()
+    }
+
     @Test func redisAddressesParseOrSayWhatIsWrong() throws {
         #expect(try RedisAddress(url: "redis://10.0.0.5") == RedisAddress(host: "10.0.0.5"))
         #expect(try RedisAddress(url: "redis://:pw@cache:6380/2") == RedisAddress(host: "cache", port: 6380, password: "pw", database: 2))

@@ -411,6 +411,9 @@ public final class SignalingClient: Sendable {
                 return nil
             }
             if !joined && code.isFatalForJoin { return .fatal("\(code.rawValue): \(text)") }
+            // The node cannot reach the rooms it shares with others: another node, or this one
+            // a little later, may.
+            if !joined && code == .unavailable { return .failed("\(code.rawValue): \(text)") }
             if code == .replaced { return .fatal("\(code.rawValue): \(text)") }
             continuation.yield(.serverError(code: code, message: text))
         case .ping(let id):
