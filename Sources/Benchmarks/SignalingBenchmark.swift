@@ -243,16 +243,20 @@ final class RedisServerProcess {
                 if (try? ExternalTool.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]))?.output.hasPrefix("PONG") == true { return }
                 usleep(20_000)
             }
-            stop()
+            terminate()
         }
+        stop()
         throw ExternalTool.Failure(description: "redis-server did not start")
     }
 
+    private func terminate() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        terminate()
         try? FileManager.default.removeItem(at: directory)
     }
 }

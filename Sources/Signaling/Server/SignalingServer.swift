@@ -143,10 +143,10 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         var events = [epoll_event](repeating: epoll_event(), count: 1024)
         var nextTick = now + .seconds(1)
         let renewal = min(.seconds(1), configuration.redisLease / 3)
-        var nextRenewal = now + renewal
+        var nextRenewal = now
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while !stopping.load(ordering: .sequentiallyConsistent) {
-            for event in epoll.wait(into: &events, timeoutMs: 250) {
+            for event in epoll.wait(into: &events, timeoutMs: directory == nil ? 250 : 50) {
                 switch event.token {
                 case Self.listenToken: acceptAll(from: listenFD, web: false)
                 case Self.webListenToken: if let webListenFD { acceptAll(from: webListenFD, web: true) }
@@ -167,8 +167,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 nextTick = now + .seconds(1)
             }
             if directory != nil, now >= nextRenewal {
-                apply(core.renewSeats())
-                nextRenewal = now + renewal
+                apply(core.renewSeats(now: now, every: renewal))
+                nextRenewal = now + .milliseconds(50)
             }
         }
         // Shutting down is not everyone leaving: close the connections without telling the

@@ -158,12 +158,33 @@ public final class SignalingServerCore {
         return count(actions)
     }
 
-    /// Renews this node's seats in the directory (a third of the lease at most apart); a seat
-    /// another node took meanwhile costs its connection here.
-    public func renewSeats() -> [Action] {
+    /// When each of this node's rooms last had its seats renewed in the directory.
+    private var renewedAt: [String: Duration] = [:]
+
+    /// Renews this node's seats in the directory, room by room, each room once per `interval`,
+    /// at most `batch` rooms per call (oldest first), so that a node with thousands of rooms
+    /// never holds its loop for one long round trip. A room seen here for the first time was
+    /// just seated by its join. A seat another node took meanwhile costs its connection here.
+    public func renewSeats(now: Duration, every interval: Duration, batch: Int = 200) -> [Action] {
         guard let directory else { return [] }
+        var due: [(room: String, at: Duration)] = []
+        for room in rooms.keys {
+            guard let at = renewedAt[room] else {
+                renewedAt[room] = now
+                continue
+            }
+            if now - at >= interval { due.append((room, at)) }
+        }
+        if renewedAt.count > rooms.count { renewedAt = renewedAt.filter { rooms[$0.key] != nil } }
+        guard !due.isEmpty else { return [] }
+        if due.count > batch { due = Array(due.sorted { $0.at < $1.at }.prefix(batch)) }
+        var seats: [String: [String]] = [:]
+        for (room, _) in due {
+            seats[room] = rooms[room]?.map(\.identity)
+            renewedAt[room] = now
+        }
         var actions: [Action] = []
-        for (room, identity) in directory.refresh(seats: rooms.mapValues { $0.map(\.identity) }) { actions += unseat(identity, in: room) }
+        for (room, identity) in directory.refresh(seats: seats) { actions += unseat(identity, in: room) }
         return count(actions)
     }
 
