@@ -11,7 +11,7 @@ let joinHelp = """
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                         [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
                         [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
-                        [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT]
+                        [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
                         [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
@@ -47,6 +47,9 @@ let joinHelp = """
                             HTTP: bind it where only the monitoring reaches): bitrates, fps, sizes,
                             RTT, loss, estimate, mode, candidate pair, outages, decoder errors, and
                             a network-quality score 0-5 per direction
+      --log-level L         error, warning, info (default) or debug. Log lines go to standard
+                            error with the time (UTC) and the level; under systemd, with the
+                            priority journald files them by (journalctl -p warning)
 
     Commands (standard input and --control), during the call, with no new join:
       stats | mute [audio|video] | unmute [audio|video] | camera DEV [WxH[@FPS][/FOURCC]] | camera pattern [WxH[@FPS]]
@@ -135,6 +138,7 @@ func runJoin(_ args: inout Arguments) throws {
     let turnCredentialFile = try args.value("--turn-credential-file")
     let iceTransport = try args.value("--ice-transport")
     let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
+    let logger = try logWriter(program: "callend join", &args)
     try args.finish(command: "join")
     guard iceTransport == nil || ICETransportPolicy(rawValue: iceTransport!) != nil else {
         throw UsageError(description: "--ice-transport takes all or relay, not '\(iceTransport!)'")
@@ -206,9 +210,7 @@ func runJoin(_ args: inout Arguments) throws {
     let media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true),
                            renderers: videoOutput.map { [VideoRenderers.forPath($0)] } ?? [],
                            audioPlayout: playout)
-    let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }) {
-        FileHandle.standardError.write(Data("callend join: \($0)\n".utf8))
-    }
+    let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }) { logger.write($0) }
     // A live status line on a terminal; one JSON stats object per second otherwise.
     let terminal = isatty(STDOUT_FILENO) == 1
     let output = Mutex(())

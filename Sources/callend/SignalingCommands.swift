@@ -12,7 +12,7 @@ let serveHelp = """
     usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K]
                          [--max-participants N] [--max-connections N] [--max-connections-per-address N] [--issuer ISS]
                          [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D] [--http HOST:PORT] [--metrics HOST:PORT]
-                         [--redis redis://HOST:PORT[/DB] [--redis-password-file F] [--redis-lease D]]
+                         [--redis redis://HOST:PORT[/DB] [--redis-password-file F] [--redis-lease D]] [--log-level L]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
     any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
@@ -51,6 +51,9 @@ let serveHelp = """
       --redis-password-file F the password Redis asks for (AUTH), kept off the command line
       --redis-lease D         how long a node that dies keeps its participants' seats (default 5s;
                               they leave, reason "timeout", after it unless they rejoin elsewhere)
+      --log-level L           error, warning, info (default) or debug; lines go to standard error
+                              with the time (UTC) and the level, or under systemd with the priority
+                              journald files them by (journalctl -p warning)
     """
 
 let tokenHelp = """
@@ -64,6 +67,23 @@ let tokenHelp = """
       --ttl D        lifetime: seconds, or a number with s, m, h or d (default 1h; at most 30d)
       --issuer ISS   iss claim (default callend)
     """
+
+/// Redis could not be reached at start: not a usage error (exit 1), and systemd restarts the node.
+struct DirectoryUnreachable: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// The log's writer for a command, with --log-level's threshold.
+func logWriter(program: String, _ args: inout Arguments) throws(UsageError) -> LogWriter {
+    var threshold = LogMessage.Level.info
+    if let name = try args.value("--log-level") {
+        guard let level = LogMessage.Level(name: name) else {
+            throw UsageError(description: "--log-level: \(name) is not one of error, warning, info, debug")
+        }
+        threshold = level
+    }
+    return LogWriter(program: program, threshold: threshold)
+}
 
 /// Reads the shared secret from --secret-file or CALLEND_SECRET, never echoing it.
 func loadSecret(_ args: inout Arguments) throws -> TokenSecret {
@@ -156,6 +176,7 @@ func runServe(_ args: inout Arguments) throws {
     if let text = try args.value("--turn-ttl") { turnTTL = try parseDuration(text, option: "--turn-ttl") }
     let web = try args.value("--http").map { text throws(UsageError) in try parseHostPort(text, option: "--http") }
     let metrics = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
+    let logger = try logWriter(program: "callend serve", &args)
     var redis = try args.value("--redis").map { text throws(UsageError) in
         do { return try RedisAddress(url: text) } catch { throw UsageError(description: "--redis: \(error)") }
     }
@@ -207,11 +228,9 @@ func runServe(_ args: inout Arguments) throws {
     if let redisLease { configuration.redisLease = .seconds(redisLease) }
     let server: SignalingServer
     do {
-        server = try SignalingServer(configuration: configuration) { line in
-            FileHandle.standardError.write(Data("callend serve: \(line)\n".utf8))
-        }
+        server = try SignalingServer(configuration: configuration) { logger.write($0) }
     } catch let error as RedisError {
-        throw UsageError(description: "cannot use the room directory: \(error)")
+        throw DirectoryUnreachable(description: "cannot use the room directory: \(error)")
     }
     // Signal handling is in place before the port is announced, so a parent that reads the
     // line and at once sends SIGTERM is always obeyed.

@@ -1,6 +1,7 @@
 import Benchmarks
 import CallEndpoint
 import Foundation
+import Platform
 
 /// Exit codes (documented in `callend --help`).
 enum ExitCode: Int32 {
@@ -97,7 +98,9 @@ let benchRTPHelp = """
     """
 
 func fail(_ error: any Error, code: ExitCode) -> Never {
-    FileHandle.standardError.write(Data("callend: \(error)\n".utf8))
+    // Under systemd the journal files it as an error; elsewhere the line stays as it was.
+    let priority = LogWriter.standardErrorIsJournal(ProcessInfo.processInfo.environment) ? "<3>" : ""
+    FileHandle.standardError.write(Data("\(priority)callend: \(error)\n".utf8))
     exit(code.rawValue)
 }
 

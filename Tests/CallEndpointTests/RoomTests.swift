@@ -1,6 +1,7 @@
 import Codecs
 import Devices
 import Foundation
+import Platform
 import Signaling
 import Synchronization
 import Testing
@@ -83,9 +84,9 @@ final class TestService {
 
 extension TestService {
     /// CALLEND_TEST_LOG=1 prints each call's log lines with the time, to see where a slow test spends it.
-    static func log(_ who: String) -> @Sendable (String) -> Void {
+    static func log(_ who: String) -> @Sendable (LogMessage) -> Void {
         guard ProcessInfo.processInfo.environment["CALLEND_TEST_LOG"] == "1" else { return { _ in } }
-        return { line in print(String(format: "%.3f %@: %@", Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 1000), who, line)) }
+        return { line in print(String(format: "%.3f %@: %@", Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 1000), who, line.text)) }
     }
 }
 

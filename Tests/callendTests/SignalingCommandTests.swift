@@ -110,6 +110,11 @@ func exchange(port: Int, line: String) throws -> String {
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--tls-cert", "c.pem"], "go together"),
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--http", "8080"], "--http takes HOST:PORT"),
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--metrics", "localhost"], "--metrics takes HOST:PORT"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--redis", "http://cache"], "--redis: http://cache"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--redis-lease", "5s"], "--redis-lease needs --redis"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--redis", "redis://r", "--redis-lease", "2h"], "--redis-lease: 1s to 1h"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--redis-password-file", "/nonexistent"], "needs --redis"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--log-level", "loud"], "--log-level: loud is not one of"),
             (["token", "--identity", "x", "--secret-file", secret.path], "token needs --room"),
             (["token", "--room", "r", "--identity", "x", "--secret-file", secret.path, "--ttl", "soon"], "--ttl takes"),
             (["bench", "signaling", "--clients", "one"], "--clients takes"),
@@ -121,6 +126,9 @@ func exchange(port: Int, line: String) throws -> String {
         }
         let busy = try runCallend(["serve", "--listen", "203.0.113.1:1", "--secret-file", secret.path])
         #expect(busy.status == 1 && busy.stderr.contains("listen on 203.0.113.1:1"), "\(busy.stderr)")
+        // Nothing listens on port 1 of loopback: the node says so and does not start.
+        let noRedis = try runCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--redis", "redis://127.0.0.1:1"])
+        #expect(noRedis.status == 1 && noRedis.stderr.contains("cannot use the room directory: redis://127.0.0.1:1"), "\(noRedis.stderr)")
         let webBusy = try runCallend(["serve", "--listen", "127.0.0.1:0", "--http", "203.0.113.1:1", "--secret-file", secret.path])
         #expect(webBusy.status == 1 && webBusy.stderr.contains("listen on 203.0.113.1:1"), "\(webBusy.stderr)")
     }

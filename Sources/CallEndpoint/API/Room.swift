@@ -58,7 +58,7 @@ public final class Room: Sendable {
     /// Joins and starts the call on its own thread.
     public static func connect(options: ConnectOptions, server: (host: String, port: Int), media: Call.Media? = nil, duration: Duration? = nil,
                                delegate: (any RoomDelegate)? = nil,
-                               log: @escaping @Sendable (String) -> Void = { _ in }) throws -> Room {
+                               log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws -> Room {
         let call = try Call(options: options, server: server, media: media, duration: duration, log: log)
         let room = Room(call: call)
         call.onEvent = { [weak room, weak delegate] event in

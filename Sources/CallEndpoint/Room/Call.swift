@@ -111,7 +111,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         }
     }
     private let events = EventQueue()
-    private let log: @Sendable (String) -> Void
+    private let log: @Sendable (LogMessage) -> Void
     private let stopRequested = Atomic<Bool>(false)
     /// The DTLS certificate of this endpoint, for every round (its fingerprint is in each description).
     private let certificate: DTLSCertificate
@@ -142,7 +142,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
     /// `media` nil: `Media.synthetic()`.
     public init(options: ConnectOptions, server: (host: String, port: Int), media: Media? = nil, duration: Duration?,
-                log: @escaping @Sendable (String) -> Void = { _ in }) throws {
+                log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws {
         self.options = options
         // A CA file that cannot be read fails here, before anything is opened.
         signalingTLS = try options.signalingTLS.map { tls throws(TLSError) in
@@ -186,7 +186,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             // The signaling connection's ups and downs, for whoever reads the log (media goes on).
             switch event {
             case .reconnecting(let attempt, let delay, let reason):
-                log(String(format: "signaling: %@; reconnecting in %.1f s (attempt %d)", reason, delay.inSeconds, attempt))
+                log(.warning(String(format: "signaling: %@; reconnecting in %.1f s (attempt %d)", reason, delay.inSeconds, attempt)))
             case .joined(_, _, rejoined: true):
                 log("signaling: joined room \(room) again on \(joinedClient.withLock { $0?.currentServer } ?? "the service")")
             case .tokenRenewed(let expires):
@@ -212,9 +212,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let signaling = RoundSignaling(client: client)
             guard let (callMedia, call) = try negotiate(round: round, signaling: signaling, summary: &summary, deadline: deadline) else { break }
             summary.mediaRounds += 1
-            log("media: " + call.streams.map { s in
+            let streams = call.streams.map { s in
                 "\(s.kind.rawValue) \(s.codec.name) \(JSEPDescription.Direction(sends: s.sends, receives: s.receives).rawValue)"
-            }.joined(separator: ", ") + " over ICE + DTLS-SRTP (BUNDLE)")
+            }
+            log("media: \(streams.joined(separator: ", ")) over ICE + DTLS-SRTP (BUNDLE)")
             let roundStart = ContinuousClock.now
             let result: (sent: SenderStatistics, received: ReceiverSummary)
             do {
@@ -317,15 +318,15 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             signaling.candidate(line, ufrag: ufrag)
         case .gatheringDone(let ufrag):
             let counts = signaling.gathered.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
-            log("ice: gathered " + (counts.isEmpty ? "no candidates" : counts.joined(separator: ", ")))
+            log("ice: gathered \(counts.isEmpty ? "no candidates" : counts.joined(separator: ", "))")
             signaling.gathered = [:]
             signaling.candidate("", ufrag: ufrag)
         case .selectedPair(let pair): log("ice: \(pair)")
         case .state: break
         case .secured(let profile): log("dtls: connected, SRTP \(profile.rawValue)")
-        case .failed(let why), .untrusted(let why): log(why)
+        case .failed(let why), .untrusted(let why): log(.warning(why))
         case .closedByPeer: log("dtls: the peer closed the connection")
-        case .pathLost: log("ice: the peer stopped answering consent checks (RFC 7675): sending paused, checking the path again every second")
+        case .pathLost: log(.warning("ice: the peer stopped answering consent checks (RFC 7675): sending paused, checking the path again every second"))
         case .pathRestored: log("ice: the path works again")
         case .restarted: log("ice: restart done, the new path carries the media")
         }
@@ -335,7 +336,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         if candidate.line.isEmpty {
             transport.remoteGatheringDone(ufrag: candidate.ufrag)
         } else if let error = Result(catching: { try transport.addRemoteCandidate(candidate.line, ufrag: candidate.ufrag) }).failure {
-            log("ice: \(error)")
+            log(.warning("ice: \(error)"))
         }
     }
 
@@ -395,7 +396,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 case .signaling(.closed(let reason)):
                     throw NegotiationError("signaling closed: \(reason)")
                 case .signaling(.serverError(let code, let text)):
-                    log("signaling: \(code.rawValue): \(text)")
+                    log(.warning("signaling: \(code.rawValue): \(text)"))
                 case .signaling(.joined(_, _, _)), .signaling(.peerJoined), .signaling(.peerLeft), .signaling(.reconnecting),
                      .signaling(.undelivered), .signaling(.message), .signaling(.tokenRenewed):
                     break
@@ -440,7 +441,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     restarts.add(1, ordering: .relaxed)
                     self.log("ice: restarting (\(reason))")
                 } catch {
-                    self.log("ice: cannot restart: \(error)")
+                    self.log(.warning("ice: cannot restart: \(error)"))
                 }
             }
             while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
@@ -477,14 +478,14 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                                 self.log("ice: answered the peer's restart")
                             }
                         } catch {
-                            self.log("ice: the peer's restart offer: \(error)")
+                            self.log(.warning("ice: the peer's restart offer: \(error)"))
                         }
                     case .signaling(.message(let m)) where m.kind == .answer:
                         guard callMedia.awaitsRestartAnswer else { continue }
                         do {
                             try callMedia.acceptRestart(try Self.description(m.payload, as: .answer))
                         } catch {
-                            self.log("ice: the peer's answer to our restart: \(error)")
+                            self.log(.warning("ice: the peer's answer to our restart: \(error)"))
                         }
                     case .transport(let r, let e) where r == round:
                         handle(e, signaling: signaling)
@@ -540,16 +541,16 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 guard let now = callMedia.statistics() else { continue }
                 if let since = now.received.silentSince, outageSince == nil {
                     outageSince = since
-                    self.log("peer silent for 4.0 s: waiting for the path to return (outage \(now.received.outages))")
+                    self.log(.warning("peer silent for 4.0 s: waiting for the path to return (outage \(now.received.outages))"))
                 } else if now.received.silentSince == nil, let since = outageSince {
                     outageSince = nil
-                    self.log(String(format: "media back after %.1f s of silence", (now.received.elapsed - since).inSeconds))
+                    self.log(LogMessage(.info, String(format: "media back after %.1f s of silence", (now.received.elapsed - since).inSeconds)))
                     trimAfter = tick + 50  // once the backlog of the outage has drained
                 }
                 // A stall of a second or more and its end, for whoever reads the log.
                 if now.received.framesDecoded != lastPicture.count {
                     if let at = lastPicture.at, now.received.elapsed - at >= .seconds(1) {
-                        self.log(String(format: "video: decoding again after %.1f s without a picture", (now.received.elapsed - at).inSeconds))
+                        self.log(LogMessage(.info, String(format: "video: decoding again after %.1f s without a picture", (now.received.elapsed - at).inSeconds)))
                     }
                     lastPicture = (now.received.framesDecoded, now.received.elapsed)
                 }
@@ -583,7 +584,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         encoding.mode = options.effectiveEncodingMode
         encoding.maxVideoBitrate = options.encodingParameters?.maxVideoBitrate ?? 2_500_000
         let log = self.log
-        encoding.onDecision = { decision in log(decision.line) }
+        encoding.onDecision = { decision in log("\(decision.line)") }
         var result = try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
         if newSession.load(ordering: .relaxed) { result.received.endReason = Self.newSessionReason }
         return result

@@ -61,7 +61,7 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
     private let commands: RedisConnection
     private let inbox = Mutex<[ClusterEvent]>([])
     private let wake: @Sendable () -> Void
-    private let log: @Sendable (String) -> Void
+    private let log: @Sendable (LogMessage) -> Void
     private let stopping = Atomic<Bool>(false)
     /// The subscriber's socket, to interrupt its blocking read on stop (-1 when not connected).
     private let subscriberFD = Mutex<Int32>(-1)
@@ -82,7 +82,7 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
 
     /// Connects (failing at once when Redis cannot be reached) and starts the subscriber.
     public init(address: RedisAddress, node: String? = nil, lease: Duration = .seconds(5),
-                log: @escaping @Sendable (String) -> Void = { _ in }, wake: @escaping @Sendable () -> Void) throws(RedisError) {
+                log: @escaping @Sendable (LogMessage) -> Void = { _ in }, wake: @escaping @Sendable () -> Void) throws(RedisError) {
         self.address = address
         self.node = node ?? Self.randomNode()
         self.lease = lease
@@ -141,7 +141,7 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
                 guard reply.elements.first?.text == "subscribe" else { throw RedisError("SUBSCRIBE answered \(reply)") }
                 subscribed.store(true, ordering: .releasing)
                 if let since = lostSince {
-                    log(String(format: "redis: subscribed again after %.1f s", (ContinuousClock.now - since).inSeconds))
+                    log("redis: subscribed again after \(String(format: "%.1f", (ContinuousClock.now - since).inSeconds)) s")
                     lostSince = nil
                 }
                 while let message = try connection.read() {
@@ -160,7 +160,7 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
                 if stopping.load(ordering: .sequentiallyConsistent) { break }
                 if lostSince == nil {
                     lostSince = .now
-                    log("redis: subscriber: \(error); reconnecting")
+                    log(.warning("redis: subscriber: \(error); reconnecting"))
                 }
                 usleep(100_000)
             }
@@ -283,7 +283,7 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
             for case .error(let text) in replies { throw RedisError("\(address): \(text)") }
             return replies
         } catch {
-            if healthy.exchange(false, ordering: .relaxed) { log("redis: \(error)") }
+            if healthy.exchange(false, ordering: .relaxed) { log(.warning("redis: \(error)")) }
             countersLock.withLock { $0.failures += 1 }
             throw error
         }

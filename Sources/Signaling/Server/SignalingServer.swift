@@ -63,13 +63,13 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private var nextID: UInt64 = 1
     private let clock = ContinuousClock()
     private let origin: ContinuousClock.Instant
-    private let log: @Sendable (String) -> Void
+    private let log: @Sendable (LogMessage) -> Void
 
     static let listenToken: UInt64 = 0
     static let webListenToken: UInt64 = .max - 1
     static let metricsListenToken: UInt64 = .max - 2
 
-    public init(configuration: SignalingServerConfiguration, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
+    public init(configuration: SignalingServerConfiguration, log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws {
         self.configuration = configuration
         self.log = log
         origin = clock.now
@@ -194,7 +194,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             if fd < 0 {
                 let code = errno
                 if code == EINTR || code == ECONNABORTED { continue }
-                if code == EMFILE || code == ENFILE { log("accept: \(SystemError("accept", errno: code))") }
+                if code == EMFILE || code == ENFILE { log(.error("accept: \(SystemError("accept", errno: code))")) }
                 return
             }
             TCPSocket.setNoDelay(fd)
@@ -203,7 +203,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             var tls: TLSSession?
             if let context = configuration.tls, !metricsOnly {
                 do { tls = try TLSSession(context: context, fd: fd) } catch {
-                    log("\(error)")
+                    log(.warning("\(error)"))
                     close(fd)
                     continue
                 }
@@ -212,7 +212,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             connection.metricsOnly = metricsOnly
             connections[id] = connection
             do { try epoll.add(fd, token: id, writable: false) } catch {
-                log("\(error)")
+                log(.warning("\(error)"))
                 connections[id] = nil
                 connection.closeNow()
                 continue

@@ -1,0 +1,100 @@
+import Foundation
+
+/// One line for the log and its severity. A string literal or interpolation is `.info`;
+/// `.warning("...")`, `.error("...")` and `.debug("...")` say otherwise.
+public struct LogMessage: Sendable, Equatable, CustomStringConvertible, ExpressibleByStringInterpolation {
+    /// Syslog's priorities (RFC 5424), which journald keeps.
+    public enum Level: Int, Sendable, Comparable, CaseIterable {
+        case error = 3, warning = 4, info = 6, debug = 7
+
+        public init?(name: String) {
+            switch name {
+            case "error": self = .error
+            case "warning": self = .warning
+            case "info": self = .info
+            case "debug": self = .debug
+            default: return nil
+            }
+        }
+
+        public var name: String {
+            switch self {
+            case .error: "error"
+            case .warning: "warning"
+            case .info: "info"
+            case .debug: "debug"
+            }
+        }
+
+        /// More severe is smaller, as in syslog: `.error < .info`.
+        public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    public var level: Level
+    public var text: String
+
+    public init(_ level: Level, _ text: String) {
+        self.level = level
+        self.text = text
+    }
+
+    public init(stringLiteral value: String) { self.init(.info, value) }
+    public init(stringInterpolation: DefaultStringInterpolation) { self.init(.info, String(stringInterpolation: stringInterpolation)) }
+
+    public static func error(_ text: String) -> LogMessage { LogMessage(.error, text) }
+    public static func warning(_ text: String) -> LogMessage { LogMessage(.warning, text) }
+    public static func debug(_ text: String) -> LogMessage { LogMessage(.debug, text) }
+
+    public var description: String { text }
+}
+
+/// Writes log lines to standard error the way whoever reads them wants them: under systemd, whose
+/// journal stamps each line itself, with the `<N>` priority prefix journald reads (so
+/// `journalctl -p warning` finds the warnings); elsewhere (a terminal, a file, a container's
+/// log) with the time in UTC and the level.
+public struct LogWriter: Sendable {
+    public let program: String
+    /// Lines less severe than this are not written.
+    public var threshold: LogMessage.Level
+    public let toJournal: Bool
+
+    public init(program: String, threshold: LogMessage.Level = .info, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.program = program
+        self.threshold = threshold
+        toJournal = Self.standardErrorIsJournal(environment)
+    }
+
+    /// The line as written, or nil when it is below the threshold.
+    public func format(_ message: LogMessage, at date: Date = Date()) -> String? {
+        guard message.level <= threshold else { return nil }
+        if toJournal { return "<\(message.level.rawValue)>\(program): \(message.text)" }
+        let level = message.level == .info ? "" : "\(message.level.name): "
+        return "\(Self.timestamp(date)) \(program): \(level)\(message.text)"
+    }
+
+    public func write(_ message: LogMessage) {
+        guard let line = format(message) else { return }
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        var seconds = time_t(milliseconds / 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
+                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), Int(milliseconds % 1000))
+    }
+
+    /// systemd sets JOURNAL_STREAM to the device and inode of the stream it connected standard
+    /// error to (systemd.exec(5)); a child that inherited the variable but has its standard
+    /// error elsewhere does not match.
+    public static func standardErrorIsJournal(_ environment: [String: String]) -> Bool {
+        guard let value = environment["JOURNAL_STREAM"] else { return false }
+        let parts = value.split(separator: ":")
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
+        var status = stat()
+        guard fstat(2, &status) == 0 else { return false }
+        return UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+    }
+}

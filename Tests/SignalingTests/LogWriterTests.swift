@@ -1,0 +1,36 @@
+import Foundation
+import Platform
+import Testing
+
+struct LogWriterTests {
+    let noon = Date(timeIntervalSince1970: 1_796_126_400.25)  // 2026-12-01T12:00:00.250Z
+
+    @Test func linesCarryTheTimeAndTheLevelAndTheThresholdFilters() {
+        let writer = LogWriter(program: "callend serve", threshold: .info, environment: [:])
+        #expect(!writer.toJournal)
+        #expect(writer.format("joined room r", at: noon) == "2026-12-01T12:00:00.250Z callend serve: joined room r")
+        #expect(writer.format(.warning("redis: gone"), at: noon) == "2026-12-01T12:00:00.250Z callend serve: warning: redis: gone")
+        #expect(writer.format(.debug("detail"), at: noon) == nil, "below the threshold")
+        let quiet = LogWriter(program: "callend join", threshold: .warning, environment: [:])
+        #expect(quiet.format("info", at: noon) == nil && quiet.format(.error("e"), at: noon) != nil)
+        #expect(LogMessage.Level(name: "debug") == .debug && LogMessage.Level(name: "loud") == nil)
+        #expect(LogMessage.Level.allCases.allSatisfy { LogMessage.Level(name: $0.name) == $0 })
+    }
+
+    /// Under systemd (JOURNAL_STREAM names standard error's device and inode) the line has the
+    /// priority prefix journald reads, and no time of its own; a variable inherited by a process
+    /// whose standard error is elsewhere is ignored.
+    @Test func theJournalGetsPriorities() {
+        var status = stat()
+        #expect(fstat(2, &status) == 0)
+        let mine = "\(status.st_dev):\(status.st_ino)"
+        let journal = LogWriter(program: "callend join", environment: ["JOURNAL_STREAM": mine])
+        #expect(journal.toJournal)
+        #expect(journal.format(.warning("ice: cannot restart"), at: noon) == "<4>callend join: ice: cannot restart")
+        #expect(journal.format("media back", at: noon) == "<6>callend join: media back")
+        #expect(journal.format(.error("accept"), at: noon) == "<3>callend join: accept")
+        for other in ["\(status.st_dev):\(status.st_ino &+ 1)", "garbage", "1:2:3"] {
+            #expect(!LogWriter(program: "x", environment: ["JOURNAL_STREAM": other]).toJournal, "\(other)")
+        }
+    }
+}
