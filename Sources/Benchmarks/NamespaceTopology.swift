@@ -9,22 +9,31 @@ final class NamespaceTopology {
     /// R's links: toward A (where A's traffic arrives) and toward B (the bottleneck).
     let routerToA: String, routerToB: String
     let addressA = "10.72.1.2", addressB = "10.72.2.2"
+    /// Every sending host: A first, then the extra senders (A2 at 10.72.3.2, A3 at 10.72.4.2, ...),
+    /// each on its own link into R; all of them reach B through the one bottleneck.
+    private(set) var senders: [(namespace: String, address: String, routerLink: String)] = []
     private var made: [String] = []
     /// Processes the topology started (the delay relay); `remove()` stops them first.
     private var started: [Process] = []
 
-    init() throws {
+    init(extraSenders: Int = 0) throws {
         let tag = "cb\(getpid())"
         a = tag + "a"; b = tag + "b"; r = tag + "r"
         routerToA = tag + "ra"; routerToB = tag + "rb"
+        senders = [(a, addressA, routerToA)]
+        for i in 0..<extraSenders { senders.append((tag + "a\(i + 2)", "10.72.\(i + 3).2", tag + "r\(i + 2)")) }
         do {
-            for ns in [a, b, r] {
+            for ns in [a, b, r] + senders.dropFirst().map(\.namespace) {
                 try ip(["netns", "add", ns])
                 made.append(ns)
                 try ip(["-n", ns, "link", "set", "lo", "up"])
             }
             try link(host: a, hostSide: tag + "ar", routerSide: routerToA, hostAddress: addressA, routerAddress: "10.72.1.1")
             try link(host: b, hostSide: tag + "br", routerSide: routerToB, hostAddress: addressB, routerAddress: "10.72.2.1")
+            for (i, sender) in senders.enumerated().dropFirst() {
+                try link(host: sender.namespace, hostSide: tag + "s\(i + 1)", routerSide: sender.routerLink,
+                         hostAddress: sender.address, routerAddress: "10.72.\(i + 2).1")
+            }
             try ExternalTool.run("ip", ["netns", "exec", r, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
         } catch {
             remove()
@@ -94,6 +103,31 @@ final class NamespaceTopology {
     func sampler(interval: Double) throws -> Process {
         let script = "while :; do read rx < /sys/class/net/\(routerToA)/statistics/rx_bytes; echo \"$rx $(tc -s -j qdisc show dev \(routerToB))\"; sleep \(interval); done"
         return try process(in: r, "/bin/sh", ["-c", script])
+    }
+
+    /// Counts, in B, the bytes that arrive from each sender (after the bottleneck): one iptables
+    /// rule per sender address with no target, read by `flowSampler`.
+    func countArrivalsPerSender() throws {
+        for sender in senders {
+            try ExternalTool.run("ip", ["netns", "exec", b, "iptables", "-w", "-A", "INPUT", "-s", sender.address])
+        }
+    }
+
+    /// Like `sampler`, for several senders: each line holds the bytes B received from each sender
+    /// (iptables' counters in B, in `senders` order), then ';', then the tbf's JSON.
+    func flowSampler(interval: Double) throws -> Process {
+        let script = "while :; do c=$(ip netns exec \(b) iptables -w -nvxL INPUT | awk 'NR > 2 { printf \"%s \", $2 }'); "
+            + "echo \"$c;$(tc -s -j qdisc show dev \(routerToB))\"; sleep \(interval); done"
+        return try process(in: r, "/bin/sh", ["-c", script])
+    }
+
+    /// Parses one line of `flowSampler`: bytes delivered per sender, and the tbf's counters.
+    static func flowCounters(line: String, senders: Int) throws -> (perSender: [UInt64], tbf: Counters) {
+        let parts = line.split(separator: ";", maxSplits: 1)
+        guard parts.count == 2 else { throw ExternalTool.Failure(description: "unexpected counters from the flow sampler: \(line)") }
+        let bytes = parts[0].split(separator: " ").compactMap { UInt64($0) }
+        guard bytes.count == senders else { throw ExternalTool.Failure(description: "expected \(senders) per-sender counters: \(line)") }
+        return (bytes, try counters(line: "0 " + parts[1]))
     }
 
     /// Parses one line of the sampler: bytes received from A, and the tbf's bytes, packets,

@@ -5,6 +5,7 @@ import Foundation
 let benchCongestionHelp = """
     usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH] [--chromium]
                                     [--video-size WxH] [--fps N] [--burst BYTES] [--delay MS] [--scripts DIR]
+           callend bench congestion --case fairness|tcp [--short] [--capacity KBIT] [--out DIR] [--no-aiortc] [--python PATH]
 
     Needs root. Builds hosts A and B in network namespaces joined through a router R whose link
     toward B is a tbf bottleneck (300 ms queue), and sends the same noisy test clip
@@ -22,6 +23,16 @@ let benchCongestionHelp = """
     into the phase), and callend's mode switches; then the ratios callend / aiortc and callend's
     targets (below capacity <= 0.5 s after the drop, utilization >= 0.9, queueing p95 <= 60 ms,
     90 % of the top capacity within 5 s).
+
+    --case fairness (RFC 8867 §5.3): three calls from three hosts through one bottleneck of 3000
+    kbit/s, started 10 s apart, 100 s: from 10 s after the last start, each call's rate against its
+    fair share (target 0.8-1.25), Jain's fairness index (target >= 0.95) and the queue p95 (<= 60
+    ms). --case tcp (RFC 8867 §5.6): one call and a long TCP download (a Python socket sender, the
+    kernel's CUBIC) through 2000 kbit/s, TCP from 20 s to 140 s of 160: the call's share while TCP
+    runs (target >= 0.40) and how long after TCP ends it is back at 90 % of its rate before TCP
+    (target <= 5 s). Each flow's delivered bytes are counted in B per sending host (iptables), the
+    queue from the tbf, every 100 ms; the same case then runs with aiortc pairs. --short runs 50-55 s
+    versions. Writes DIR/shared-CASE.csv and the peers' logs.
 
     Writes DIR/congestion.csv (every sample), DIR/phases.csv (the table), DIR/congestion.png
     (matplotlib) and each peer's log. Everything it makes in the network is removed at the end.
@@ -43,6 +54,9 @@ let benchCongestionHelp = """
                           and policy routing; 'callend bench delay-relay'), 1-1000 ms; RFC 8867 §5.1 uses
                           50 (default: none, the path's only delay is its queue)
       --scripts DIR       folder with aiortc_peer.py and plot.py (default: found from the executable)
+      --case CASE         fairness or tcp: several flows through one bottleneck (above)
+      --short             with --case: the short version (50-55 s)
+      --capacity KBIT     with --case: the bottleneck (default 3000 for fairness, 2000 for tcp)
     """
 
 let benchDelayRelayHelp = """
@@ -85,7 +99,11 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     let scriptsOption = try args.value("--scripts")
     let burst = try args.integer("--burst", in: 1_600...1_000_000)
     let delay = try args.integer("--delay", in: 1...1000)
+    let caseName = try args.value("--case")
+    let short = args.flag("--short")
+    let capacity = try args.integer("--capacity", in: 100...100_000)
     try args.finish(command: "bench congestion")
+    if caseName == nil && (short || capacity != nil) { throw UsageError(description: "--short and --capacity go with --case fairness|tcp") }
     if noAiortc && python != nil { throw UsageError(description: "--no-aiortc and --python are alternatives; give one") }
     var parsedSchedule = CapacitySchedule.rfc8867
     if let schedule {
@@ -105,6 +123,22 @@ func runBenchCongestion(_ args: inout Arguments) throws {
             fail(UsageError(description: "no Python with aiortc at \(chosen): run 'bash scripts/congestion/setup-bench.sh' (makes .build/bench-venv), give --python PATH, or --no-aiortc"), code: .failure)
         }
         interpreter = chosen
+    }
+    if let caseName {
+        guard let testCase = SharedLinkBenchmark.Case(rawValue: caseName) else {
+            throw UsageError(description: "--case: \(caseName) is not one of \(SharedLinkBenchmark.Case.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard schedule == nil, !chromium, delay == nil else { throw UsageError(description: "--case runs its own schedule, without --schedule, --chromium or --delay") }
+        var options = SharedLinkBenchmark.Options(testCase: testCase, executable: executable, scripts: scripts, python: interpreter,
+                                                  outputDirectory: URL(fileURLWithPath: out).standardizedFileURL.path, short: short)
+        if let capacity { options.capacity = capacity * 1000 }
+        if let size { options.videoSize = size }
+        if let fps { options.fps = fps }
+        if let burst { options.burstBytes = burst }
+        let bench = SharedLinkBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
+        print(SharedLinkBenchmark.report(try bench.run(), options: options))
+        print("wrote \(options.outputDirectory)/shared-\(testCase.rawValue).csv and the peers' logs")
+        return
     }
     var options = CongestionBenchmark.Options(executable: executable, scripts: scripts, python: interpreter,
                                               outputDirectory: URL(fileURLWithPath: out).standardizedFileURL.path)

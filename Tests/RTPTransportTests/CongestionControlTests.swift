@@ -15,6 +15,9 @@ struct SimulatedLink {
     var bucketBytes = 0
     var tokens = 0.0
     var lastSent: Int64 = 0
+    /// Another sender that keeps the queue this long (µs) whatever ours does, as a TCP download
+    /// keeps a buffer full; nil: none.
+    var fillerQueue: Int64?
 
     /// Arrival time of a packet sent at `sent`, or nil when dropped.
     mutating func carry(sent: Int64, size: Int) -> Int64? {
@@ -26,6 +29,7 @@ struct SimulatedLink {
             tokens -= Double(size)
             return sent + propagation
         }
+        if let fill = fillerQueue { busyUntil = max(busyUntil, sent + fill) }
         let start = max(sent, busyUntil)
         guard start - sent <= queueLimit else { return nil }
         busyUntil = start + Int64(size * 8) * 1_000_000 / Int64(capacity)
@@ -436,6 +440,50 @@ struct EstimatorSimulation {
         let probes = sim.changes.filter { $0.cause == .probe && $0.time > 3_000_000 }
         #expect(probes.allSatisfy { $0.to <= 1_100_000 }, "\(probes)")
         #expect(sim.trace.filter { $0.time > 3_000_000 }.allSatisfy { $0.estimate <= 1_200_000 })
+    }
+
+    /// RFC 8867 §5.6: a buffer another sender keeps full. Cutting for its queue drains nothing;
+    /// after a few such cuts the estimator stops answering delay, takes back half of what it cut,
+    /// and holds its share by loss; once the other sender has gone and the queue drained, delay
+    /// rules again and the rate returns.
+    @Test func aQueueAnotherSenderKeepsFullIsSharedNotFled() {
+        var sim = EstimatorSimulation(capacity: 2_000_000)
+        sim.run(seconds: 10)
+        let alone = sim.estimator.estimate
+        #expect(!sim.estimator.competing)
+        sim.link.fillerQueue = 250_000
+        let start = sim.now
+        var entered: Int64?
+        for _ in 0..<200 {
+            sim.run(seconds: 0.1)
+            if entered == nil, sim.estimator.competing { entered = sim.now - start }
+        }
+        #expect(entered != nil && entered! < 3_000_000, "competing after \(entered.map { Double($0) / 1e6 } ?? -1) s")
+        let lowest = sim.trace.filter { $0.time > start + 5_000_000 }.map(\.estimate).min() ?? 0
+        #expect(lowest >= alone * 2 / 5, "held \(lowest) of \(alone) while the other sender filled the queue")
+        sim.link.fillerQueue = nil
+        let gone = sim.now
+        var left: Int64?
+        for _ in 0..<100 {
+            sim.run(seconds: 0.1)
+            if left == nil, !sim.estimator.competing { left = sim.now - gone }
+        }
+        #expect(left != nil && left! <= 5_000_000, "delay in charge again after \(left.map { Double($0) / 1e6 } ?? -1) s")
+        #expect(sim.estimator.estimate >= alone * 9 / 10, "\(sim.estimator.estimate) of \(alone)")
+        #expect(sim.estimator.changes.contains { $0.cause == .competing })
+    }
+
+    /// Capacity that falls and rises (RFC 8867 §5.1's schedule) is this sender's own queue: the
+    /// cuts drain it, and the estimator never takes it for another sender's.
+    @Test func aCapacityScheduleAloneIsNeverTakenForCompetition() {
+        var sim = EstimatorSimulation(capacity: 1_000_000)
+        for (capacity, seconds) in [(1_000_000, 20.0), (2_500_000, 10.0), (600_000, 10.0), (1_000_000, 10.0)] {
+            sim.link.capacity = capacity
+            for _ in 0..<Int(seconds * 10) {
+                sim.run(seconds: 0.1)
+                #expect(!sim.estimator.competing, "at \(Double(sim.now) / 1e6) s, \(capacity) bit/s")
+            }
+        }
     }
 
     @Test func heavyLossCutsTheEstimate() {

@@ -21,9 +21,12 @@ extension MediaSender {
                     // The congestion controller's rules (SendPolicy): pacing, the congestion window.
                     let pacing = SendPolicy.pacing(estimate: estimator.estimate, lastDecrease: estimator.lastDecrease, now: now)
                     (s.pacer.pacingRate, s.pacer.maxDrainRate) = (pacing.rate, pacing.maxDrainRate)
+                    // Sharing the path with a loss-based flow, the window spans the queue it keeps
+                    // full: the path's round trip now, not its shortest of the last 10 s.
+                    let roundTrip = estimator.competing ? s.adapter.recentFeedbackDelay : s.adapter.shortestFeedbackDelay
                     s.pacer.holdVideo = SendPolicy.holdsVideo(estimate: estimator.estimate, outstandingBytes: s.adapter.outstandingBytes,
                                                               newestFeedbackAt: s.adapter.newestReported?.at,
-                                                              shortestFeedbackDelay: s.adapter.shortestFeedbackDelay, now: now)
+                                                              shortestFeedbackDelay: roundTrip, now: now)
                     if !s.pacer.probing, let probe = s.estimator?.probeToSend(now: now) { s.pacer.startProbe(probe, now: now) }
                 } else {
                     s.pacer.pacingRate = max(configuration.videoBitrate, configuration.maxVideoBitrate) * 3

@@ -32,6 +32,9 @@ public struct BandwidthEstimator: Sendable {
 
     public enum Cause: String, Sendable, Codable {
         case delay, loss, probe, increase, start
+        /// Another sender keeps the bottleneck's queue full (a TCP download): the estimate
+        /// takes back what it cut for that queue, and loss rules until the queue drains.
+        case competing
     }
 
     /// A change of the estimate and why.
@@ -96,6 +99,25 @@ public struct BandwidthEstimator: Sendable {
     private var lastJump: Int64?
     /// Which of the gentle multiples the next probe near capacity uses.
     private var gentleLevel = 0
+    /// Sharing the bottleneck with a loss-based flow (a TCP download): cuts for delay do not
+    /// drain a queue another sender keeps full, and a delay-based sender that goes on cutting
+    /// for it starves (RFC 8867 §5.6). While this holds, delay neither cuts nor holds the
+    /// estimate; loss does (the loss-based bound), as it does TCP's.
+    public private(set) var competing = false
+    /// Since when the queue has stood over `standingQueue` ms without a break, the delay cuts
+    /// made meanwhile, and the estimate before it began.
+    private var standingSince: Int64?
+    private var cutsWhileStanding = 0
+    private var estimateBeforeStanding: Int?
+    /// A queue this long (ms) that stands 2 s through two cuts or more is another sender's.
+    static let standingQueue = 80.0
+    /// The last time a queue that long was seen overusing while competing.
+    private var lastContested: Int64?
+    private var lastCompetingCut: Int64?
+    /// Set when the last update began competing: its change says so.
+    private var enteredCompetition = false
+    /// While competing, overuse with a queue this long (ms) says the other sender is still there.
+    static let competitionQueue = 60.0
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -189,6 +211,10 @@ public struct BandwidthEstimator: Sendable {
             cause = .probe
         }
         if let delayCause = updateDelayBased(now: now) { cause = cause ?? delayCause }
+        if enteredCompetition {
+            enteredCompetition = false
+            cause = .competing
+        }
         if let lossCause = updateLossBased(now: now) { cause = lossCause }
         lastUpdate = now
         estimate = max(configuration.minBitrate, min(estimate, lossBound, configuration.maxBitrate))
@@ -287,7 +313,29 @@ public struct BandwidthEstimator: Sendable {
                 return .delay
             }
         }
-        switch delay.usage {
+        if delay.queueDelay > Self.standingQueue {
+            if standingSince == nil { (standingSince, cutsWhileStanding, estimateBeforeStanding) = (now, 0, estimate) }
+            if !competing, let since = standingSince, now - since >= 2_000_000, cutsWhileStanding >= 2 {
+                // The cuts drained nothing: the queue is another sender's. Back to half the rate
+                // before it (two flows' fair share, when this one filled the link), from where
+                // loss rules.
+                competing = true
+                lastContested = now
+                estimate = max(estimate, (estimateBeforeStanding ?? estimate) / 2)
+                capacityEstimate = nil
+                recoverTo = nil
+                enteredCompetition = true
+            }
+        } else {
+            standingSince = nil
+        }
+        if competing {
+            // Still contested: overuse with a long queue within the last 3 s. Otherwise the
+            // other flow has gone (the queue drained) and delay is in charge again.
+            if delay.usage == .overusing, delay.queueDelay > Self.competitionQueue { lastContested = now }
+            if let last = lastContested, now - last > 3_000_000 { competing = false }
+        }
+        switch competing ? .normal : delay.usage {
         case .overusing:
             // One decrease per 200 ms: the queue needs time to answer; and within a second of a
             // cut, another only while the queue still grows (a draining queue keeps the trend
@@ -361,7 +409,19 @@ public struct BandwidthEstimator: Sendable {
             // a cut while the sender was not filling the path is low, and dropping it when the
             // estimate passed it made the next probe a full 2x one into a full link. (Probes
             // past it step up to 2x by themselves.)
-            if let capacity = capacityEstimate, next > 0.7 * capacity {
+            if competing {
+                // Sharing with a loss-based flow: as loss-based control (and TCP) does, grow by
+                // 8 % a second while under 2 % is lost, hold up to 5 %, and above it give up half
+                // the loss, once a second: the other flow keeps its share.
+                if lossFraction > 0.05 {
+                    if let last = lastCompetingCut, now - last < 1_000_000 { return nil }
+                    lastCompetingCut = now
+                    estimate = Int(Double(estimate) * (1 - 0.5 * lossFraction))
+                    return .loss
+                }
+                guard lossFraction < 0.02 else { return nil }
+                next *= pow108(elapsed)
+            } else if let capacity = capacityEstimate, next > 0.7 * capacity {
                 // Near the last known capacity: creep up (8 % of it per second), so the queue
                 // that ends the climb stays short.
                 next += max(10_000, 0.08 * capacity) * elapsed
@@ -384,6 +444,7 @@ public struct BandwidthEstimator: Sendable {
     /// sent after it (the queue that overflowed is what the cut answers: with a 100 ms round
     /// trip its drops cut the rate a second time, half a second after the drain had ended).
     private mutating func markDecrease(now: Int64) {
+        if standingSince != nil { cutsWhileStanding += 1 }
         lastDecrease = now
         queueAtDecrease = delay.queueDelay
         judgeLossAfresh(now: now)
