@@ -127,20 +127,9 @@ public struct CongestionBenchmark {
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice
             try process.run()
-            Thread { [self] in
-                var pending = Data()
-                while true {
-                    let chunk = out.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    let at = clock.now
-                    pending.append(chunk)
-                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                        let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                        pending.removeSubrange(pending.startIndex...newline)
-                        if let counters = try? NamespaceTopology.counters(line: line) { lock.lock(); all.append((at, counters)); lock.unlock() }
-                    }
-                }
-            }.start()
+            ExternalTool.forEachLine(of: out, clock: clock) { [self] line, at in
+                if let counters = try? NamespaceTopology.counters(line: line) { lock.lock(); all.append((at, counters)); lock.unlock() }
+            }
         }
 
         var latest: (at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)? { lock.lock(); defer { lock.unlock() }; return all.last }
@@ -243,7 +232,7 @@ public struct CongestionBenchmark {
             let p = try topology.process(in: ns, options.executable,
                                          ["join", "congestion", "--server", "\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin"] + extra,
                                          environment: ["CALLEND_TOKEN": token])
-            p.standardOutput = try newFile(options.outputDirectory + "/\(prefix)-\(who).log")
+            p.standardOutput = try ExternalTool.newFile(options.outputDirectory + "/\(prefix)-\(who).log")
             let errors = Pipe()
             p.standardError = errors
             try p.run()
@@ -251,7 +240,7 @@ public struct CongestionBenchmark {
         }
         let (sender, senderErrors) = try join("a", in: topology.a, extra: ["--video-source", clip])
         // The sender's decision log, stamped with the bench clock as it arrives.
-        let out = try newFile(options.outputDirectory + "/\(prefix)-decisions.log")
+        let out = try ExternalTool.newFile(options.outputDirectory + "/\(prefix)-decisions.log")
         let thread = Thread { [sampler] in
             var pending = Data()
             while true {
@@ -277,7 +266,7 @@ public struct CongestionBenchmark {
         let browser = try topology.process(in: topology.b, "/usr/bin/python3",
                                            [page, "http://\(topology.addressA):7080/?room=congestion&token=\(token)", "--receive-only",
                                             "--frames", "1", "--timeout", "60", "--stay"])
-        let browserLog = try newFile(options.outputDirectory + "/chromium-page.log")
+        let browserLog = try ExternalTool.newFile(options.outputDirectory + "/chromium-page.log")
         browser.standardOutput = browserLog
         browser.standardError = browserLog
         try browser.run()
@@ -289,7 +278,7 @@ public struct CongestionBenchmark {
         let peer = options.scripts + "/aiortc_peer.py"
         func start(_ ns: String, _ arguments: [String], log name: String) throws -> Process {
             let p = try topology.process(in: ns, python, [peer] + arguments)
-            let logFile = try newFile(options.outputDirectory + "/aiortc-\(name).log")
+            let logFile = try ExternalTool.newFile(options.outputDirectory + "/aiortc-\(name).log")
             p.standardOutput = logFile
             p.standardError = logFile
             try p.run()
@@ -305,14 +294,6 @@ public struct CongestionBenchmark {
     private func lastStatus(_ path: String) -> CallStatus? {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
         return text.split(separator: "\n").reversed().lazy.compactMap { try? JSONDecoder().decode(CallStatus.self, from: Data($0.utf8)) }.first
-    }
-
-    /// An empty file, open for writing (a peer's log).
-    private func newFile(_ path: String) throws -> FileHandle {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-            throw ExternalTool.Failure(description: "cannot write \(path)")
-        }
-        return handle
     }
 
     /// congestion.csv: every sample of every run (rates over the 100 ms before the sample);

@@ -46,5 +46,30 @@ struct ExternalTool {
         }
         return Result(output: output, wallTime: elapsed)
     }
-}
 
+    /// An empty file, open for writing (a peer's log).
+    static func newFile(_ path: String) throws -> FileHandle {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+            throw Failure(description: "cannot write \(path)")
+        }
+        return handle
+    }
+
+    /// Calls `body` on a thread of its own with each line `pipe` yields and when it arrived,
+    /// until the pipe closes.
+    static func forEachLine(of pipe: Pipe, clock: ContinuousClock, _ body: @escaping @Sendable (String, ContinuousClock.Instant) -> Void) {
+        Thread {
+            var pending = Data()
+            while true {
+                let chunk = pipe.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                let at = clock.now
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    body(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self), at)
+                    pending.removeSubrange(pending.startIndex...newline)
+                }
+            }
+        }.start()
+    }
+}

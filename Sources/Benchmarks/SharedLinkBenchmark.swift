@@ -127,7 +127,7 @@ public struct SharedLinkBenchmark {
         func startCall(_ index: Int) throws {
             let sender = topology.senders[index]
             let tag = "\(stack)-\(options.testCase.rawValue)-\(index + 1)"
-            func output(_ who: String) throws -> FileHandle { try Self.newFile(options.outputDirectory + "/\(tag)-\(who).log") }
+            func output(_ who: String) throws -> FileHandle { try ExternalTool.newFile(options.outputDirectory + "/\(tag)-\(who).log") }
             if stack == "callend", let secret {
                 let room = "shared-\(index + 1)"
                 let now = Int64(Date().timeIntervalSince1970)
@@ -207,7 +207,7 @@ public struct SharedLinkBenchmark {
             let length = options.tcpWindow.end - options.tcpWindow.start
             let source = try topology.process(in: topology.senders[1].namespace, "/usr/bin/python3",
                                               ["-c", Self.tcpSource, topology.addressB, "\(port)", "\(length)"])
-            let file = try Self.newFile(options.outputDirectory + "/\(stack)-tcp-source.log")
+            let file = try ExternalTool.newFile(options.outputDirectory + "/\(stack)-tcp-source.log")
             source.standardOutput = file
             source.standardError = file
             log(String(format: "%@: %.0f s: TCP download starts for %.0f s", stack, options.tcpWindow.start, length))
@@ -271,22 +271,11 @@ public struct SharedLinkBenchmark {
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice
             try process.run()
-            Thread { [self] in
-                var pending = Data()
-                while true {
-                    let chunk = out.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    let at = clock.now
-                    pending.append(chunk)
-                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                        let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                        pending.removeSubrange(pending.startIndex...newline)
-                        if let c = try? NamespaceTopology.flowCounters(line: line, senders: senders) {
-                            lock.lock(); all.append((at, c.perSender, c.tbf)); lock.unlock()
-                        }
-                    }
+            ExternalTool.forEachLine(of: out, clock: clock) { [self] line, at in
+                if let c = try? NamespaceTopology.flowCounters(line: line, senders: senders) {
+                    lock.lock(); all.append((at, c.perSender, c.tbf)); lock.unlock()
                 }
-            }.start()
+            }
         }
 
         var latest: Reading? { lock.lock(); defer { lock.unlock() }; return all.last }
@@ -361,13 +350,6 @@ public struct SharedLinkBenchmark {
             }
         }
         return lines.joined(separator: "\n")
-    }
-
-    static func newFile(_ path: String) throws -> FileHandle {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-            throw ExternalTool.Failure(description: "cannot write \(path)")
-        }
-        return handle
     }
 
     /// shared.csv: each flow's delivered rate (over the 100 ms before each sample) and the queue.
