@@ -444,8 +444,9 @@ struct EstimatorSimulation {
 
     /// RFC 8867 §5.6: a buffer another sender keeps full. Cutting for its queue drains nothing;
     /// after a few such cuts the estimator stops answering delay, takes back half of what it cut,
-    /// and holds its share by loss; once the other sender has gone and the queue drained, delay
-    /// rules again and the rate returns.
+    /// and holds its share by loss; once the other sender has gone, delay rules again and the
+    /// rate returns. (This filler yields everything, so the sender has grown past the link and
+    /// fills the queue itself when the filler goes: the next drain test, within 10 s, finds it.)
     @Test func aQueueAnotherSenderKeepsFullIsSharedNotFled() {
         var sim = EstimatorSimulation(capacity: 2_000_000)
         sim.run(seconds: 10)
@@ -464,11 +465,11 @@ struct EstimatorSimulation {
         sim.link.fillerQueue = nil
         let gone = sim.now
         var left: Int64?
-        for _ in 0..<100 {
+        for _ in 0..<150 {
             sim.run(seconds: 0.1)
             if left == nil, !sim.estimator.competing { left = sim.now - gone }
         }
-        #expect(left != nil && left! <= 5_000_000, "delay in charge again after \(left.map { Double($0) / 1e6 } ?? -1) s")
+        #expect(left != nil && left! <= 11_000_000, "delay in charge again after \(left.map { Double($0) / 1e6 } ?? -1) s")
         #expect(sim.estimator.estimate >= alone * 9 / 10, "\(sim.estimator.estimate) of \(alone)")
         #expect(sim.estimator.changes.contains { $0.cause == .competing })
     }

@@ -111,13 +111,22 @@ public struct BandwidthEstimator: Sendable {
     private var estimateBeforeStanding: Int?
     /// A queue this long (ms) that stands 2 s through two cuts or more is another sender's.
     static let standingQueue = 80.0
-    /// The last time a queue that long was seen overusing while competing.
-    private var lastContested: Int64?
+    /// While competing: the path's delay without queue from before the other sender came (the
+    /// detector's own base follows a queue that stands 10 s), and since when the queue over it
+    /// has been short.
+    private var competingBase = 0.0
+    private var drainedSince: Int64?
+    /// Every 10 s while competing, the rate halves for 1.2 s (a full queue at the old rate
+    /// drains in about 0.6 s, and its packets' feedback comes a queue later): a queue that
+    /// drains then was this sender's own (the other has gone, or yields), and delay rules again.
+    private var drainTest: (until: Int64, restore: Int)?
+    private var nextDrainTest: Int64 = 0
+    static let drainTestInterval: Int64 = 10_000_000
     private var lastCompetingCut: Int64?
     /// Set when the last update began competing: its change says so.
     private var enteredCompetition = false
-    /// While competing, overuse with a queue this long (ms) says the other sender is still there.
-    static let competitionQueue = 60.0
+    /// While competing, a queue this short (ms) over the base from before says the other sender has gone.
+    static let drainedQueue = 30.0
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -320,7 +329,10 @@ public struct BandwidthEstimator: Sendable {
                 // before it (two flows' fair share, when this one filled the link), from where
                 // loss rules.
                 competing = true
-                lastContested = now
+                competingBase = delay.accumulated - delay.queueDelay
+                drainedSince = nil
+                drainTest = nil
+                nextDrainTest = now + Self.drainTestInterval
                 estimate = max(estimate, (estimateBeforeStanding ?? estimate) / 2)
                 capacityEstimate = nil
                 recoverTo = nil
@@ -330,10 +342,35 @@ public struct BandwidthEstimator: Sendable {
             standingSince = nil
         }
         if competing {
-            // Still contested: overuse with a long queue within the last 3 s. Otherwise the
-            // other flow has gone (the queue drained) and delay is in charge again.
-            if delay.usage == .overusing, delay.queueDelay > Self.competitionQueue { lastContested = now }
-            if let last = lastContested, now - last > 3_000_000 { competing = false }
+            // The other sender has gone once the queue over the base from before it has stayed
+            // short for a second.
+            let drained = delay.accumulated - competingBase < Self.drainedQueue
+            if drained {
+                if drainedSince == nil { drainedSince = now }
+            } else {
+                drainedSince = nil
+            }
+            if let test = drainTest {
+                if drained {
+                    // The queue was this sender's: from what gets through, delay rules again.
+                    competing = false
+                    drainTest = nil
+                    estimate = max(estimate, Int(0.9 * Double(acknowledgedBitrate ?? estimate)))
+                    return .delay
+                }
+                guard now >= test.until else { return nil }
+                drainTest = nil
+                nextDrainTest = now + Self.drainTestInterval
+                estimate = max(estimate, test.restore)
+                return .competing
+            }
+            if let since = drainedSince, now - since >= 1_000_000 {
+                competing = false
+            } else if now >= nextDrainTest {
+                drainTest = (now + 1_200_000, estimate)
+                estimate /= 2
+                return .competing
+            }
         }
         switch competing ? .normal : delay.usage {
         case .overusing:
@@ -410,16 +447,18 @@ public struct BandwidthEstimator: Sendable {
             // estimate passed it made the next probe a full 2x one into a full link. (Probes
             // past it step up to 2x by themselves.)
             if competing {
-                // Sharing with a loss-based flow: as loss-based control (and TCP) does, grow by
-                // 8 % a second while under 2 % is lost, hold up to 5 %, and above it give up half
-                // the loss, once a second: the other flow keeps its share.
-                if lossFraction > 0.05 {
+                // Sharing with a loss-based flow: grow by 8 % a second while under 1 % is lost;
+                // above 2 %, give up a tenth, once a second. (Holding on to 5 % as loss-based
+                // video does, the call took 0.78 of the link from a CUBIC download: TCP halves its
+                // window at each loss, and at 300 ms round trips 2 % loss leaves it a few hundred
+                // kbit/s.)
+                if lossFraction > 0.02 {
                     if let last = lastCompetingCut, now - last < 1_000_000 { return nil }
                     lastCompetingCut = now
-                    estimate = Int(Double(estimate) * (1 - 0.5 * lossFraction))
+                    estimate = Int(Double(estimate) * 0.9)
                     return .loss
                 }
-                guard lossFraction < 0.02 else { return nil }
+                guard lossFraction < 0.01 else { return nil }
                 next *= pow108(elapsed)
             } else if let capacity = capacityEstimate, next > 0.7 * capacity {
                 // Near the last known capacity: creep up (8 % of it per second), so the queue

@@ -37,7 +37,8 @@ public struct DelayBasedDetector: Sendable {
 
     private var current: Group?
     private var previous: Group?
-    private var accumulated = 0.0
+    /// The accumulated delay variation, ms (its minimum is the path without queue).
+    public private(set) var accumulated = 0.0
     private var smoothed = 0.0
     private var points: [(x: Double, y: Double)] = []
     private var firstArrival: Int64?
