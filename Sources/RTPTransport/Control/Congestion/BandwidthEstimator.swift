@@ -109,6 +109,9 @@ public struct BandwidthEstimator: Sendable {
     private var standingSince: Int64?
     private var cutsWhileStanding = 0
     private var estimateBeforeStanding: Int?
+    /// The estimate before the first delay cut after 2 s without one, and when: a queue that
+    /// builds fast is cut for before it reaches `standingQueue`.
+    private var beforeCuts: (estimate: Int, time: Int64)?
     /// A queue this long (ms) that stands 2 s through two cuts or more is another sender's.
     static let standingQueue = 80.0
     /// While competing: the path's delay without queue from before the other sender came (the
@@ -333,7 +336,9 @@ public struct BandwidthEstimator: Sendable {
                 drainedSince = nil
                 drainTest = nil
                 nextDrainTest = now + Self.drainTestInterval
-                estimate = max(estimate, (estimateBeforeStanding ?? estimate) / 2)
+                var before = estimateBeforeStanding ?? estimate
+                if let calm = beforeCuts, now - calm.time < 5_000_000 { before = max(before, calm.estimate) }
+                estimate = max(estimate, before / 2)
                 capacityEstimate = nil
                 recoverTo = nil
                 enteredCompetition = true
@@ -431,6 +436,7 @@ public struct BandwidthEstimator: Sendable {
             }
             guard target < estimate else { return nil }
             if factor < 0.85 { recoverTo = Int(0.9 * basis) }
+            if lastDecrease.map({ now - $0 > 2_000_000 }) ?? true { beforeCuts = (estimate, now) }
             estimate = target
             // The capacity is what got through at best: the cut is from the lower figure, to be
             // safe; the capacity from the higher one (an overuse spike while the sender was not
