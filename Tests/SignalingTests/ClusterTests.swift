@@ -19,22 +19,9 @@ import TestSupport
         return server
     }
 
+    /// A client of the first node, with the others as its next servers.
     func client(_ ports: [Int], room: String = "lab", identity: String) -> (SignalingClient, EventLog) {
-        let (client, log) = makeClient(port: ports[0], room: room, identity: identity)
-        guard ports.count > 1 else { return (client, log) }
-        client.stop()
-        var configuration = SignalingClientConfiguration(host: "127.0.0.1", port: ports[0], room: room, token: {
-            let now = Int64(Date().timeIntervalSince1970)
-            return TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: room, issuedAt: now, expires: now + 600))
-        })
-        configuration.alternates = ports.dropFirst().map { ("127.0.0.1", $0) }
-        configuration.backoffInitial = .milliseconds(50)
-        configuration.backoffMax = .milliseconds(400)
-        let events = EventLog()
-        configuration.eventHandler = events.handler
-        let failover = SignalingClient(configuration: configuration)
-        failover.start()
-        return (failover, events)
+        makeClient(port: ports[0], room: room, identity: identity, alternates: Array(ports.dropFirst()))
     }
 
     func scrape(_ port: Int) throws -> String {

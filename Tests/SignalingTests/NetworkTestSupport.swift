@@ -44,12 +44,13 @@ func startServer(port: Int = 0, limits: ServerLimits = ServerLimits(), tls: TLSC
 
 /// A started client; `token` fixed, or (nil) a fresh 10-minute one for `identity` at every join.
 func makeClient(port: Int, room: String = "lab", identity: String, tls: TLSContext? = nil, host: String = "127.0.0.1",
-                fastRetry: Bool = true, token fixed: String? = nil) -> (SignalingClient, EventLog) {
+                fastRetry: Bool = true, token fixed: String? = nil, alternates: [Int] = []) -> (SignalingClient, EventLog) {
     var configuration = SignalingClientConfiguration(host: host, port: port, room: room, token: {
         if let fixed { return fixed }
         let now = Int64(Date().timeIntervalSince1970)
         return TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: room, issuedAt: now, expires: now + 600))
     }, tls: tls)
+    configuration.alternates = alternates.map { (host, $0) }
     if fastRetry {
         configuration.backoffInitial = .milliseconds(50)
         configuration.backoffMax = .milliseconds(400)
