@@ -10,9 +10,13 @@ import Glibc
 /// link toward B is a tbf bottleneck following a capacity schedule (RFC 8867 §5.1 by default).
 /// The same clip goes through callend (auto mode) and then through an aiortc pair on the same
 /// bottleneck; the router's counters, read every 100 ms, give each run's per-phase figures.
+/// With a reverse schedule (RFC 8867 §5.2), R's link toward A is a bottleneck too, following
+/// its own schedule, and B sends the clip to A as well: each direction is measured on its own.
 public struct CongestionBenchmark {
     public struct Options: Sendable {
         public var schedule = CapacitySchedule.rfc8867
+        /// The capacity toward A; nil leaves that direction unshaped and B receiving only.
+        public var reverseSchedule: CapacitySchedule?
         public var executable: String
         /// Folder holding aiortc_peer.py and plot.py.
         public var scripts: String
@@ -42,6 +46,8 @@ public struct CongestionBenchmark {
 
     public struct Run: Sendable {
         public var name: String
+        /// The capacity this run's direction followed.
+        public var schedule: CapacitySchedule
         public var samples: [BottleneckSample]
         public var modeSwitchTimes: [Double]
         public var phases: [PhaseMetrics]
@@ -70,19 +76,21 @@ public struct CongestionBenchmark {
         var ours = try measure(name: "callend") { topology, sampler in
             try startCallend(topology: topology, clip: clip, work: work, sampler: sampler, receiver: nil)
         }
-        ours.transportFeedback = lastStatus(options.outputDirectory + "/callend-a.log")?.transportFeedback
-        runs.append(ours)
+        for (i, who) in ["a", "b"].prefix(ours.count).enumerated() {
+            ours[i].transportFeedback = lastStatus(options.outputDirectory + "/callend-\(who).log")?.transportFeedback
+        }
+        runs += ours
         if let page = options.browserPage {
             var browser = try measure(name: Self.chromiumRun) { topology, sampler in
                 try startCallend(topology: topology, clip: clip, work: work, sampler: sampler, receiver: page)
             }
-            browser.transportFeedback = lastStatus(options.outputDirectory + "/chromium-a.log")?.transportFeedback
-            runs.append(browser)
+            browser[0].transportFeedback = lastStatus(options.outputDirectory + "/chromium-a.log")?.transportFeedback
+            runs += browser
         }
         if let python = options.python {
-            runs.append(try measure(name: "aiortc") { topology, _ in
+            runs += try measure(name: "aiortc") { topology, _ in
                 try startAiortc(topology: topology, python: python, clip: clip)
-            })
+            }
         }
         try writeCSV(runs)
         return runs
@@ -101,7 +109,8 @@ public struct CongestionBenchmark {
 
     final class Sampler: @unchecked Sendable {  // `lock` guards `switches` and `startedAt`
         private let lock = NSLock()
-        private var switches: [Double] = []
+        /// Mode switch times per direction (`NamespaceTopology.Direction`'s raw value).
+        private var switches: [[Double]] = [[], []]
         private var startedAt: ContinuousClock.Instant?
         let clock = ContinuousClock()
 
@@ -111,8 +120,12 @@ public struct CongestionBenchmark {
             return startedAt.map { (clock.now - $0).inSeconds }
         }
         func begin() { lock.lock(); startedAt = clock.now; lock.unlock() }
-        func modeSwitched() { if let t = now { lock.lock(); switches.append(t); lock.unlock() } }
-        var modeSwitches: [Double] { lock.lock(); defer { lock.unlock() }; return switches }
+        func modeSwitched(_ direction: NamespaceTopology.Direction) {
+            if let t = now { lock.lock(); switches[direction.rawValue].append(t); lock.unlock() }
+        }
+        func modeSwitches(_ direction: NamespaceTopology.Direction) -> [Double] {
+            lock.lock(); defer { lock.unlock() }; return switches[direction.rawValue]
+        }
     }
 
     /// The router's counters as the sampler in R prints them (every 100 ms), stamped on arrival.
@@ -121,8 +134,8 @@ public struct CongestionBenchmark {
         private var all: [(at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)] = []
         private let process: Process
 
-        init(topology: NamespaceTopology, clock: ContinuousClock) throws {
-            process = try topology.sampler(interval: 0.1)
+        init(topology: NamespaceTopology, direction: NamespaceTopology.Direction, clock: ContinuousClock) throws {
+            process = try topology.sampler(interval: 0.1, direction: direction)
             let out = Pipe()
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice
@@ -141,13 +154,25 @@ public struct CongestionBenchmark {
         }
     }
 
-    /// Builds the topology, starts a pair, waits for media to flow, then runs the schedule while
-    /// the router's counters are read every 100 ms. Everything made is removed before it returns.
-    private func measure(name: String, start: (NamespaceTopology, Sampler) throws -> [Process]) throws -> Run {
+    /// The directions a run measures, with the schedule each follows.
+    var directions: [(direction: NamespaceTopology.Direction, schedule: CapacitySchedule)] {
+        [(.towardB, options.schedule)] + (options.reverseSchedule.map { [(.towardA, $0)] } ?? [])
+    }
+
+    /// A run's name: the stack, and with congestion both ways, the direction.
+    func runName(_ stack: String, _ direction: NamespaceTopology.Direction) -> String {
+        options.reverseSchedule == nil ? stack : stack + (direction == .towardB ? " A>B" : " B>A")
+    }
+
+    /// Builds the topology, starts a pair, waits for media to flow, then runs the schedule (or
+    /// both) while the router's counters are read every 100 ms. Everything made is removed
+    /// before it returns. One run per direction measured.
+    private func measure(name: String, start: (NamespaceTopology, Sampler) throws -> [Process]) throws -> [Run] {
         let topology = try NamespaceTopology()
         defer { topology.remove() }
-        let schedule = options.schedule
-        try topology.shape(bitsPerSecond: schedule.phases[0].capacity, burst: options.burstBytes)
+        for (direction, schedule) in directions {
+            try topology.shape(bitsPerSecond: schedule.phases[0].capacity, burst: options.burstBytes, direction: direction)
+        }
         if options.delayMilliseconds > 0 {
             try topology.addDelay(executable: options.executable, milliseconds: options.delayMilliseconds)
             log("\(name): path round trip \(try topology.roundTrip())")
@@ -158,16 +183,20 @@ public struct CongestionBenchmark {
             for p in processes where p.isRunning { p.terminate() }
             for p in processes { p.waitUntilExit() }
         }
-        let feed = try CounterFeed(topology: topology, clock: sampler.clock)
-        defer { feed.stop() }
+        let feeds = try directions.map { try CounterFeed(topology: topology, direction: $0.direction, clock: sampler.clock) }
+        defer { feeds.forEach { $0.stop() } }
         log("\(name): waiting for media to flow")
-        // The schedule starts when the sender has put 20 kB on the wire (setup time differs
+        // The schedule starts when each sender has put 20 kB on the wire (setup time differs
         // between stacks and is not what this measures).
         let deadline = Date().addingTimeInterval(30)
-        var base: NamespaceTopology.Counters?
+        var bases: [NamespaceTopology.Counters?] = feeds.map { _ in nil }
         while true {
-            if base == nil { base = feed.latest?.counters }
-            if let base, let now = feed.latest?.counters, now.fromA - base.fromA >= 20_000 { break }
+            for (i, feed) in feeds.enumerated() where bases[i] == nil { bases[i] = feed.latest?.counters }
+            let flowing = zip(feeds, bases).allSatisfy { feed, base in
+                guard let base, let now = feed.latest?.counters else { return false }
+                return now.sent - base.sent >= 20_000
+            }
+            if flowing { break }
             guard Date() < deadline, processes.allSatisfy(\.isRunning) else {
                 throw ExternalTool.Failure(description: "\(name): no media within 30 s (or a peer exited); logs in the output folder")
             }
@@ -175,22 +204,40 @@ public struct CongestionBenchmark {
         }
         sampler.begin()
         let origin = sampler.clock.now
-        log("\(name): media flowing; schedule \(schedule.phases.map { "\($0.capacity / 1000)k for \(Int($0.seconds)) s" }.joined(separator: ", "))")
-        var changes: [(time: Double, capacity: Int)] = [(0, schedule.phases[0].capacity)]
-        for (start, phase) in zip(schedule.starts, schedule.phases).dropFirst() {
-            while let t = sampler.now, t < start {
-                if !processes.allSatisfy(\.isRunning) { throw ExternalTool.Failure(description: "\(name): a peer exited early at \(Int(t)) s; logs in the output folder") }
-                usleep(useconds_t(min(0.1, start - t) * 1_000_000))
-            }
-            try topology.shape(bitsPerSecond: phase.capacity, burst: options.burstBytes)
-            changes.append((sampler.now ?? start, phase.capacity))
-            log(String(format: "%@: %.0f s: capacity %d kbit/s", name, start, phase.capacity / 1000))
+        for (direction, schedule) in directions {
+            log("\(runName(name, direction)): media flowing; schedule \(schedule.phases.map { "\($0.capacity / 1000)k for \(Int($0.seconds)) s" }.joined(separator: ", "))")
         }
-        while let t = sampler.now, t < schedule.duration { usleep(useconds_t(min(0.1, schedule.duration - t) * 1_000_000)) }
+        // Every change of either schedule, in time order.
+        let events = directions.flatMap { direction, schedule in
+            zip(schedule.starts, schedule.phases).dropFirst().map { (time: $0, capacity: $1.capacity, direction: direction) }
+        }.sorted { $0.time < $1.time }
+        var changes: [[(time: Double, capacity: Int)]] = directions.map { [(0, $0.schedule.phases[0].capacity)] }
+        for event in events {
+            while let t = sampler.now, t < event.time {
+                if !processes.allSatisfy(\.isRunning) { throw ExternalTool.Failure(description: "\(name): a peer exited early at \(Int(t)) s; logs in the output folder") }
+                usleep(useconds_t(min(0.1, event.time - t) * 1_000_000))
+            }
+            try topology.shape(bitsPerSecond: event.capacity, burst: options.burstBytes, direction: event.direction)
+            changes[event.direction.rawValue].append((sampler.now ?? event.time, event.capacity))
+            log(String(format: "%@: %.0f s: capacity %d kbit/s", runName(name, event.direction), event.time, event.capacity / 1000))
+        }
+        let duration = directions.map(\.schedule.duration).max() ?? 0
+        while let t = sampler.now, t < duration { usleep(useconds_t(min(0.1, duration - t) * 1_000_000)) }
+        return directions.enumerated().map { i, entry in
+            let samples = Self.samples(feeds[i].readings, origin: origin, base: bases[i], changes: changes[i], duration: entry.schedule.duration)
+            let switches = sampler.modeSwitches(entry.direction)
+            return Run(name: runName(name, entry.direction), schedule: entry.schedule, samples: samples, modeSwitchTimes: switches,
+                       phases: CongestionMetrics.compute(samples: samples, schedule: entry.schedule, modeSwitchTimes: switches))
+        }
+    }
+
+    /// One direction's readings as samples from the schedule's start, the capacity in force at each.
+    private static func samples(_ readings: [(at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)], origin: ContinuousClock.Instant,
+                                base: NamespaceTopology.Counters?, changes: [(time: Double, capacity: Int)], duration: Double) -> [BottleneckSample] {
         var samples: [BottleneckSample] = []
         var offsets = (delivered: UInt64(0), packets: UInt64(0), drops: UInt64(0))
         var last: NamespaceTopology.Counters?
-        for reading in feed.readings {
+        for reading in readings {
             let c = reading.counters
             // A replaced qdisc may start its counters again: carry the old totals over.
             if let l = last, c.delivered < l.delivered || c.packets < l.packets || c.drops < l.drops {
@@ -198,14 +245,12 @@ public struct CongestionBenchmark {
             }
             last = c
             let t = (reading.at - origin).inSeconds
-            guard t >= 0, t <= schedule.duration, let base else { continue }
-            samples.append(BottleneckSample(time: t, capacity: changes.last { $0.time <= t }?.capacity ?? schedule.phases[0].capacity,
-                                            sentBytes: c.fromA - base.fromA, deliveredBytes: c.delivered + offsets.delivered,
+            guard t >= 0, t <= duration, let base else { continue }
+            samples.append(BottleneckSample(time: t, capacity: changes.last { $0.time <= t }?.capacity ?? changes[0].capacity,
+                                            sentBytes: c.sent - base.sent, deliveredBytes: c.delivered + offsets.delivered,
                                             deliveredPackets: c.packets + offsets.packets, drops: c.drops + offsets.drops, backlogBytes: c.backlog))
         }
-        let switches = sampler.modeSwitches
-        return Run(name: name, samples: samples, modeSwitchTimes: switches,
-                   phases: CongestionMetrics.compute(samples: samples, schedule: schedule, modeSwitchTimes: switches))
+        return samples
     }
 
     /// The run whose receiver is Chromium.
@@ -238,28 +283,33 @@ public struct CongestionBenchmark {
             try p.run()
             return (p, errors)
         }
-        let (sender, senderErrors) = try join("a", in: topology.a, extra: ["--video-source", clip])
-        // The sender's decision log, stamped with the bench clock as it arrives.
-        let out = try ExternalTool.newFile(options.outputDirectory + "/\(prefix)-decisions.log")
-        let thread = Thread { [sampler] in
-            var pending = Data()
-            while true {
-                let chunk = senderErrors.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                pending.append(chunk)
-                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
-                    pending.removeSubrange(pending.startIndex...newline)
-                    let stamp = sampler.now.map { String(format: "%.2f", $0) } ?? "-"
-                    out.write(Data("\(stamp) \(line)\n".utf8))
-                    if line.contains("encoding: "), line.contains(#""change":"mode""#) { sampler.modeSwitched() }
+        // A sender's decision log, stamped with the bench clock as it arrives.
+        func follow(_ errors: Pipe, into name: String, direction: NamespaceTopology.Direction) throws {
+            let out = try ExternalTool.newFile(options.outputDirectory + "/\(name).log")
+            Thread { [sampler] in
+                var pending = Data()
+                while true {
+                    let chunk = errors.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }
+                    pending.append(chunk)
+                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                        let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                        pending.removeSubrange(pending.startIndex...newline)
+                        let stamp = sampler.now.map { String(format: "%.2f", $0) } ?? "-"
+                        out.write(Data("\(stamp) \(line)\n".utf8))
+                        if line.contains("encoding: "), line.contains(#""change":"mode""#) { sampler.modeSwitched(direction) }
+                    }
                 }
-            }
-            out.closeFile()
+                out.closeFile()
+            }.start()
         }
-        thread.start()
+        let (sender, senderErrors) = try join("a", in: topology.a, extra: ["--video-source", clip])
+        try follow(senderErrors, into: "\(prefix)-decisions", direction: .towardB)
         guard let page else {
-            let (receiver, _) = try join("b", in: topology.b, extra: ["--video-source", "none"])
+            // With congestion both ways, B sends the clip too.
+            let both = options.reverseSchedule != nil
+            let (receiver, receiverErrors) = try join("b", in: topology.b, extra: ["--video-source", both ? clip : "none"])
+            if both { try follow(receiverErrors, into: "\(prefix)-b-decisions", direction: .towardA) }
             return [server, sender, receiver]
         }
         let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: "chromium", room: "congestion", issuedAt: now, expires: now + 3600))
@@ -284,7 +334,8 @@ public struct CongestionBenchmark {
             try p.run()
             return p
         }
-        let answerer = try start(topology.b, ["answer", "--listen", "\(topology.addressB):7100", "--seconds", seconds], log: "b")
+        let video = options.reverseSchedule == nil ? [] : ["--video", clip]
+        let answerer = try start(topology.b, ["answer", "--listen", "\(topology.addressB):7100", "--seconds", seconds] + video, log: "b")
         usleep(500_000)
         let offerer = try start(topology.a, ["offer", "--connect", "\(topology.addressB):7100", "--video", clip, "--seconds", seconds], log: "a")
         return [answerer, offerer]
@@ -331,11 +382,19 @@ public struct CongestionBenchmark {
         }
     }
 
-    public static func report(_ runs: [Run], schedule: CapacitySchedule, burstBytes: Int, delayMilliseconds: Int = 0) -> String {
+    public static func report(_ runs: [Run], burstBytes: Int, delayMilliseconds: Int = 0) -> String {
         func f(_ v: Double?, _ format: String) -> String { v.map { String(format: format, $0) } ?? "-" }
+        func describe(_ schedule: CapacitySchedule) -> String { schedule.phases.map { "\($0.capacity / 1000)k/\(Int($0.seconds))s" }.joined(separator: " ") }
         let delay = delayMilliseconds > 0 ? ", \(delayMilliseconds) ms each way" : ""
-        var lines = ["congestion bench: tbf bottleneck (\(burstBytes)-byte bucket, 300 ms queue\(delay)), schedule " +
-                     schedule.phases.map { "\($0.capacity / 1000)k/\(Int($0.seconds))s" }.joined(separator: " "),
+        // One schedule per run name's direction suffix (none, " A>B", " B>A"), in order of appearance.
+        var schedules: [(String, CapacitySchedule)] = []
+        for run in runs {
+            let suffix = String(run.name.drop { $0 != " " })
+            if !schedules.contains(where: { $0.0 == suffix }) { schedules.append((suffix, run.schedule)) }
+        }
+        let scheduleText = schedules.count == 1 ? "schedule " + describe(schedules[0].1)
+            : "schedules " + schedules.map { "\($0.0.trimmingCharacters(in: .whitespaces)) \(describe($0.1))" }.joined(separator: "; ")
+        var lines = ["congestion bench: tbf bottleneck (\(burstBytes)-byte bucket, 300 ms queue\(delay)), \(scheduleText)",
                      "stack             phase       util  q p50  q p95   loss  fall<cap  to 90%  osc  modes"]
         for run in runs {
             for m in run.phases {
@@ -344,9 +403,11 @@ public struct CongestionBenchmark {
                                     f(m.secondsTo90Percent, "%.1fs") as NSString, m.oscillations, m.modeSwitches))
             }
         }
-        if let ours = runs.first(where: { $0.name == "callend" })?.phases, let theirs = runs.first(where: { $0.name == "aiortc" })?.phases {
-            lines.append("ratios callend / aiortc per phase (utilization: higher is better; queue, fall, reach: lower is better):")
-            for (m, o) in zip(ours, theirs) {
+        for ourRun in runs where ourRun.name.hasPrefix("callend") && !ourRun.name.hasPrefix(Self.chromiumRun) {
+            let suffix = ourRun.name.dropFirst("callend".count)
+            guard let theirs = runs.first(where: { $0.name == "aiortc" + suffix })?.phases else { continue }
+            lines.append("ratios \(ourRun.name) / aiortc\(suffix) per phase (utilization: higher is better; queue, fall, reach: lower is better):")
+            for (m, o) in zip(ourRun.phases, theirs) {
                 func ratio(_ a: Double?, _ b: Double?) -> String {
                     guard let a, let b, b > 0 else { return "-" }
                     return String(format: "%.2f", a / b)
@@ -359,8 +420,8 @@ public struct CongestionBenchmark {
         for run in runs {
             if let count = run.transportFeedback { lines.append("\(run.name): the estimate followed \(count) transport-cc feedback packets from its receiver") }
         }
-        for run in runs where run.name != "aiortc" && !run.phases.isEmpty {
-            let targets = CongestionMetrics.targets(run.phases, schedule: schedule)
+        for run in runs where !run.name.hasPrefix("aiortc") && !run.phases.isEmpty {
+            let targets = CongestionMetrics.targets(run.phases, schedule: run.schedule)
             lines.append("\(run.name) targets: " + targets.map(\.summary).joined(separator: "; "))
         }
         return lines.joined(separator: "\n")

@@ -54,6 +54,18 @@ public struct CapacitySchedule: Sendable, Equatable {
         Phase(capacity: 600_000, seconds: 20), Phase(capacity: 1_000_000, seconds: 20),
     ])
 
+    /// RFC 8867 §5.2 (congested feedback link, media both ways), 100 s: toward B 2.0, 1.0, 0.5,
+    /// 2.0 Mbit/s at 0, 20, 40 and 60 s; toward A 2.0, 0.8, 2.0 Mbit/s at 0, 35 and 70 s. `short`
+    /// halves every phase (50 s).
+    public static func rfc8867BothWays(short: Bool = false) -> (forward: CapacitySchedule, reverse: CapacitySchedule) {
+        let scale = short ? 0.5 : 1
+        func schedule(_ phases: [(Int, Double)]) -> CapacitySchedule {
+            CapacitySchedule(phases: phases.map { Phase(capacity: $0.0, seconds: $0.1 * scale) })
+        }
+        return (schedule([(2_000_000, 20), (1_000_000, 20), (500_000, 20), (2_000_000, 40)]),
+                schedule([(2_000_000, 35), (800_000, 35), (2_000_000, 30)]))
+    }
+
     public var duration: Double { phases.reduce(0) { $0 + $1.seconds } }
 
     /// Start time of each phase.

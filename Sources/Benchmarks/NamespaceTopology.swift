@@ -2,7 +2,8 @@ import CallEndpoint
 import Foundation
 
 /// Hosts A (10.72.1.2) and B (10.72.2.2) in their own network namespaces, joined through a router
-/// namespace R whose link toward B carries a tbf bottleneck. `remove()` deletes every namespace
+/// namespace R whose link toward B carries a tbf bottleneck (and, for congestion both ways, its
+/// link toward A too). `remove()` deletes every namespace
 /// (their veth pairs go with them); the names carry the process ID so parallel runs do not collide.
 final class NamespaceTopology {
     let a: String, b: String, r: String
@@ -54,9 +55,20 @@ final class NamespaceTopology {
 
     private func ip(_ arguments: [String]) throws { try ExternalTool.run("ip", arguments) }
 
-    /// Sets the bottleneck rate (tbf with a `burst`-byte bucket and a 300 ms queue).
-    func shape(bitsPerSecond: Int, burst: Int) throws {
-        try ExternalTool.run("tc", ["-n", r, "qdisc", "replace", "dev", routerToB, "root", "tbf", "rate", "\(bitsPerSecond / 1000)kbit",
+    /// The two directions through R: toward B (A's media) and toward A (B's media).
+    enum Direction: Int, Sendable, CaseIterable {
+        case towardB, towardA
+    }
+
+    /// R's link a direction leaves by (where its bottleneck sits) and the link it arrives on.
+    func links(_ direction: Direction) -> (inbound: String, bottleneck: String) {
+        direction == .towardB ? (routerToA, routerToB) : (routerToB, routerToA)
+    }
+
+    /// Sets a bottleneck's rate (tbf with a `burst`-byte bucket and a 300 ms queue); by default
+    /// the one toward B.
+    func shape(bitsPerSecond: Int, burst: Int, direction: Direction = .towardB) throws {
+        try ExternalTool.run("tc", ["-n", r, "qdisc", "replace", "dev", links(direction).bottleneck, "root", "tbf", "rate", "\(bitsPerSecond / 1000)kbit",
                                     "burst", "\(burst)", "latency", "300ms"])
     }
 
@@ -94,14 +106,15 @@ final class NamespaceTopology {
         return output.output.split(separator: "\n").last { $0.contains("min/avg/max") }.map(String.init) ?? "unknown"
     }
 
-    typealias Counters = (fromA: UInt64, delivered: UInt64, packets: UInt64, drops: UInt64, backlog: Int)
+    typealias Counters = (sent: UInt64, delivered: UInt64, packets: UInt64, drops: UInt64, backlog: Int)
 
-    /// A shell in R that prints the router's counters every `interval` seconds, one line each:
-    /// the bytes received from A, then the tbf's statistics as JSON. One long-lived process
-    /// (reading sysfs with a shell builtin) instead of two spawns per sample, which on a busy
-    /// machine took longer than the interval.
-    func sampler(interval: Double) throws -> Process {
-        let script = "while :; do read rx < /sys/class/net/\(routerToA)/statistics/rx_bytes; echo \"$rx $(tc -s -j qdisc show dev \(routerToB))\"; sleep \(interval); done"
+    /// A shell in R that prints a direction's counters every `interval` seconds, one line each:
+    /// the bytes R received from the sending host, then the bottleneck tbf's statistics as JSON.
+    /// One long-lived process (reading sysfs with a shell builtin) instead of two spawns per
+    /// sample, which on a busy machine took longer than the interval.
+    func sampler(interval: Double, direction: Direction = .towardB) throws -> Process {
+        let (inbound, bottleneck) = links(direction)
+        let script = "while :; do read rx < /sys/class/net/\(inbound)/statistics/rx_bytes; echo \"$rx $(tc -s -j qdisc show dev \(bottleneck))\"; sleep \(interval); done"
         return try process(in: r, "/bin/sh", ["-c", script])
     }
 

@@ -6,6 +6,7 @@ let benchCongestionHelp = """
     usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH] [--chromium]
                                     [--video-size WxH] [--fps N] [--burst BYTES] [--delay MS] [--scripts DIR]
            callend bench congestion --case fairness|tcp [--short] [--capacity KBIT] [--out DIR] [--no-aiortc] [--python PATH]
+           callend bench congestion --case both-ways [--short] [--delay MS] [--out DIR] [--no-aiortc] [--python PATH]
 
     Needs root. Builds hosts A and B in network namespaces joined through a router R whose link
     toward B is a tbf bottleneck (300 ms queue), and sends the same noisy test clip
@@ -32,7 +33,13 @@ let benchCongestionHelp = """
     runs (target >= 0.40) and how long after TCP ends it is back at 90 % of its rate before TCP
     (target <= 5 s). Each flow's delivered bytes are counted in B per sending host (iptables), the
     queue from the tbf, every 100 ms; the same case then runs with aiortc pairs. --short runs 50-55 s
-    versions. Writes DIR/shared-CASE.csv and the peers' logs.
+    versions. Writes DIR/shared-CASE.csv, DIR/shared-CASE.png and the peers' logs.
+
+    --case both-ways (RFC 8867 §5.2): R's link toward A is a bottleneck too, and both ends send
+    the clip. Toward B: 2000, 1000, 500, 2000 kbit/s from 0, 20, 40, 60 s; toward A: 2000, 800,
+    2000 kbit/s from 0, 35, 70 s; 100 s (--short: every phase halved). Each direction is measured
+    and reported as above, as its own row of phases (A>B, B>A), with the same targets; each
+    direction's feedback crosses the other's bottleneck.
 
     Writes DIR/congestion.csv (every sample), DIR/phases.csv (the table), DIR/congestion.png
     (matplotlib) and each peer's log. Everything it makes in the network is removed at the end.
@@ -54,9 +61,9 @@ let benchCongestionHelp = """
                           and policy routing; 'callend bench delay-relay'), 1-1000 ms; RFC 8867 §5.1 uses
                           50 (default: none, the path's only delay is its queue)
       --scripts DIR       folder with aiortc_peer.py and plot.py (default: found from the executable)
-      --case CASE         fairness or tcp: several flows through one bottleneck (above)
+      --case CASE         fairness, tcp or both-ways (above)
       --short             with --case: the short version (50-55 s)
-      --capacity KBIT     with --case: the bottleneck (default 3000 for fairness, 2000 for tcp)
+      --capacity KBIT     with --case fairness or tcp: the bottleneck (default 3000 for fairness, 2000 for tcp)
     """
 
 let benchDelayRelayHelp = """
@@ -103,7 +110,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     let short = args.flag("--short")
     let capacity = try args.integer("--capacity", in: 100...100_000)
     try args.finish(command: "bench congestion")
-    if caseName == nil && (short || capacity != nil) { throw UsageError(description: "--short and --capacity go with --case fairness|tcp") }
+    if caseName == nil && (short || capacity != nil) { throw UsageError(description: "--short and --capacity go with --case fairness|tcp|both-ways") }
     if noAiortc && python != nil { throw UsageError(description: "--no-aiortc and --python are alternatives; give one") }
     var parsedSchedule = CapacitySchedule.rfc8867
     if let schedule {
@@ -124,9 +131,11 @@ func runBenchCongestion(_ args: inout Arguments) throws {
         }
         interpreter = chosen
     }
-    if let caseName {
+    if caseName == "both-ways" {
+        guard schedule == nil, !chromium, capacity == nil else { throw UsageError(description: "--case both-ways runs its own schedules, without --schedule, --chromium or --capacity") }
+    } else if let caseName {
         guard let testCase = SharedLinkBenchmark.Case(rawValue: caseName) else {
-            throw UsageError(description: "--case: \(caseName) is not one of \(SharedLinkBenchmark.Case.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw UsageError(description: "--case: \(caseName) is not one of \(SharedLinkBenchmark.Case.allCases.map(\.rawValue).joined(separator: ", ")), both-ways")
         }
         guard schedule == nil, !chromium, delay == nil else { throw UsageError(description: "--case runs its own schedule, without --schedule, --chromium or --delay") }
         var options = SharedLinkBenchmark.Options(testCase: testCase, executable: executable, scripts: scripts, python: interpreter,
@@ -143,6 +152,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     var options = CongestionBenchmark.Options(executable: executable, scripts: scripts, python: interpreter,
                                               outputDirectory: URL(fileURLWithPath: out).standardizedFileURL.path)
     options.schedule = parsedSchedule
+    if caseName == "both-ways" { (options.schedule, options.reverseSchedule) = CapacitySchedule.rfc8867BothWays(short: short) }
     if chromium {
         let page = URL(fileURLWithPath: scripts).deletingLastPathComponent().appendingPathComponent("browser/page.py").path
         guard FileManager.default.fileExists(atPath: page), FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else {
@@ -157,7 +167,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     if let delay { options.delayMilliseconds = delay }
     let bench = CongestionBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
     let runs = try bench.run()
-    print(CongestionBenchmark.report(runs, schedule: options.schedule, burstBytes: options.burstBytes, delayMilliseconds: options.delayMilliseconds))
+    print(CongestionBenchmark.report(runs, burstBytes: options.burstBytes, delayMilliseconds: options.delayMilliseconds))
     let plotProblem = bench.plot()
     if let plotProblem { print(plotProblem) }
     print("wrote \(options.outputDirectory)/congestion.csv, phases.csv\(plotProblem == nil ? ", congestion.png" : "") and the peers' logs")

@@ -60,6 +60,36 @@ import CallEndpoint
         #expect(phase.oscillations == 4, "\(phase.oscillations)")
     }
 
+    @Test func bothWaysFollowsRFC8867Section5_2() {
+        let (forward, reverse) = CapacitySchedule.rfc8867BothWays()
+        #expect(forward.starts == [0, 20, 40, 60] && forward.duration == 100)
+        #expect(forward.phases.map(\.capacity) == [2_000_000, 1_000_000, 500_000, 2_000_000])
+        #expect(reverse.starts == [0, 35, 70] && reverse.duration == 100)
+        #expect(reverse.phases.map(\.capacity) == [2_000_000, 800_000, 2_000_000])
+        let short = CapacitySchedule.rfc8867BothWays(short: true)
+        #expect(short.forward.starts == [0, 10, 20, 30] && short.forward.duration == 50)
+        #expect(short.reverse.starts == [0, 17.5, 35] && short.reverse.duration == 50)
+    }
+
+    @Test func theReportOfBothWaysJudgesEachDirectionOnItsOwnSchedule() {
+        let (forward, reverse) = CapacitySchedule.rfc8867BothWays(short: true)
+        func run(_ name: String, _ schedule: CapacitySchedule, share: Double) -> CongestionBenchmark.Run {
+            let samples = Self.samples(schedule: schedule, sent: { Double(schedule.capacity(at: $0)) * share },
+                                       delivered: { Double(schedule.capacity(at: $0)) * share })
+            return CongestionBenchmark.Run(name: name, schedule: schedule, samples: samples, modeSwitchTimes: [],
+                                           phases: CongestionMetrics.compute(samples: samples, schedule: schedule, modeSwitchTimes: []))
+        }
+        let report = CongestionBenchmark.report([run("callend A>B", forward, share: 0.95), run("callend B>A", reverse, share: 0.5),
+                                                 run("aiortc A>B", forward, share: 0.8), run("aiortc B>A", reverse, share: 0.8)], burstBytes: 4000)
+        #expect(report.contains("schedules A>B 2000k/10s 1000k/10s 500k/10s 2000k/20s; B>A 2000k/17s 800k/17s 2000k/15s"), "\(report)")
+        #expect(report.contains("ratios callend A>B / aiortc A>B per phase") && report.contains("ratios callend B>A / aiortc B>A per phase"))
+        let targets = report.split(separator: "\n").filter { $0.contains(" targets: ") }
+        #expect(targets.count == 2)
+        // A>B used 0.95 of each of its phases, B>A half of each of its own.
+        #expect(targets.first { $0.hasPrefix("callend A>B") }?.contains("utilization >= 0.9 in every phase: met") == true, "\(targets)")
+        #expect(targets.first { $0.hasPrefix("callend B>A") }?.contains("utilization >= 0.9 in every phase: NOT met (0.49") == true, "\(targets)")
+    }
+
     @Test func schedulesParseAndRefuseBadPhases() throws {
         #expect(try CapacitySchedule(parsing: "1000:40,2500:20,600:20,1000:20") == .rfc8867)
         #expect(CapacitySchedule.rfc8867.duration == 100 && CapacitySchedule.rfc8867.starts == [0, 40, 60, 80])

@@ -1,9 +1,10 @@
 """One side of an aiortc call for `callend bench congestion`, the reference the bench compares
 callend with on the same bottleneck.
 
-  aiortc_peer.py answer --listen HOST:PORT --seconds S
+  aiortc_peer.py answer --listen HOST:PORT --seconds S [--video F.y4m]
       Waits for the offer on a TCP connection (one JSON line), answers, receives and discards the
-      media (receive-only), ends after S seconds.
+      media, ends after S seconds. With --video it sends the clip and a tone back (congestion
+      both ways); without, it only receives.
   aiortc_peer.py offer --connect HOST:PORT --video F.y4m --seconds S
       Sends the Y4M clip (looped, VP8) and a 440 Hz tone (Opus) to the answerer. aiortc adapts
       its VP8 bitrate to the answerer's REMB feedback; it has no mode ladder.
@@ -75,6 +76,10 @@ async def answer(args):
             return
         offer = await read_description(reader)
         await pc.setRemoteDescription(offer)
+        if args.video:
+            # The offer's transceivers take these tracks: the answer becomes send-and-receive.
+            pc.addTrack(ClipTrack(args.video))
+            pc.addTrack(ToneTrack())
         await pc.setLocalDescription(await pc.createAnswer())
         await exchange(writer, pc.localDescription)
         accepted.set_result(True)
@@ -118,6 +123,7 @@ def main():
     a = sub.add_parser("answer")
     a.add_argument("--listen", type=host_port, required=True)
     a.add_argument("--seconds", type=float, required=True)
+    a.add_argument("--video", help="a Y4M clip to send back (default: receive only)")
     o = sub.add_parser("offer")
     o.add_argument("--connect", type=host_port, required=True)
     o.add_argument("--video", required=True)
