@@ -374,8 +374,14 @@ public struct CongestionBenchmark {
 
     /// Draws congestion.csv into congestion.png with matplotlib; returns why it could not.
     public func plot() -> String? {
+        Self.plot(python: options.plotPython, scripts: options.scripts, csv: options.outputDirectory + "/congestion.csv")
+    }
+
+    /// Draws one of the benches' CSV files into a PNG beside it (scripts/congestion/plot.py);
+    /// returns why it could not.
+    static func plot(python: String, scripts: String, csv: String) -> String? {
         do {
-            try ExternalTool.run(options.plotPython, [options.scripts + "/plot.py", options.outputDirectory + "/congestion.csv", options.outputDirectory + "/congestion.png"])
+            try ExternalTool.run(python, [scripts + "/plot.py", csv, String(csv.dropLast(4)) + ".png"])
             return nil
         } catch {
             return "no plot: \(error)"

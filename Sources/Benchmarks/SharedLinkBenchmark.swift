@@ -34,6 +34,8 @@ public struct SharedLinkBenchmark {
         public var executable: String
         public var scripts: String
         public var python: String?
+        /// A Python with matplotlib, for the plot.
+        public var plotPython = "python3"
         public var outputDirectory: String
         public var videoSize = (width: 640, height: 480)
         public var fps = 30
@@ -350,6 +352,11 @@ public struct SharedLinkBenchmark {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// Draws shared-CASE.csv into shared-CASE.png with matplotlib; returns why it could not.
+    public func plot() -> String? {
+        CongestionBenchmark.plot(python: options.plotPython, scripts: options.scripts, csv: options.outputDirectory + "/shared-\(options.testCase.rawValue).csv")
     }
 
     /// shared.csv: each flow's delivered rate (over the 100 ms before each sample) and the queue.

@@ -131,6 +131,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
         }
         interpreter = chosen
     }
+    let plotPython = interpreter ?? (FileManager.default.isExecutableFile(atPath: venv) ? venv : "python3")
     if caseName == "both-ways" {
         guard schedule == nil, !chromium, capacity == nil else { throw UsageError(description: "--case both-ways runs its own schedules, without --schedule, --chromium or --capacity") }
     } else if let caseName {
@@ -144,9 +145,12 @@ func runBenchCongestion(_ args: inout Arguments) throws {
         if let size { options.videoSize = size }
         if let fps { options.fps = fps }
         if let burst { options.burstBytes = burst }
+        options.plotPython = plotPython
         let bench = SharedLinkBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
         print(SharedLinkBenchmark.report(try bench.run(), options: options))
-        print("wrote \(options.outputDirectory)/shared-\(testCase.rawValue).csv and the peers' logs")
+        let plotProblem = bench.plot()
+        if let plotProblem { print(plotProblem) }
+        print("wrote \(options.outputDirectory)/shared-\(testCase.rawValue).csv\(plotProblem == nil ? ", shared-\(testCase.rawValue).png" : "") and the peers' logs")
         return
     }
     var options = CongestionBenchmark.Options(executable: executable, scripts: scripts, python: interpreter,
@@ -160,7 +164,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
         }
         options.browserPage = page
     }
-    options.plotPython = interpreter ?? (FileManager.default.isExecutableFile(atPath: venv) ? venv : "python3")
+    options.plotPython = plotPython
     if let size { options.videoSize = size }
     if let fps { options.fps = fps }
     if let burst { options.burstBytes = burst }

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Congestion test (about 2.5 minutes). First (30 s): hosts A and B through router R, whose link toward B is a tbf
+# Congestion test (about 3.5 minutes). First (30 s): hosts A and B through router R, whose link toward B is a tbf
 # bottleneck (300 ms queue). A sends 640x480@30 + Opus to B in auto mode while the capacity
 # goes 2.5 -> 0.6 -> 2.5 Mbit/s. Checks, from A's per-second stats and its decision log:
 # A's sending rate is below 0.6 Mbit/s within 2 s of the drop, the video mode steps down, and
 # after the capacity returns the mode steps back up. Then the short versions of the shared
 # bottleneck cases of 'callend bench congestion' (callend only): three calls started 10 s apart
 # through 3 Mbit/s (RFC 8867 §5.3), and one call against a CUBIC TCP download through 2 Mbit/s
-# (§5.6). They print the bench's figures and targets; the test fails below floors that leave
-# room for a busy machine (each call at least half its fair share, Jain >= 0.9, queue p95 <= 100
-# ms; against TCP at least 0.10 of the link and back within 10 s after it), which a sender that
-# yields to TCP (0.05 of the link) or starves a call does not reach. Removes everything it made.
+# (§5.6); and congestion both ways at once (§5.2: a bottleneck on each direction with its own
+# schedule, both ends sending). They print the bench's figures and targets; the test fails below
+# floors that leave room for a busy machine (each call at least half its fair share, Jain >= 0.9,
+# queue p95 <= 100 ms; against TCP at least 0.10 of the link and back within 10 s after it; both
+# ways, in every phase of each direction utilization >= 0.75, queue p95 <= 150 ms, loss < 2 %, and
+# below a fallen capacity within 2 s), which a sender that yields to TCP (0.05 of the link),
+# starves a call or does not follow a fall does not reach. Removes everything it made.
 # Needs root; skips, saying so, without it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -99,8 +102,9 @@ shared() {  # shared CASE: runs it, prints its report, leaves it in $work/CASE.t
 second=0
 shared fairness || second=1
 shared tcp || second=1
+shared both-ways || second=1
 if [ $second -eq 0 ]; then
-  python3 - "$work/fairness.txt" "$work/tcp.txt" <<'PY' || second=1
+  python3 - "$work/fairness.txt" "$work/tcp.txt" "$work/both-ways/phases.csv" <<'PY' || second=1
 import re, sys
 ok = True
 row = next(l for l in open(sys.argv[1]) if l.startswith("callend  |"))
@@ -116,6 +120,19 @@ share = float(cells[2])
 back = re.match(r"([\d.]+) s", cells[4])
 if share < 0.10 or not back or float(back.group(1)) > 10:
     print(f"congestion: FAILED: against TCP: share {share}, back after {cells[4]}"); ok = False
+import csv
+phases = list(csv.DictReader(open(sys.argv[3])))
+if {p["stack"] for p in phases} != {"callend A>B", "callend B>A"}:
+    print(f"congestion: FAILED: both ways: expected a row of phases per direction, got {sorted({p['stack'] for p in phases})}"); ok = False
+for i, p in enumerate(phases):
+    where = f"{p['stack']} from {p['phase_start_s']} s ({p['capacity_kbps']} kbit/s)"
+    fell = i > 0 and phases[i - 1]["stack"] == p["stack"] and int(p["capacity_kbps"]) < int(phases[i - 1]["capacity_kbps"])
+    if fell and not p["fall_below_s"]:
+        print(f"congestion: FAILED: both ways: {where}: never below the capacity after it fell"); ok = False
+    if float(p["utilization"]) < 0.75 or float(p["queue_p95_ms"]) > 150 or float(p["loss"]) >= 0.02:
+        print(f"congestion: FAILED: both ways: {where}: utilization {p['utilization']}, queue p95 {p['queue_p95_ms']} ms, loss {p['loss']}"); ok = False
+    if p["fall_below_s"] and float(p["fall_below_s"]) > 2:
+        print(f"congestion: FAILED: both ways: {where}: below the capacity after {p['fall_below_s']} s"); ok = False
 print("congestion: shared bottleneck: " + ("passed" if ok else "FAILED"))
 sys.exit(0 if ok else 1)
 PY

@@ -128,6 +128,9 @@ public struct BandwidthEstimator: Sendable {
     private var lastCompetingCut: Int64?
     /// Set when the last update began competing: its change says so.
     private var enteredCompetition = false
+    /// What the sender puts on the path that no feedback reports (its packets' lower headers,
+    /// its RTCP), bit/s: taken off a capacity a probe measured.
+    static let unreportedBitrate = 20_000
     /// While competing, a queue this short (ms) over the base from before says the other sender has gone.
     static let drainedQueue = 30.0
 
@@ -267,7 +270,18 @@ public struct BandwidthEstimator: Sendable {
             let carried = receiveRate >= 0.9 * min(sendRate, Double(sent.cluster.bitrate))
             // A little below what the path carried or its queue measured. (0.9 of a measured
             // capacity started every climb 10 % short, and creeping up the rest took seconds.)
-            let rate = Int(delivered * 0.95)
+            // A capacity its queue measured is shared with what no feedback reports: the headers
+            // of the call's small audio packets (UDP, IP, link: about 17 kbit/s) and its RTCP,
+            // including the feedback for media coming the other way. Those take a roughly fixed
+            // rate, which matters at low capacities: at 500 kbit/s, 0.95 of what a queued probe
+            // measured was over the link, and each such probe built a queue of 60-80 ms before
+            // the cut that followed it.
+            var rate = Int(delivered * 0.95) - (carried ? 0 : Self.unreportedBitrate)
+            // A probe carried only a little past the capacity known (a token bucket passes one
+            // just above the link whole) raises the estimate no further than that capacity: at
+            // 600 kbit/s such probes put it 5-10 % over the link every two seconds, each followed
+            // by a queue of 50-80 ms and a cut. A rise that small is left to the creep.
+            if carried, let known = capacityEstimate, delivered <= 1.15 * known { rate = min(rate, Int(0.95 * known)) }
             // A probe sent before the last cut measured a path that has changed since (a capacity
             // drop during it): it raises nothing.
             let beforeCut = lastDecrease.map { sent.first < $0 } ?? false
