@@ -474,6 +474,24 @@ struct EstimatorSimulation {
         #expect(sim.estimator.changes.contains { $0.cause == .competing })
     }
 
+    /// While sharing with a loss-based flow, a burst of heavy loss (the other sender's queue
+    /// overflowing) is answered once a second, by the competing rule alone: not also by the
+    /// loss bound every 300 ms, which halved the rate in two seconds of 25 % loss.
+    @Test func whileCompetingABurstOfLossIsAnsweredOnceASecond() {
+        var sim = EstimatorSimulation(capacity: 2_000_000)
+        sim.run(seconds: 10)
+        sim.link.fillerQueue = 250_000
+        for _ in 0..<60 where !sim.estimator.competing { sim.run(seconds: 0.1) }
+        #expect(sim.estimator.competing)
+        sim.run(seconds: 1)
+        let before = sim.estimator.estimate, burst = sim.now
+        sim.link.lossEvery = 4
+        sim.run(seconds: 2)
+        let cuts = sim.changes.filter { $0.time > burst && $0.cause == .loss }
+        #expect(cuts.count <= 2, "\(cuts)")
+        #expect(sim.estimator.estimate >= before * 7 / 10, "\(before) -> \(sim.estimator.estimate) after 2 s of 25 % loss: \(cuts)")
+    }
+
     /// Capacity that falls and rises (RFC 8867 §5.1's schedule) is this sender's own queue: the
     /// cuts drain it, and the estimator never takes it for another sender's.
     @Test func aCapacityScheduleAloneIsNeverTakenForCompetition() {
