@@ -460,6 +460,9 @@ struct EstimatorSimulation {
             if entered == nil, sim.estimator.competing { entered = sim.now - start }
         }
         #expect(entered != nil && entered! < 3_000_000, "competing after \(entered.map { Double($0) / 1e6 } ?? -1) s")
+        // It returns to half of its rate from before the episode, whatever the cuts left.
+        let returned = sim.changes.first { $0.time > start && $0.cause == .competing }?.to ?? 0
+        #expect(returned >= alone * 45 / 100, "returned to \(returned) of \(alone): \(sim.changes.filter { $0.time > start - 3_000_000 && $0.cause != .increase })")
         let lowest = sim.trace.filter { $0.time > start + 5_000_000 }.map(\.estimate).min() ?? 0
         #expect(lowest >= alone * 2 / 5, "held \(lowest) of \(alone) while the other sender filled the queue")
         sim.link.fillerQueue = nil
@@ -472,6 +475,29 @@ struct EstimatorSimulation {
         #expect(left != nil && left! <= 11_000_000, "delay in charge again after \(left.map { Double($0) / 1e6 } ?? -1) s")
         #expect(sim.estimator.estimate >= alone * 9 / 10, "\(sim.estimator.estimate) of \(alone)")
         #expect(sim.estimator.changes.contains { $0.cause == .competing })
+    }
+
+    /// A download that arrives fast takes most of the link at once: what arrives falls, and the
+    /// first cut is deep, before the queue stands at 80 ms (here a short buffer holds it under);
+    /// then the download keeps the queue full. The competing state returns to half of the rate
+    /// from before that first cut, though the creep's small cuts came every 1.2 s before it.
+    @Test func competingReturnsToHalfTheRateFromBeforeAFastEpisode() {
+        var sim = EstimatorSimulation(capacity: 2_000_000)
+        for _ in 0..<8 {  // the creep's small cuts, 1.2 s apart
+            sim.link.capacity = 1_700_000
+            sim.run(seconds: 0.4)
+            sim.link.capacity = 2_000_000
+            sim.run(seconds: 0.8)
+        }
+        let alone = sim.estimator.estimate, start = sim.now
+        sim.link.capacity = 500_000
+        sim.link.queueLimit = 60_000
+        sim.run(seconds: 0.5)
+        sim.link.queueLimit = 300_000
+        sim.link.fillerQueue = 250_000
+        for _ in 0..<60 where !sim.estimator.competing { sim.run(seconds: 0.1) }
+        let returned = sim.changes.first { $0.time > start && $0.cause == .competing }?.to ?? 0
+        #expect(returned >= alone * 45 / 100, "returned to \(returned) of \(alone): \(sim.changes.filter { $0.time > start - 2_000_000 && $0.cause != .increase })")
     }
 
     /// While sharing with a loss-based flow, a burst of heavy loss (the other sender's queue

@@ -102,16 +102,20 @@ public struct BandwidthEstimator: Sendable {
     /// Sharing the bottleneck with a loss-based flow (a TCP download): cuts for delay do not
     /// drain a queue another sender keeps full, and a delay-based sender that goes on cutting
     /// for it starves (RFC 8867 §5.6). While this holds, delay neither cuts nor holds the
-    /// estimate; loss does (the loss-based bound), as it does TCP's.
+    /// estimate; loss does (the competing rule in `updateDelayBased`), as it does TCP's.
     public private(set) var competing = false
     /// Since when the queue has stood over `standingQueue` ms without a break, the delay cuts
     /// made meanwhile, and the estimate before it began.
     private var standingSince: Int64?
     private var cutsWhileStanding = 0
     private var estimateBeforeStanding: Int?
-    /// The estimate before the first delay cut after 2 s without one, and when: a queue that
-    /// builds fast is cut for before it reaches `standingQueue`.
-    private var beforeCuts: (estimate: Int, time: Int64)?
+    /// The estimate every 100 ms over the last 6 s: the competing state returns to half of its
+    /// highest, the rate from before the other sender came. (Not the estimate when the queue
+    /// first stood at 80 ms: a download that arrives fast takes its share at once, and the cut
+    /// for what still arrives comes before that. Nor the one before the first cut after 2 s
+    /// without one: at a full link the creep's small cuts come every second or so, and in two
+    /// long runs of three the call came back to 0.1-0.25 of the link, not half.)
+    private var recentEstimates: [(time: Int64, estimate: Int)] = []
     /// A queue this long (ms) that stands 2 s through two cuts or more is another sender's.
     static let standingQueue = 80.0
     /// While competing: the path's delay without queue from before the other sender came (the
@@ -225,6 +229,8 @@ public struct BandwidthEstimator: Sendable {
             lastJump = now
             cause = .probe
         }
+        if recentEstimates.last.map({ now - $0.time >= 100_000 }) ?? true { recentEstimates.append((now, estimate)) }
+        if let first = recentEstimates.first, first.time < now - 6_000_000 { recentEstimates.removeAll { $0.time < now - 6_000_000 } }
         if let delayCause = updateDelayBased(now: now) { cause = cause ?? delayCause }
         if enteredCompetition {
             enteredCompetition = false
@@ -350,8 +356,7 @@ public struct BandwidthEstimator: Sendable {
                 drainedSince = nil
                 drainTest = nil
                 nextDrainTest = now + Self.drainTestInterval
-                var before = estimateBeforeStanding ?? estimate
-                if let calm = beforeCuts, now - calm.time < 5_000_000 { before = max(before, calm.estimate) }
+                let before = max(estimateBeforeStanding ?? estimate, recentEstimates.map(\.estimate).max() ?? estimate)
                 estimate = max(estimate, before / 2)
                 capacityEstimate = nil
                 recoverTo = nil
@@ -450,7 +455,6 @@ public struct BandwidthEstimator: Sendable {
             }
             guard target < estimate else { return nil }
             if factor < 0.85 { recoverTo = Int(0.9 * basis) }
-            if lastDecrease.map({ now - $0 > 2_000_000 }) ?? true { beforeCuts = (estimate, now) }
             estimate = target
             // The capacity is what got through at best: the cut is from the lower figure, to be
             // safe; the capacity from the higher one (an overuse spike while the sender was not
@@ -467,18 +471,19 @@ public struct BandwidthEstimator: Sendable {
             // estimate passed it made the next probe a full 2x one into a full link. (Probes
             // past it step up to 2x by themselves.)
             if competing {
-                // Sharing with a loss-based flow: grow by 8 % a second while under 1 % is lost;
-                // above 2 %, give up a tenth, once a second. (Holding on to 5 % as loss-based
-                // video does, the call took 0.78 of the link from a CUBIC download: TCP halves its
-                // window at each loss, and at 300 ms round trips 2 % loss leaves it a few hundred
-                // kbit/s.)
-                if lossFraction > 0.02 {
+                // Sharing with a loss-based flow: grow by 8 % a second while under 1.5 % is lost;
+                // above 3 %, give up a tenth (more above 20 %), once a second. (Holding on to 5 %
+                // as loss-based video does, the call took 0.78 of the link from a CUBIC download:
+                // TCP halves its window at each loss, and at 300 ms round trips a few per cent
+                // loss leaves it a few hundred kbit/s. Giving up a tenth above 2 %, growing only
+                // under 1 %, the call drifted down to a third of the link and less.)
+                if lossFraction > 0.03 {
                     if let last = lastCompetingCut, now - last < 1_000_000 { return nil }
                     lastCompetingCut = now
                     estimate = Int(Double(estimate) * min(0.9, 1 - 0.5 * lossFraction))
                     return .loss
                 }
-                guard lossFraction < 0.01 else { return nil }
+                guard lossFraction < 0.015 else { return nil }
                 next *= pow108(elapsed)
             } else if let capacity = capacityEstimate, next > 0.7 * capacity {
                 // Near the last known capacity: creep up (8 % of it per second), so the queue
