@@ -51,5 +51,7 @@ stage containers scripts/containers/test.sh
 # and Redis restarted without the call noticing (skips without redis-server).
 stage fleet scripts/fleet/test.sh
 # A tbf bottleneck between namespaces whose capacity falls 2.5 -> 0.6 -> 2.5 Mbit/s: the sender
-# gets below the new capacity, steps its video mode down and back up (root; skips without).
+# gets below the new capacity, steps its video mode down and back up; then the short shared-link
+# cases of bench congestion (three calls, a TCP download, congestion both ways) against floors
+# (root; skips without).
 stage congestion scripts/congestion/test.sh

@@ -502,7 +502,7 @@ struct EstimatorSimulation {
 
     /// While sharing with a loss-based flow, a burst of heavy loss (the other sender's queue
     /// overflowing) is answered once a second, by the competing rule alone: not also by the
-    /// loss bound every 300 ms, which halved the rate in two seconds of 25 % loss.
+    /// loss bound every 300 ms as well, which took a third off in two seconds of 25 % loss.
     @Test func whileCompetingABurstOfLossIsAnsweredOnceASecond() {
         var sim = EstimatorSimulation(capacity: 2_000_000)
         sim.run(seconds: 10)
