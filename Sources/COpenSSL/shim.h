@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <openssl/rand.h>
 #include <openssl/crypto.h>
 #include <openssl/opensslv.h>
@@ -10,6 +11,7 @@
 #include <openssl/evp.h>
 #include <openssl/ec.h>
 #include <openssl/srtp.h>
+#include <string.h>
 
 /* Macros and variadic calls of OpenSSL that Swift cannot use directly. */
 static inline const char *copenssl_version_text(void) { return OpenSSL_version(OPENSSL_VERSION); }
@@ -54,4 +56,43 @@ static inline unsigned long copenssl_selected_srtp_profile(SSL *ssl) {
     SRTP_PROTECTION_PROFILE *p = SSL_get_selected_srtp_profile(ssl);
     return p ? p->id : 0;
 }
+
+/* The DNS names of a server context's certificate (subjectAltName), each ended by a NUL, into
+   buf (up to cap bytes); returns the bytes all of them need. */
+static inline size_t copenssl_ctx_dns_names(SSL_CTX *ctx, char *buf, size_t cap) {
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    if (!cert) return 0;
+    GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+    if (!names) return 0;
+    size_t used = 0;
+    for (int i = 0; i < sk_GENERAL_NAME_num(names); i++) {
+        const GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
+        if (name->type != GEN_DNS) continue;
+        const unsigned char *text = ASN1_STRING_get0_data(name->d.dNSName);
+        size_t length = (size_t)ASN1_STRING_length(name->d.dNSName);
+        if (used + length + 1 <= cap) { memcpy(buf + used, text, length); buf[used + length] = 0; }
+        used += length + 1;
+    }
+    GENERAL_NAMES_free(names);
+    return used;
+}
+static inline int copenssl_handshake_done(SSL *ssl) { return SSL_is_init_finished(ssl); }
+/* Adds a v3 extension written as OpenSSL's configuration text ("DNS:a,IP:1.2.3.4",
+   "critical,CA:TRUE"), with `issuer` (the certificate itself when self-signed) as its issuer. */
+static inline int copenssl_add_extension(X509 *cert, X509 *issuer, int nid, const char *value) {
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, issuer, cert, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    if (!ext) return 0;
+    int ok = X509_add_ext(cert, ext, -1);
+    X509_EXTENSION_free(ext);
+    return ok;
+}
+static inline int copenssl_nid_subject_alt_name(void) { return NID_subject_alt_name; }
+static inline int copenssl_nid_basic_constraints(void) { return NID_basic_constraints; }
+static inline int copenssl_nid_key_usage(void) { return NID_key_usage; }
+static inline int copenssl_nid_ext_key_usage(void) { return NID_ext_key_usage; }
+static inline int copenssl_nid_subject_key_identifier(void) { return NID_subject_key_identifier; }
+static inline int copenssl_nid_authority_key_identifier(void) { return NID_authority_key_identifier; }
 #endif

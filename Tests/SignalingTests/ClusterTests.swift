@@ -9,10 +9,11 @@ import TestSupport
 @Suite(.serialized) struct ClusterTests {
     static let hasRedis = FileManager.default.isExecutableFile(atPath: RedisProcess.executable)
 
-    func node(_ redis: RedisProcess, lease: Duration = .seconds(5), participants: Int = 2) throws -> SignalingServer {
+    func node(_ redis: RedisProcess, lease: Duration = .seconds(5), participants: Int = 2, grace: Duration = .seconds(60)) throws -> SignalingServer {
         var configuration = SignalingServerConfiguration(port: 0, secret: testSecret)
         configuration.redis = RedisAddress(host: "127.0.0.1", port: redis.port)
         configuration.redisLease = lease
+        configuration.limits.seatGrace = grace
         configuration.limits.maxParticipantsPerRoom = participants
         let server = try SignalingServer(configuration: configuration)
         server.start()
@@ -54,6 +55,53 @@ import TestSupport
         #expect(await roofLog.wait { $0 == .peerLeft("bench", reason: "disconnected") } != nil)
         roof.stop()
         #expect(!roofLog.all.contains { if case .undelivered(let m, _, _) = $0 { return m.id != lost }; return false })
+    }
+
+    /// The rules of a seat hold across nodes, decided in Redis: another token of a seated
+    /// identity is told to wait; the seat's renewal takes it to another node (the old connection
+    /// is replaced, the room told), and back within the grace after its connection is lost; a
+    /// seat in its grace holds its place; after the grace, the renewal is refused.
+    @Test(.enabled(if: hasRedis)) func seatRulesHoldAcrossNodes() async throws {
+        let redis = try #require(try RedisProcess())
+        let a = try node(redis, grace: .seconds(2)), b = try node(redis, grace: .seconds(2))
+        defer { a.stop(); b.stop() }
+        let now = Int64(Date().timeIntervalSince1970)
+        func join(_ node: SignalingServer, _ token: String) throws -> RawConnection {
+            let connection = try RawConnection(port: node.port)
+            connection.send(#"{"type":"join","room":"lab","token":"\#(token)"}"# + "\n")
+            return connection
+        }
+        func token(_ identity: String, ttl: Int64, at issued: Int64 = now) -> String {
+            TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: "lab", issuedAt: issued, expires: issued + ttl))
+        }
+        let bench = try join(b, token("bench", ttl: 600))
+        guard case .joined? = bench.receive() else { Issue.record("bench not seated"); return }
+        // A 3 s token: its renewal comes within a second or two.
+        let roof = try join(a, token("roof", ttl: 3))
+        guard case .joined? = roof.receive() else { Issue.record("roof not seated"); return }
+        #expect(bench.receive() == .peerJoined(participant: "roof", rejoin: false))
+        let other = try join(b, token("roof", ttl: 600, at: now + 1))
+        #expect(errorCodeOf(other.receive()) == .seatTaken)
+        guard case .token(let renewal, _, _)? = roof.receive() else { Issue.record("no renewal"); return }
+        // The renewal on the other node: the seat moves, a's connection is replaced, bench hears.
+        let moved = try join(b, renewal)
+        guard case .joined(_, "roof", ["bench"], _)? = moved.receive() else { Issue.record("the renewal did not take the seat"); return }
+        #expect(errorCodeOf(roof.receive()) == .replaced)
+        #expect(bench.receive() == .peerJoined(participant: "roof", rejoin: true))
+        // Its connection lost, the seat waits: a newcomer finds the room full; the renewal takes it back on a.
+        moved.close()
+        #expect(bench.receive() == .peerLeft(participant: "roof", reason: "disconnected"))
+        #expect(errorCodeOf(try join(a, token("late", ttl: 600)).receive()) == .roomFull)
+        let back = try join(a, renewal)
+        guard case .joined(_, "roof", ["bench"], _)? = back.receive() else { Issue.record("not back within the grace"); return }
+        #expect(bench.receive() == .peerJoined(participant: "roof", rejoin: true))
+        back.close()
+        #expect(bench.receive() == .peerLeft(participant: "roof", reason: "disconnected"))
+        // After the grace the seat is gone, and the renewal is good for nothing.
+        let gone = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < gone { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(errorCodeOf(try join(b, renewal).receive()) == .tokenRenewal)
+        guard case .joined? = try join(b, token("late", ttl: 600)).receive() else { Issue.record("the seat's place was not freed"); return }
     }
 
     /// Three participants of a room of two, each joining on its own node at the same moment:
@@ -146,14 +194,16 @@ import TestSupport
         #expect(await waitUntil { !a.directory!.isHealthy && !b.directory!.isHealthy })
         try redis.start()
         #expect(await waitUntil(timeout: .seconds(10)) { a.directory!.isHealthy && b.directory!.isHealthy })
-        // Both seats are back within a renewal (a second): the room is full again.
-        let now = Int64(Date().timeIntervalSince1970)
-        let token = TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "late", room: "lab", issuedAt: now, expires: now + 600))
+        // Both seats are back within a renewal (about two seconds), read in Redis itself; then the
+        // room is full again for a third participant.
+        let inRedis = RedisConnection(address: RedisAddress(host: "127.0.0.1", port: redis.port))
         #expect(await waitUntil(timeout: .seconds(5)) {
-            let late = try? RawConnection(port: a.port)
-            late?.send(#"{"type":"join","room":"lab","token":"\#(token)"}"# + "\n")
-            return errorCodeOf(late?.receive()) == .roomFull
+            (try? inRedis.command(["ZRANGE", "callend:room:lab:seats", "0", "-1"]))?.elements.compactMap(\.text).sorted() == ["bench", "roof"]
         })
+        let now = Int64(Date().timeIntervalSince1970)
+        let late = try RawConnection(port: a.port)
+        late.send(#"{"type":"join","room":"lab","token":"\#(TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "late", room: "lab", issuedAt: now, expires: now + 600)))"}"# + "\n")
+        #expect(errorCodeOf(late.receive()) == .roomFull)
         let offer = roof.send(RelayMessage(kind: .offer, id: "", to: "bench"))
         #expect(await received(benchLog, id: offer, from: "roof"))
         let answer = bench.send(RelayMessage(kind: .answer, id: "", to: "roof"))

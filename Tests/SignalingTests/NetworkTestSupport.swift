@@ -77,7 +77,16 @@ final class RawConnection {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(fd) }
+    deinit { if !closed { Glibc.close(fd) } }
+
+    private var closed = false
+
+    /// Closes the connection now (the server sees the participant go).
+    func close() {
+        guard !closed else { return }
+        closed = true
+        Glibc.close(fd)
+    }
 
     func send(_ bytes: [UInt8]) {
         var offset = 0

@@ -75,6 +75,20 @@ func b64(_ text: String) -> String { Base64URL.encode(Array(text.utf8)) }
         expectRejection(signed(#"[1]"#), .tokenMalformed)
     }
 
+    /// Times outside 1970-9999 are refused with a code of their own, never a trap converting
+    /// them; a missing iat stays missing.
+    @Test func claimsOutOfRangeAreRefused() throws {
+        for payload in [#"{"sub":"a","room":"lab","exp":9.3e18}"#, #"{"sub":"a","room":"lab","exp":1e300}"#,
+                        #"{"sub":"a","room":"lab","exp":-1}"#, #"{"sub":"a","room":"lab","exp":2000000,"nbf":-9.3e18}"#,
+                        #"{"sub":"a","room":"lab","exp":2000000,"iat":1e19}"#, #"{"sub":"a","room":"lab","exp":253402300800}"#] {
+            expectRejection(signedPayload(payload), .tokenClaimRange)
+        }
+        expectRejection(signedPayload(#"{"sub":"a","room":"lab","exp":"soon"}"#), .tokenMalformed)
+        expectRejection(signedPayload(#"{"sub":"a","room":"lab","exp":2000000,"rnw":true}"#), .tokenRenewal)
+        let claims = try TokenVerifier(secret: testSecret).verify(signedPayload(#"{"sub":"a","room":"lab","exp":2000000.75}"#), room: "lab", now: 1_000_100)
+        #expect(claims.issuedAt == nil && claims.notBefore == 0 && claims.expires == 2_000_000)
+    }
+
     @Test func leewayAllowsSmallSkewOnly() throws {
         let verifier = TokenVerifier(secret: testSecret)
         _ = try verifier.verify(mint(), room: "lab", now: 1_003_600 + 10)

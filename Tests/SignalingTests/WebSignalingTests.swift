@@ -3,9 +3,12 @@ import Testing
 import TestSupport
 @testable import Signaling
 
-func startWebServer(limits: ServerLimits = ServerLimits(), tls: TLSContext? = nil) throws -> SignalingServer {
+func startWebServer(limits: ServerLimits = ServerLimits(), tls: TLSContext? = nil, allowedOrigins: [String] = [],
+                    allowedHosts: [String] = []) throws -> SignalingServer {
     var configuration = SignalingServerConfiguration(port: 0, secret: testSecret, tls: tls)
     configuration.limits = limits
+    configuration.allowedOrigins = allowedOrigins
+    configuration.allowedHosts = allowedHosts
     configuration.web = ("127.0.0.1", 0)
     let server = try SignalingServer(configuration: configuration)
     server.start()
@@ -89,8 +92,8 @@ final class WebClient {
         }
     }
 
-    func upgrade(path: String = "/ws") -> Int {
-        request("GET \(path) HTTP/1.1\r\nHost: test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+    func upgrade(path: String = "/ws", host: String = "localhost", origin: String? = nil) -> Int {
+        request("GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" + (origin.map { "Origin: \($0)\r\n" } ?? "") +
                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").status
     }
 
@@ -138,13 +141,13 @@ final class WebClient {
         let server = try startWebServer()
         defer { server.stop() }
         let port = try #require(server.webPort)
-        let page = try WebClient(port: port).request("GET /?room=lab&token=x HTTP/1.1\r\nHost: test\r\n\r\n")
+        let page = try WebClient(port: port).request("GET /?room=lab&token=x HTTP/1.1\r\nHost: localhost\r\n\r\n")
         #expect(page.status == 200)
         #expect(page.head.contains("Content-Type: text/html"))
         #expect(page.head.contains("Content-Security-Policy: default-src 'self'"))
         #expect(page.head.contains("Referrer-Policy: no-referrer"))
         #expect(page.body.contains("<script src=\"/app.js\"></script>"))
-        let script = try WebClient(port: port).request("GET /app.js HTTP/1.1\r\nHost: test\r\n\r\n")
+        let script = try WebClient(port: port).request("GET /app.js HTTP/1.1\r\nHost: localhost\r\n\r\n")
         #expect(script.status == 200 && script.head.contains("text/javascript") && script.body.contains("new RTCPeerConnection"))
     }
 
@@ -153,12 +156,12 @@ final class WebClient {
         defer { server.stop() }
         let port = try #require(server.webPort)
         let cases: [(String, Int)] = [
-            ("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", 405),
-            ("GET /etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n", 404),
-            ("GET /ws HTTP/1.1\r\nHost: t\r\n\r\n", 426),
-            ("GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n", 400),
-            ("GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n", 426),
-            ("GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: bm90IHNpeHRlZW4=\r\nSec-WebSocket-Version: 13\r\n\r\n", 400),
+            ("POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n", 405),
+            ("GET /etc/passwd HTTP/1.1\r\nHost: localhost\r\n\r\n", 404),
+            ("GET /ws HTTP/1.1\r\nHost: localhost\r\n\r\n", 426),
+            ("GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n", 400),
+            ("GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n", 426),
+            ("GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: bm90IHNpeHRlZW4=\r\nSec-WebSocket-Version: 13\r\n\r\n", 400),
             ("\u{0}\u{1}garbage\r\n\r\n", 400),
             ("GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: 9000) + "\r\n\r\n", 431),
         ]
@@ -201,6 +204,35 @@ final class WebClient {
         browser.send(clientFrame(8, [0x03, 0xe8]))
         #expect(browser.closeCode() == 1000)
         #expect(await log.wait { if case .peerLeft("browser", _) = $0 { return true }; return false } != nil)
+    }
+
+    /// A page of another site cannot use the service: not under a name of its own that resolves
+    /// here (DNS rebinding: Host), nor by opening /ws from its own origin with a token it holds.
+    /// The service's own page, allowed origins and hosts, and clients that are no browser can.
+    @Test func hostAndOriginAreChecked() throws {
+        let server = try startWebServer(allowedOrigins: ["https://app.example.org"], allowedHosts: ["signal.example.org"])
+        defer { server.stop() }
+        let port = try #require(server.webPort)
+        for (host, status) in [("evil.example", 421), ("evil.example:\(port)", 421), ("127.0.0.1:\(port)", 200), ("[::1]:\(port)", 200),
+                               ("localhost:\(port)", 200), ("signal.example.org", 200), ("SIGNAL.example.org:\(port)", 200)] {
+            #expect(try WebClient(port: port).request("GET / HTTP/1.1\r\nHost: \(host)\r\n\r\n").status == status, "Host \(host)")
+        }
+        #expect(try WebClient(port: port).upgrade(host: "evil.example") == 421)
+        for (origin, status) in [("http://evil.example", 403), ("null", 403), ("http://localhost:\(port + 1)", 403), ("https://localhost:\(port)", 403),
+                                 ("http://localhost:\(port)", 101), ("https://app.example.org", 101), ("https://app.example.org:443", 101)] {
+            #expect(try WebClient(port: port).upgrade(host: "localhost:\(port)", origin: origin) == status, "Origin \(origin)")
+        }
+        // No Origin: a client that is no browser.
+        #expect(try WebClient(port: port).upgrade(host: "localhost:\(port)") == 101)
+        // Over TLS, the certificate's names are served and the page's origin is https.
+        let cert = try TestCertificate(commonName: "signal.test")
+        let secure = try startWebServer(tls: try TLSContext(certificateFile: cert.certificate, privateKeyFile: cert.key))
+        defer { secure.stop() }
+        let securePort = try #require(secure.webPort)
+        let trust = try TLSContext(trustedCAFile: cert.certificate)
+        #expect(try WebClient(port: securePort, tls: trust, serverName: "signal.test").upgrade(host: "signal.test:\(securePort)", origin: "https://signal.test:\(securePort)") == 101)
+        #expect(try WebClient(port: securePort, tls: trust, serverName: "signal.test").upgrade(host: "signal.test:\(securePort)", origin: "http://signal.test:\(securePort)") == 403)
+        #expect(try WebClient(port: securePort, tls: trust, serverName: "signal.test").request("GET / HTTP/1.1\r\nHost: other.test\r\n\r\n").status == 421)
     }
 
     @Test func hostileFramesCloseWithTheirCode() throws {
@@ -275,7 +307,7 @@ final class WebClient {
         #expect(first.upgrade() == 101)
         _ = second
         let third = try WebClient(port: port)
-        let refused = third.request("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        let refused = third.request("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
         #expect(refused.status == 503 && refused.body.contains("address_limit"))
         // A connection that never finishes its request is closed at the join timeout.
         let timedOut = second.request("")

@@ -111,8 +111,10 @@ public final class SignalingClient: Sendable {
 
     /// The first join uses the configured token; a rejoin uses the service's renewal when there
     /// is one, since the configured token may have expired while the participant stayed.
-    private func joinToken(rejoin: Bool) -> String {
-        (rejoin ? state.withLock { $0.renewedToken } : nil) ?? configuration.token()
+    /// `renewal`: the token is the service's.
+    private func joinToken(rejoin: Bool) -> (token: String, renewal: Bool) {
+        if rejoin, let renewed = state.withLock({ $0.renewedToken }) { return (renewed, true) }
+        return (configuration.token(), false)
     }
 
     public func start() {
@@ -297,11 +299,12 @@ public final class SignalingClient: Sendable {
         let connection = ClientConnection(fd: fd, tls: tls)
         var joined = false
         var framer = LineFramer()
+        let (token, renewal) = joinToken(rejoin: rejoin)
         var lastHeard = ContinuousClock.now
         var nextPing = ContinuousClock.now + configuration.pingInterval
         var pingID = 0
         do {
-            try connection.send(SignalingMessage.join(room: configuration.room, token: joinToken(rejoin: rejoin), rejoin: rejoin).serialized())
+            try connection.send(SignalingMessage.join(room: configuration.room, token: token, rejoin: rejoin).serialized())
         } catch {
             return .failed(error.description)
         }
@@ -368,7 +371,7 @@ public final class SignalingClient: Sendable {
                 }
                 for line in lines {
                     guard let message = try? SignalingMessage(parsing: line) else { continue }
-                    if let outcome = handle(message, joined: &joined, rejoin: rejoin, connection: connection, seen: &seen) {
+                    if let outcome = handle(message, joined: &joined, rejoin: rejoin, renewal: renewal, connection: connection, seen: &seen) {
                         return outcome
                     }
                 }
@@ -377,7 +380,7 @@ public final class SignalingClient: Sendable {
     }
 
     /// Acts on one message from the server; returns an outcome when the session must end.
-    private func handle(_ message: SignalingMessage, joined: inout Bool, rejoin: Bool, connection: ClientConnection,
+    private func handle(_ message: SignalingMessage, joined: inout Bool, rejoin: Bool, renewal: Bool, connection: ClientConnection,
                         seen: inout RecentIDs) -> SessionOutcome? {
         switch message {
         case .joined(_, let participant, let peers, let servers):
@@ -410,16 +413,23 @@ public final class SignalingClient: Sendable {
                 continuation.yield(.undelivered(refused, code: code, reason: text))
                 return nil
             }
+            // The service's renewal is good for taking the seat back within its grace only: after
+            // it, the token from whoever mints them is the one to try (it may have expired too).
+            if !joined && renewal && (code == .tokenRenewal || code == .tokenExpired) {
+                state.withLock { $0.renewedToken = nil }
+                return .failed("\(code.rawValue): \(text); joining with the configured token")
+            }
             if !joined && code.isFatalForJoin { return .fatal("\(code.rawValue): \(text)") }
             // The node cannot reach the rooms it shares with others: another node, or this one
-            // a little later, may.
-            if !joined && code == .unavailable { return .failed("\(code.rawValue): \(text)") }
+            // a little later, may. A seat held by a live connection frees when that connection ends.
+            if !joined && (code == .unavailable || code == .seatTaken) { return .failed("\(code.rawValue): \(text)") }
             if code == .replaced { return .fatal("\(code.rawValue): \(text)") }
             continuation.yield(.serverError(code: code, message: text))
         case .ping(let id):
             try? connection.send(SignalingMessage.pong(id: id).serialized())
-        case .token(let token, let expires):
+        case .token(let token, let expires, let servers):
             state.withLock { $0.renewedToken = token }
+            if !servers.isEmpty { continuation.yield(.iceServers(servers)) }
             continuation.yield(.tokenRenewed(expires: expires))
         case .pong, .join:
             break

@@ -127,6 +127,10 @@ final class RedisConnection {
         context = nil
     }
 
+    /// The next command may connect at once: the failure was of a connection Redis had dropped
+    /// (it restarted), not of Redis being away.
+    func forgetFailure() { lastFailure = nil }
+
     /// Connects (with AUTH and SELECT) unless connected; throws when Redis cannot be reached.
     func connect(waitingForever: Bool = false) throws(RedisError) {
         guard context == nil else { return }

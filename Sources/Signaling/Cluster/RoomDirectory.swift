@@ -1,6 +1,9 @@
 import Foundation
 import Platform
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What a node hears from the others through the directory, for one of its own participants.
 public struct ClusterEvent: Sendable, Equatable {
@@ -33,40 +36,43 @@ public struct ClusterEvent: Sendable, Equatable {
     }
 }
 
-/// The outcome of taking a seat in a room through the directory.
-public enum DirectoryJoin: Sendable, Equatable {
-    case full
-    /// Seated; `peers` are the room's other participants, on any node. `wasSeated`: the identity
-    /// already had a seat (a client back on another node), so nobody is told it joined.
-    case joined(peers: [String], wasSeated: Bool)
-}
-
 /// Rooms shared by any number of signaling nodes through one Redis (`serve --redis`).
 ///
-/// Each room is two keys: a sorted set of its participants scored by when their seat's lease
-/// runs out (Redis's clock, so the nodes' clocks do not matter), and a hash of which node holds
-/// each one. Every change is a Lua script, which Redis runs alone: two joins racing for the last
-/// seat on two nodes are taken one after the other, and the second finds the room full. A script
+/// Each room is four keys: `seats`, a sorted set of the participants with a live connection
+/// scored by when their seat's lease runs out (Redis's clock, so the nodes' clocks do not
+/// matter); `nodes`, a hash of which node holds each; `grace`, a sorted set of seats whose
+/// connection was lost, scored by when their grace ends; and `info`, a hash of each seat's name,
+/// holder (the SHA-256 of the token that took it) and grant. Every change is a Lua script, which
+/// Redis runs alone: two joins racing for the last seat on two nodes are taken one after the
+/// other, and the second finds the room full; the rules of a seat are `SeatTable`'s. A script
 /// tells the nodes concerned by publishing on each node's own channel; a node subscribes to its
 /// channel only. Nodes renew their seats' leases every second (`refresh`); the seats of a node
-/// that died run out after `lease`, and the next script that touches the room tells the others
-/// they left. After Redis restarts empty, the next renewal puts every live seat back.
+/// that died run out after `lease` and start their grace, and the next script that touches the
+/// room tells the others they left. After Redis restarts empty, the next renewal puts every
+/// live seat back.
 ///
-/// Commands run on the caller's thread (the service's loop) over one connection; messages arrive
-/// on a subscriber thread and wait in an inbox until `takeEvents()`, after `wake` is called.
-public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is used by the service's loop thread only; the rest is atomics and mutexes
+/// Nothing here runs on the service's loop: `submit` queues a request for a worker thread,
+/// which sends what is queued in one pipeline (scripts by EVALSHA, loaded again when Redis has
+/// forgotten them), and the answers wait in an inbox until `takeAnswers()`, after `wake` is
+/// called. Messages from other nodes arrive on a subscriber thread and wait for `takeEvents()`.
+public final class RedisRoomDirectory: Sendable {
     public let address: RedisAddress
     public let node: String
     public let lease: Duration
-    private let commands: RedisConnection
+    public let grace: Duration
+    private let requests = BlockingQueue<DirectoryRequest>(capacity: 10_000)
+    private let answers = Mutex<[(UInt64, DirectoryAnswer)]>([])
     private let inbox = Mutex<[ClusterEvent]>([])
     private let wake: @Sendable () -> Void
     private let log: @Sendable (LogMessage) -> Void
     private let stopping = Atomic<Bool>(false)
     /// The subscriber's socket, to interrupt its blocking read on stop (-1 when not connected).
     private let subscriberFD = Mutex<Int32>(-1)
-    /// True while no subscriber thread runs.
-    private let subscriberDone = Mutex<Bool>(true)
+    private let subscriberDone = DispatchSemaphore(value: 0)
+    private let workerDone = DispatchSemaphore(value: 0)
+    private let subscribedOnce = DispatchSemaphore(value: 0)
+    /// Signalled by stop(), for the subscriber's pause between reconnections.
+    private let stopped = DispatchSemaphore(value: 0)
     private let subscribed = Atomic<Bool>(false)
     private let healthy = Atomic<Bool>(true)
 
@@ -80,44 +86,80 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
     /// Whether the last command reached Redis and the subscriber is connected.
     public var isHealthy: Bool { healthy.load(ordering: .relaxed) && subscribed.load(ordering: .relaxed) }
 
-    /// Connects (failing at once when Redis cannot be reached) and starts the subscriber.
-    public init(address: RedisAddress, node: String? = nil, lease: Duration = .seconds(5),
+    /// Connects (failing at once when Redis cannot be reached), starts the subscriber and waits
+    /// until it listens (a node must hear the others before it seats anyone), then the worker.
+    public init(address: RedisAddress, node: String? = nil, lease: Duration = .seconds(5), grace: Duration = .seconds(60),
                 log: @escaping @Sendable (LogMessage) -> Void = { _ in }, wake: @escaping @Sendable () -> Void) throws(RedisError) {
         self.address = address
         self.node = node ?? Self.randomNode()
         self.lease = lease
+        self.grace = grace
         self.log = log
         self.wake = wake
-        commands = RedisConnection(address: address)
-        // A Redis that does not answer costs the service's loop one timeout per 2 s, not per message.
-        commands.retryAfter = .seconds(2)
-        let pong = try commands.command(["PING"])
+        let probe = RedisConnection(address: address)
+        let pong = try probe.command(["PING"])
         guard pong.text == "PONG" else { throw RedisError("\(address): PING answered \(pong)") }
-        subscriberDone.withLock { $0 = false }
-        startThread(named: "redis-sub") { [self] in subscribe() }
-        // The node must hear the others before it seats anyone, or it could miss a peer's join.
-        let deadline = ContinuousClock.now + .seconds(2)
-        while !subscribed.load(ordering: .acquiring), ContinuousClock.now < deadline { usleep(1000) }
-        guard subscribed.load(ordering: .acquiring) else {
-            stop()
+        probe.disconnect()
+        started.withLock { $0.subscriber = true }
+        startThread(named: "redis-sub") { [self] in
+            subscribe()
+            subscriberDone.signal()
+        }
+        guard subscribedOnce.wait(timeout: .now() + 2) == .success else {
+            stopping.store(true, ordering: .sequentiallyConsistent)
+            interruptSubscriber()
+            requests.close()
+            subscriberDone.wait()
             throw RedisError("\(address): could not subscribe to the node's channel")
+        }
+        started.withLock { $0.worker = true }
+        startThread(named: "redis-work") { [self] in
+            work()
+            workerDone.signal()
         }
     }
 
+    /// The threads that run, for stop() to wait for.
+    private let started = Mutex<(subscriber: Bool, worker: Bool)>((false, false))
+
     deinit { stop() }
 
-    static func randomNode() -> String {
-        (0..<8).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-    }
+    static func randomNode() -> String { Crypto.hex(Crypto.randomBytes(8)) }
 
     static func channel(of node: String) -> String { "callend:node:\(node)" }
-    static func keys(_ room: String) -> [String] { ["callend:room:\(room):seats", "callend:room:\(room):nodes"] }
+    static func keys(_ room: String) -> [String] {
+        ["seats", "nodes", "grace", "info"].map { "callend:room:\(room):\($0)" }
+    }
 
-    /// Stops the subscriber and waits for it.
+    /// Stops the subscriber and the worker (requests still queued are answered as failed) and
+    /// waits for both.
     public func stop() {
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        stopped.signal()
+        interruptSubscriber()
+        requests.close()
+        let running = started.withLock { $0 }
+        if running.subscriber { subscriberDone.wait() }
+        if running.worker { workerDone.wait() }
+    }
+
+    private func interruptSubscriber() {
         subscriberFD.withLock { fd in if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) } }
-        while !subscriberDone.withLock({ $0 }) { usleep(1000) }
+    }
+
+    /// Queues work; its answer comes through `takeAnswers()` (at once, as failed, when the
+    /// queue is full: a Redis that cannot keep up costs joins, not the service's memory).
+    public func submit(_ request: DirectoryRequest) {
+        guard requests.append(request) else {
+            answers.withLock { $0.append((request.id, .failed("\(address): \(requests.capacity) requests wait for Redis"))) }
+            wake()
+            return
+        }
+    }
+
+    /// Answers to submitted requests since the last call.
+    public func takeAnswers() -> [(UInt64, DirectoryAnswer)] {
+        answers.withLock { all in defer { all.removeAll() }; return all }
     }
 
     /// What the other nodes said since the last call.
@@ -128,10 +170,10 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
     // MARK: Subscriber
 
     private func subscribe() {
-        defer { subscriberDone.withLock { $0 = true } }
         let connection = RedisConnection(address: address)
         connection.retryAfter = .milliseconds(200)
         var lostSince: ContinuousClock.Instant?
+        var first = true
         while !stopping.load(ordering: .sequentiallyConsistent) {
             do {
                 try connection.connect(waitingForever: true)
@@ -140,6 +182,10 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
                 let reply = try connection.command(["SUBSCRIBE", Self.channel(of: node)])
                 guard reply.elements.first?.text == "subscribe" else { throw RedisError("SUBSCRIBE answered \(reply)") }
                 subscribed.store(true, ordering: .releasing)
+                if first {
+                    first = false
+                    subscribedOnce.signal()
+                }
                 if let since = lostSince {
                     log("redis: subscribed again after \(String(format: "%.1f", (ContinuousClock.now - since).inSeconds)) s")
                     lostSince = nil
@@ -162,171 +208,289 @@ public final class RedisRoomDirectory: @unchecked Sendable {  // `commands` is u
                     lostSince = .now
                     log(.warning("redis: subscriber: \(error); reconnecting"))
                 }
-                usleep(100_000)
+                // A pause before the next try, cut short by stop().
+                _ = stopped.wait(timeout: .now() + 0.1)
             }
         }
         subscriberFD.withLock { $0 = -1 }
         connection.disconnect()
     }
 
-    // MARK: Scripts
+    // MARK: Worker
 
-    /// Shared by every script: telling a node, and letting seats whose lease ran out go (the
-    /// room's remaining members hear that they left, "timeout").
-    static let prelude = """
-    local seats, nodes = KEYS[1], KEYS[2]
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local function tell(node, kind, room, to, who, detail)
-      redis.call('PUBLISH', 'callend:node:' .. node, cjson.encode({kind, room, to, who, detail}))
-    end
-    local function expire(room)
-      local gone = redis.call('ZRANGEBYSCORE', seats, '-inf', now)
-      if #gone == 0 then return end
-      for _, who in ipairs(gone) do
-        redis.call('ZREM', seats, who)
-        redis.call('HDEL', nodes, who)
-      end
-      local rest = redis.call('HGETALL', nodes)
-      for i = 1, #rest, 2 do
-        for _, who in ipairs(gone) do tell(rest[i + 1], 'left', room, rest[i], who, 'timeout') end
-      end
-    end
-    local function keep(lease)
-      redis.call('PEXPIRE', seats, lease * 3)
-      redis.call('PEXPIRE', nodes, lease * 3)
-    end
+    private func work() {
+        let connection = RedisConnection(address: address)
+        connection.retryAfter = .milliseconds(500)
+        while true {
+            let batch = requests.take()
+            if batch.isEmpty { break }  // closed and drained
+            for chunk in stride(from: 0, to: batch.count, by: 256).map({ Array(batch[$0..<min($0 + 256, batch.count)]) }) {
+                let done = execute(chunk, on: connection)
+                answers.withLock { $0 += done }
+            }
+            wake()
+        }
+        connection.disconnect()
+    }
 
-    """
-
-    /// ARGV: room, identity, node, lease (ms), most participants, rejoin ("1"/"0").
-    /// Returns {"full"} or {"ok", "1" when it was seated already else "0", peer...}.
-    static let joinScript = prelude + """
-    local room, identity, node, lease, most, rejoin = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-    expire(room)
-    local previous = redis.call('HGET', nodes, identity)
-    if not previous and redis.call('ZCARD', seats) >= most then return {'full'} end
-    redis.call('ZADD', seats, now + lease, identity)
-    redis.call('HSET', nodes, identity, node)
-    keep(lease)
-    local result = {'ok', previous and '1' or '0'}
-    local all = redis.call('HGETALL', nodes)
-    for i = 1, #all, 2 do
-      local who, at = all[i], all[i + 1]
-      if who ~= identity then
-        result[#result + 1] = who
-        if not previous and at ~= node then tell(at, 'joined', room, who, identity, rejoin) end
-      end
-    end
-    if previous and previous ~= node then tell(previous, 'replaced', room, identity, identity, '') end
-    return result
-    """
-
-    /// ARGV: room, identity, node, reason. The seat goes only when this node still holds it.
-    static let leaveScript = prelude + """
-    local room, identity, node, reason = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-    if redis.call('HGET', nodes, identity) ~= node then return 0 end
-    redis.call('ZREM', seats, identity)
-    redis.call('HDEL', nodes, identity)
-    local all = redis.call('HGETALL', nodes)
-    for i = 1, #all, 2 do
-      if all[i + 1] ~= node then tell(all[i + 1], 'left', room, all[i], identity, reason) end
-    end
-    return 1
-    """
-
-    /// ARGV: room, from, to ("" for everyone), node, message. Returns how many on other nodes got it.
-    static let relayScript = prelude + """
-    local room, from, to, node, line = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-    local count = 0
-    local all = redis.call('HGETALL', nodes)
-    for i = 1, #all, 2 do
-      local who, at = all[i], all[i + 1]
-      if who ~= from and (to == '' or who == to) and at ~= node then
-        local until_ = tonumber(redis.call('ZSCORE', seats, who))
-        if until_ and until_ > now then
-          tell(at, 'relay', room, who, from, line)
-          count = count + 1
-        end
-      end
-    end
-    return count
-    """
-
-    /// ARGV: room, node, lease (ms), identity... Renews this node's seats (puts them back after
-    /// Redis lost them) and returns those another node holds now.
-    static let refreshScript = prelude + """
-    local room, node, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
-    expire(room)
-    local lost = {}
-    for i = 4, #ARGV do
-      local who = ARGV[i]
-      local at = redis.call('HGET', nodes, who)
-      if not at or at == node then
-        redis.call('ZADD', seats, now + lease, who)
-        redis.call('HSET', nodes, who, node)
-      else
-        lost[#lost + 1] = who
-      end
-    end
-    keep(lease)
-    return lost
-    """
-
-    private var leaseMs: String { String(Int64(lease.inMilliseconds)) }
-
-    private func run(_ commandsToRun: [[String]]) throws(RedisError) -> [RedisReply] {
-        countersLock.withLock { $0.commands += commandsToRun.count }
+    /// One pipeline for `batch`; a script Redis does not know (it restarted, or SCRIPT FLUSH)
+    /// is loaded and its commands sent once more.
+    private func execute(_ batch: [DirectoryRequest], on connection: RedisConnection) -> [(UInt64, DirectoryAnswer)] {
+        if stopping.load(ordering: .relaxed) {
+            return batch.map { ($0.id, .failed("the directory is stopping")) }
+        }
+        var commands: [[String]] = []
+        var spans: [Range<Int>] = []
+        for request in batch {
+            let these = command(for: request.work)
+            spans.append(commands.count..<commands.count + these.count)
+            commands += these
+        }
+        countersLock.withLock { $0.commands += commands.count }
         do throws(RedisError) {
-            let replies = try commands.pipeline(commandsToRun)
-            healthy.store(true, ordering: .relaxed)
-            for case .error(let text) in replies { throw RedisError("\(address): \(text)") }
-            return replies
+            let wasConnected = connection.isConnected
+            var replies: [RedisReply]
+            do throws(RedisError) {
+                replies = try connection.pipeline(commands)
+            } catch where wasConnected {
+                // A connection Redis dropped (a restart) fails on first use: once more on a new
+                // one. What may have run twice is safe to: a seat taken again by its holder, a
+                // relay copy receivers drop by id, a renewal or departure repeated.
+                connection.forgetFailure()
+                replies = try connection.pipeline(commands)
+            }
+            let unknown = replies.indices.filter { if case .error(let text) = replies[$0] { return text.hasPrefix("NOSCRIPT") }; return false }
+            if !unknown.isEmpty {
+                _ = try connection.pipeline(Script.all.map { ["SCRIPT", "LOAD", $0.text] })
+                let again = try connection.pipeline(unknown.map { commands[$0] })
+                for (index, reply) in zip(unknown, again) { replies[index] = reply }
+            }
+            if !healthy.exchange(true, ordering: .relaxed) { log("redis: \(address) answers again") }
+            return zip(batch, spans).map { request, span in (request.id, answer(request.work, Array(replies[span]))) }
         } catch {
             if healthy.exchange(false, ordering: .relaxed) { log(.warning("redis: \(error)")) }
-            countersLock.withLock { $0.failures += 1 }
-            throw error
+            countersLock.withLock { $0.failures += batch.count }
+            return batch.map { ($0.id, .failed(error.description)) }
         }
     }
 
-    private static func eval(_ script: String, room: String, _ arguments: [String]) -> [String] {
-        ["EVAL", script, "2"] + keys(room) + [room] + arguments
-    }
-
-    /// Takes a seat in `room` for `identity` on this node (a seat the identity holds on another
-    /// node moves here, and that node is told).
-    public func join(room: String, identity: String, maxParticipants: Int, rejoin: Bool) throws(RedisError) -> DirectoryJoin {
-        let reply = try run([Self.eval(Self.joinScript, room: room, [identity, node, leaseMs, String(maxParticipants), rejoin ? "1" : "0"])])[0]
-        let items = reply.elements.compactMap(\.text)
-        guard let first = items.first else { throw RedisError("\(address): unexpected reply to a join: \(reply)") }
-        guard first == "ok", items.count >= 2 else { return .full }
-        return .joined(peers: Array(items.dropFirst(2)), wasSeated: items[1] == "1")
-    }
-
-    /// Gives up this node's seat (the others are told why).
-    public func leave(room: String, identity: String, reason: String) {
-        _ = try? run([Self.eval(Self.leaveScript, room: room, [identity, node, reason])])
-    }
-
-    /// Passes a relay message to the room's members on other nodes (`to` nil: all of them);
-    /// returns how many it reached.
-    public func relay(room: String, from: String, to: String?, line: String) throws(RedisError) -> Int {
-        let reply = try run([Self.eval(Self.relayScript, room: room, [from, to ?? "", node, line])])[0]
-        guard case .integer(let count) = reply else { throw RedisError("\(address): unexpected reply to a relay: \(reply)") }
-        return Int(count)
-    }
-
-    /// Renews the leases of this node's seats, room by room in one round trip; returns the
-    /// seats another node holds now. Nothing is lost when Redis cannot be reached: the seats are
-    /// renewed (or put back) on the next call that can.
-    public func refresh(seats: [String: [String]]) -> [(room: String, identity: String)] {
-        guard !seats.isEmpty else { return [] }
-        let rooms = Array(seats.keys)
-        guard let replies = try? run(rooms.map { Self.eval(Self.refreshScript, room: $0, [node, leaseMs] + seats[$0]!) }) else { return [] }
-        var lost: [(String, String)] = []
-        for (room, reply) in zip(rooms, replies) {
-            for identity in reply.elements.compactMap(\.text) { lost.append((room, identity)) }
+    private func command(for work: DirectoryRequest.Work) -> [[String]] {
+        let leaseMs = String(lease.inMilliseconds), graceMs = String(grace.inMilliseconds)
+        switch work {
+        case .join(let claim, let most, let newSeat):
+            let (kind, proof): (String, String) = switch claim.credential {
+            case .token(let holder): ("token", Crypto.hex(holder))
+            case .renewal(let seat): ("renewal", seat)
+            }
+            return [Script.join.call(room: claim.room, [claim.identity, node, leaseMs, graceMs, String(most), kind, proof, String(claim.grant), newSeat])]
+        case .leave(let room, let identity, let reason):
+            return [Script.leave.call(room: room, [identity, node, leaseMs, graceMs, reason])]
+        case .relay(let room, let from, let to, let line):
+            return [Script.relay.call(room: room, [from, to ?? "", node, line])]
+        case .refresh(let seats):
+            return seats.keys.sorted().map { room in
+                Script.refresh.call(room: room, [node, leaseMs, graceMs] + seats[room]!.flatMap {
+                    [$0.identity, $0.seat, Crypto.hex($0.holder), String($0.grant)]
+                })
+            }
         }
+    }
+
+    private func answer(_ work: DirectoryRequest.Work, _ replies: [RedisReply]) -> DirectoryAnswer {
+        for case .error(let text) in replies {
+            log(.warning("redis: \(address): \(text)"))
+            return .failed("\(address): \(text)")
+        }
+        switch work {
+        case .join(let claim, _, _):
+            let items = replies.first?.elements.compactMap(\.text) ?? []
+            switch items.first {
+            case "full": return .joined(.full, peers: [])
+            case "renewal": return .joined(.renewalRefused, peers: [])
+            case "taken": return .joined(.taken, peers: [])
+            case "ok":
+                guard items.count >= 5, let previous = SeatOutcome.Previous(rawValue: items[1]), let grant = Int64(items[3]),
+                      let holder = Self.bytes(hex: items[4]) else { break }
+                return .joined(.seated(seat: items[2], grant: grant, holder: holder, previous: previous), peers: Array(items.dropFirst(5)))
+            default: break
+            }
+            log(.warning("redis: \(address): unexpected reply to the join of \(claim.identity): \(replies)"))
+            return .failed("\(address): unexpected reply to the join of \(claim.identity): \(replies)")
+        case .leave:
+            return .left
+        case .relay:
+            guard case .integer(let count)? = replies.first else { return .failed("\(address): unexpected reply to a relay: \(replies)") }
+            return .relayed(Int(count))
+        case .refresh(let seats):
+            var lost: [RoomSeat] = []
+            for (room, reply) in zip(seats.keys.sorted(), replies) {
+                lost += reply.elements.compactMap(\.text).map { RoomSeat(room: room, identity: $0) }
+            }
+            return .refreshed(lost: lost)
+        }
+    }
+
+    static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
+            out.append(byte)
+        }
+        return out
+    }
+
+    // MARK: Scripts
+
+    /// A Lua script Redis keeps in its cache under its SHA-1.
+    struct Script: Sendable {
+        let text: String
+        let sha: String
+        init(_ text: String) {
+            self.text = text
+            sha = Crypto.hex(Crypto.sha1(Array(text.utf8)))
+        }
+        func call(room: String, _ arguments: [String]) -> [String] {
+            ["EVALSHA", sha, "4"] + RedisRoomDirectory.keys(room) + [room] + arguments
+        }
+
+        static let all = [join, leave, relay, refresh]
+
+        /// Shared by every script: telling a node; letting seats whose grace is over go, and
+        /// starting the grace of seats whose node stopped renewing them (the room's remaining
+        /// members hear they left, "timeout"); keeping the keys while any of it can matter.
+        static let prelude = """
+        local seats, nodes, grace, info = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local function tell(node, kind, room, to, who, detail)
+          redis.call('PUBLISH', 'callend:node:' .. node, cjson.encode({kind, room, to, who, detail}))
+        end
+        local function expire(room, graceMs)
+          for _, who in ipairs(redis.call('ZRANGEBYSCORE', grace, '-inf', now)) do
+            redis.call('ZREM', grace, who)
+            redis.call('HDEL', info, who)
+          end
+          local gone = redis.call('ZRANGEBYSCORE', seats, '-inf', now)
+          if #gone == 0 then return end
+          for _, who in ipairs(gone) do
+            redis.call('ZREM', seats, who)
+            redis.call('HDEL', nodes, who)
+            redis.call('ZADD', grace, now + graceMs, who)
+          end
+          local rest = redis.call('HGETALL', nodes)
+          for i = 1, #rest, 2 do
+            for _, who in ipairs(gone) do tell(rest[i + 1], 'left', room, rest[i], who, 'timeout') end
+          end
+        end
+        local function keep(lease, graceMs)
+          local ttl = math.max(lease * 3, graceMs + lease)
+          for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
+        end
+
+        """
+
+        /// ARGV: room, identity, node, lease (ms), grace (ms), most participants, "token" or
+        /// "renewal", the token's SHA-256 (hex) or the renewal's seat, grant (s), a new seat's name.
+        /// Returns {"full"}, {"renewal"} (refused), {"taken"}, or {"ok", previous ("none", "lost",
+        /// "live"), seat, grant, holder, peer...}.
+        static let join = Script(prelude + """
+        local room, identity, node, lease, graceMs, most, kind, proof, grant, fresh =
+          ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+        expire(room, graceMs)
+        local at = redis.call('HGET', nodes, identity)
+        local record = redis.call('HGET', info, identity)
+        local seat, holder, held
+        if record then seat, holder, held = string.match(record, '^(%S+) (%S+) (%S+)$') end
+        local previous = 'none'
+        if seat and at then previous = 'live' elseif seat and redis.call('ZSCORE', grace, identity) then previous = 'lost' end
+        if kind == 'renewal' then
+          if previous == 'none' or seat ~= proof then return {'renewal'} end
+          grant = held
+        else
+          if previous == 'live' and holder ~= proof then return {'taken'} end
+          if previous == 'none' then
+            if redis.call('ZCARD', seats) + redis.call('ZCARD', grace) >= most then return {'full'} end
+            seat = fresh
+          elseif previous == 'lost' and holder ~= proof then
+            seat = fresh
+          end
+          holder = proof
+        end
+        redis.call('ZREM', grace, identity)
+        redis.call('ZADD', seats, now + lease, identity)
+        redis.call('HSET', nodes, identity, node)
+        redis.call('HSET', info, identity, seat .. ' ' .. holder .. ' ' .. grant)
+        keep(lease, graceMs)
+        local result = {'ok', previous, seat, grant, holder}
+        local all = redis.call('HGETALL', nodes)
+        for i = 1, #all, 2 do
+          local who, on = all[i], all[i + 1]
+          if who ~= identity then
+            result[#result + 1] = who
+            if on ~= node then tell(on, 'joined', room, who, identity, previous == 'none' and '0' or '1') end
+          end
+        end
+        if previous == 'live' and at ~= node then tell(at, 'replaced', room, identity, identity, '') end
+        return result
+        """)
+
+        /// ARGV: room, identity, node, lease (ms), grace (ms), reason. The seat's grace starts,
+        /// only when this node still holds it.
+        static let leave = Script(prelude + """
+        local room, identity, node, lease, graceMs, reason = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+        if redis.call('HGET', nodes, identity) ~= node then return 0 end
+        redis.call('ZREM', seats, identity)
+        redis.call('HDEL', nodes, identity)
+        redis.call('ZADD', grace, now + graceMs, identity)
+        keep(lease, graceMs)
+        local all = redis.call('HGETALL', nodes)
+        for i = 1, #all, 2 do
+          if all[i + 1] ~= node then tell(all[i + 1], 'left', room, all[i], identity, reason) end
+        end
+        return 1
+        """)
+
+        /// ARGV: room, from, to ("" for everyone), node, message. Returns how many on other nodes got it.
+        static let relay = Script(prelude + """
+        local room, from, to, node, line = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+        local count = 0
+        local all = redis.call('HGETALL', nodes)
+        for i = 1, #all, 2 do
+          local who, at = all[i], all[i + 1]
+          if who ~= from and (to == '' or who == to) and at ~= node then
+            local until_ = tonumber(redis.call('ZSCORE', seats, who))
+            if until_ and until_ > now then
+              tell(at, 'relay', room, who, from, line)
+              count = count + 1
+            end
+          end
+        end
+        return count
+        """)
+
+        /// ARGV: room, node, lease (ms), grace (ms), then identity, seat, holder, grant for each
+        /// seat of this node's. Renews them (puts back those Redis lost, or that lapsed while the
+        /// node was slow) and returns those another node holds now.
+        static let refresh = Script(prelude + """
+        local room, node, lease, graceMs = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+        expire(room, graceMs)
+        local lost = {}
+        for i = 5, #ARGV, 4 do
+          local who = ARGV[i]
+          local at = redis.call('HGET', nodes, who)
+          if not at or at == node then
+            redis.call('ZREM', grace, who)
+            redis.call('ZADD', seats, now + lease, who)
+            redis.call('HSET', nodes, who, node)
+            redis.call('HSETNX', info, who, ARGV[i + 1] .. ' ' .. ARGV[i + 2] .. ' ' .. ARGV[i + 3])
+          else
+            lost[#lost + 1] = who
+          end
+        end
+        keep(lease, graceMs)
         return lost
+        """)
     }
 }

@@ -67,6 +67,15 @@ public final class TLSContext: @unchecked Sendable {  // SSL_CTX is safe to shar
     }
 
     deinit { SSL_CTX_free(context) }
+
+    /// The DNS names the server certificate is for (its subjectAltName), lowercased.
+    public var dnsNames: [String] {
+        let needed = copenssl_ctx_dns_names(context, nil, 0)
+        guard needed > 0 else { return [] }
+        var buffer = [CChar](repeating: 0, count: needed)
+        _ = copenssl_ctx_dns_names(context, &buffer, needed)
+        return buffer.split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self).lowercased() }
+    }
 }
 
 /// One TLS session over a socket the caller owns; frees the SSL object in deinit.
@@ -120,6 +129,9 @@ final class TLSSession {
     }
 
     func shutdown() { SSL_shutdown(ssl) }
+
+    /// The handshake has finished.
+    var isEstablished: Bool { copenssl_handshake_done(ssl) == 1 }
 
     private func outcome(_ result: Int32, _ operation: String) throws(TLSError) -> IOResult {
         switch SSL_get_error(ssl, result) {

@@ -19,6 +19,9 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     case roomFull = "room_full"
     case unknownPeer = "unknown_peer"
     case replaced = "replaced"
+    /// The identity's seat in the room is held by a live connection with another credential:
+    /// try again once it is free (its connection ends, and the grace after it passes).
+    case seatTaken = "seat_taken"
     /// The room directory the service's nodes share (Redis) cannot be reached: try again.
     case unavailable = "unavailable"
     // Tokens.
@@ -29,7 +32,10 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     case tokenNotYetValid = "token_not_yet_valid"
     case tokenRoom = "token_room"
     case tokenIssuer = "token_issuer"
-    /// A credential the service renewed, offered for a join that is not a rejoin.
+    /// A claim (`exp`, `nbf`, `iat`) that is not a time between 1970 and 9999.
+    case tokenClaimRange = "token_claim_range"
+    /// A credential the service renewed, offered for anything but taking back its own seat while
+    /// the seat is held or within the grace after its connection was lost.
     case tokenRenewal = "token_renewal"
 
     /// After these the server closes the connection.
@@ -45,7 +51,7 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     public var isFatalForJoin: Bool {
         switch self {
         case .badRoom, .roomFull, .tokenMalformed, .tokenAlgorithm, .tokenSignature, .tokenExpired,
-             .tokenNotYetValid, .tokenRoom, .tokenIssuer, .tokenRenewal: true
+             .tokenNotYetValid, .tokenRoom, .tokenIssuer, .tokenClaimRange, .tokenRenewal: true
         default: false
         }
     }

@@ -35,8 +35,9 @@ public enum SignalingMessage: Sendable, Equatable {
     case pong(id: Int?)
     case error(code: SignalingErrorCode, message: String, id: String?)
     /// The service's renewal of a joined participant's credential, before the one it joined with
-    /// expires: the client rejoins with it after a reconnect (server to client only).
-    case token(token: String, expires: Int64)
+    /// expires: the client rejoins with it after a reconnect (server to client only). TURN
+    /// credentials that live as long come with it.
+    case token(token: String, expires: Int64, iceServers: [ICEServerInfo] = [])
 
     public static let maxLineLength = 64 * 1024
     public static let maxDepth = 32
@@ -112,7 +113,9 @@ public enum SignalingMessage: Sendable, Equatable {
             guard let expires = optionalInt("expires") else {
                 throw SignalingProtocolError(.badMessage, "token: field \"expires\" must be an integer (Unix seconds)")
             }
-            self = .token(token: try string("token", max: 8192), expires: Int64(expires))
+            var servers: [ICEServerInfo] = []
+            if case .array(let given)? = value["iceServers"] { servers = given.compactMap(ICEServerInfo.init(json:)) }
+            self = .token(token: try string("token", max: 8192), expires: Int64(expires), iceServers: servers)
         default:
             throw SignalingProtocolError(.unknownType, "unknown message type \"\(type.prefix(64))\"")
         }
@@ -150,8 +153,9 @@ public enum SignalingMessage: Sendable, Equatable {
         case .error(let code, let message, let id):
             object = ["type": .string("error"), "code": .string(code.rawValue), "message": .string(message)]
             if let id { object["id"] = .string(id) }
-        case .token(let token, let expires):
+        case .token(let token, let expires, let servers):
             object = ["type": .string("token"), "token": .string(token), "expires": .number(Double(expires))]
+            if !servers.isEmpty { object["iceServers"] = .array(servers.map(\.json)) }
         }
         return .object(object)
     }

@@ -28,6 +28,14 @@ public struct SignalingServerConfiguration: Sendable {
     public var redis: RedisAddress?
     /// How long a node's seats outlive it in the directory when it dies without leaving.
     public var redisLease: Duration = .seconds(5)
+    /// Listen in plain TCP on addresses other than loopback (tokens and fingerprints in the
+    /// clear): only when the user says so.
+    public var insecurePlaintext = false
+    /// Origins besides the page's own whose pages may open `/ws` (scheme://host[:port]).
+    public var allowedOrigins: [String] = []
+    /// Host names the web side answers to besides IP addresses, localhost and the TLS
+    /// certificate's names.
+    public var allowedHosts: [String] = []
 
     public init(host: String = "127.0.0.1", port: Int, secret: TokenSecret, tls: TLSContext? = nil) {
         self.host = host
@@ -70,9 +78,18 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     static let metricsListenToken: UInt64 = .max - 2
 
     public init(configuration: SignalingServerConfiguration, log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws {
+        if configuration.tls == nil && !configuration.insecurePlaintext {
+            for (what, host) in [("listening on \(configuration.host)", configuration.host), ("the web side on \(configuration.web?.host ?? "")", configuration.web?.host)] {
+                guard let host, !PlaintextPolicy.isLoopback(host: host) else { continue }
+                throw InsecureConfigurationError(PlaintextPolicy.refusal(what))
+            }
+        }
         self.configuration = configuration
         self.log = log
         origin = clock.now
+        access = WebAccessPolicy(secure: configuration.tls != nil, hostNames: configuration.allowedHosts + (configuration.tls?.dnsNames ?? []),
+                                 allowedOrigins: configuration.allowedOrigins)
+        reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
         epoll = try Epoll()
         // Every listener asked for, or none: one that cannot bind closes those already bound.
         var bound: [Int32] = []
@@ -96,14 +113,14 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         do {
             let wakeFD = epoll.wakeFD
             directory = try configuration.redis.map { address throws(RedisError) in
-                try RedisRoomDirectory(address: address, lease: configuration.redisLease, log: log) { Epoll.wake(wakeFD) }
+                try RedisRoomDirectory(address: address, lease: configuration.redisLease, grace: configuration.limits.seatGrace, log: log) { Epoll.wake(wakeFD) }
             }
         } catch {
             for fd in bound { close(fd) }
             throw error
         }
         core = SignalingServerCore(verifier: verifier,
-                                   limits: configuration.limits, iceServers: configuration.iceServers, directory: directory)
+                                   limits: configuration.limits, iceServers: configuration.iceServers, clustered: directory != nil)
         try epoll.add(listenFD, token: Self.listenToken, writable: false)
         if let webListenFD { try epoll.add(webListenFD, token: Self.webListenToken, writable: false) }
         if let metricsListenFD { try epoll.add(metricsListenFD, token: Self.metricsListenToken, writable: false) }
@@ -114,7 +131,23 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         if !listenerClosed {
             for fd in [listenFD, webListenFD, metricsListenFD].compactMap({ $0 }) { close(fd) }
         }
+        if reserveFD >= 0 { close(reserveFD) }
     }
+
+    /// What the web side answers (Host and Origin).
+    private let access: WebAccessPolicy
+    /// A descriptor held in reserve: when accept fails for want of descriptors (EMFILE), it is
+    /// closed so that the waiting connection can be accepted and closed at once, instead of
+    /// waking the level-triggered loop again and again for it.
+    private var reserveFD: Int32
+    /// Connections turned away because the process had no descriptor left.
+    private var refusedForDescriptors = 0
+    /// TLS connections whose handshake is under way, with its deadline; connections of the
+    /// metrics listener, with theirs.
+    private var handshakes: [UInt64: Duration] = [:]
+    private var metricsDeadlines: [UInt64: Duration] = [:]
+    /// The TLS listeners stopped taking connections while `maxTLSHandshakes` are under way.
+    private var listenersPaused = false
 
     private var listenerClosed = false
 
@@ -123,6 +156,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         thread = startThread(named: "signaling-srv", stackSize: 1 << 20) { [self] in
             self.runLoop()
             self.finished.withLock { $0 = true }
+            self.loopEnded.signal()
         }
     }
 
@@ -133,9 +167,12 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     public func stop() {
         stopping.store(true, ordering: .sequentiallyConsistent)
         epoll.wake()
-        guard thread != nil else { return }
-        while !finished.withLock({ $0 }) { usleep(1000) }
+        guard thread != nil, !finished.withLock({ $0 }) else { return }
+        loopEnded.wait()
+        loopEnded.signal()  // for a second stop()
     }
+
+    private let loopEnded = DispatchSemaphore(value: 0)
 
     private var now: Duration { clock.now - origin }
 
@@ -153,17 +190,26 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 case Self.metricsListenToken: if let metricsListenFD { acceptAll(from: metricsListenFD, web: true, metricsOnly: true) }
                 case Epoll.wakeToken:
                     epoll.drainWake()
-                    if let directory { apply(core.clusterEvents(directory.takeEvents())) }
+                    if let directory {
+                        for (id, answer) in directory.takeAnswers() {
+                            apply(core.directoryAnswered(id, answer, now: now, wallClock: wallClock))
+                        }
+                        apply(core.clusterEvents(directory.takeEvents()))
+                    }
                 default:
                     guard let connection = connections[event.token] else { continue }
                     if event.writable { flush(connection) }
                     if event.readable { read(connection, buffer: &buffer) }
                     // TLS may need the other direction to progress.
                     if connection.tls != nil, !connection.isClosed, !connection.output.isEmpty { flush(connection) }
+                    if handshakes[connection.id] != nil, connection.isClosed || connection.tls?.isEstablished == true {
+                        handshakes[connection.id] = nil
+                    }
                 }
             }
+            enforceDeadlines()
             if now >= nextTick {
-                apply(core.tick(now: now, wallClock: Int64(Date().timeIntervalSince1970)))
+                apply(core.tick(now: now, wallClock: wallClock))
                 nextTick = now + .seconds(1)
             }
             if directory != nil, now >= nextRenewal {
@@ -187,14 +233,38 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         directory?.stop()
     }
 
+    private var wallClock: Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// Drops TLS handshakes and metrics requests past their deadline, and lets the TLS
+    /// listeners take connections again once handshakes are below the bound.
+    private func enforceDeadlines() {
+        let at = now
+        for (id, deadline) in handshakes where at >= deadline {
+            handshakes[id] = nil
+            drop(id, reason: "no TLS handshake within \(configuration.limits.tlsHandshakeTimeout)")
+        }
+        for (id, deadline) in metricsDeadlines where at >= deadline {
+            metricsDeadlines[id] = nil
+            drop(id, reason: "the metrics request took over \(configuration.limits.metricsTimeout)")
+        }
+        let full = handshakes.count >= configuration.limits.maxTLSHandshakes
+        guard configuration.tls != nil, full != listenersPaused else { return }
+        listenersPaused = full
+        for (fd, token) in [(listenFD, Self.listenToken), (webListenFD, Self.webListenToken)] {
+            guard let fd else { continue }
+            // Connections wait in the kernel's backlog meanwhile.
+            if full { epoll.remove(fd) } else { try? epoll.add(fd, token: token, writable: false) }
+        }
+    }
+
     /// Accepts what waits on a listener: signaling lines on the main one, HTTP on the web one.
     private func acceptAll(from listener: Int32, web: Bool, metricsOnly: Bool = false) {
-        while true {
+        while !(listenersPaused && !metricsOnly) {
             let fd = clinux_accept4(listener, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
                 let code = errno
                 if code == EINTR || code == ECONNABORTED { continue }
-                if code == EMFILE || code == ENFILE { log(.error("accept: \(SystemError("accept", errno: code))")) }
+                if (code == EMFILE || code == ENFILE) && refuseForDescriptors(on: listener) { continue }
                 return
             }
             TCPSocket.setNoDelay(fd)
@@ -217,9 +287,36 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 connection.closeNow()
                 continue
             }
-            apply(core.connectionOpened(id, now: now, address: TCPSocket.peerAddress(fd)))
+            if tls != nil { handshakes[id] = now + configuration.limits.tlsHandshakeTimeout }
+            if metricsOnly { metricsDeadlines[id] = now + configuration.limits.metricsTimeout }
+            apply(core.connectionOpened(id, now: now, address: TCPSocket.peerAddress(fd).map(AddressBlock.of)))
+            if tls != nil && handshakes.count >= configuration.limits.maxTLSHandshakes {
+                enforceDeadlines()
+                return
+            }
         }
     }
+
+    /// No descriptor is left for a waiting connection: the reserve makes room to accept it and
+    /// close it at once, so it is answered (a reset) rather than left to wake the loop again.
+    /// False when that is not possible either.
+    private func refuseForDescriptors(on listener: Int32) -> Bool {
+        guard reserveFD >= 0 else { return false }
+        close(reserveFD)
+        let fd = clinux_accept4(listener, Int32(SOCK_CLOEXEC.rawValue))
+        if fd >= 0 { close(fd) }
+        reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        refusedForDescriptors += 1
+        // One line per power of two, so a flood cannot fill the log.
+        if refusedForDescriptors & (refusedForDescriptors - 1) == 0 {
+            log(.error("accept: no file descriptor left (EMFILE); \(refusedForDescriptors) connections turned away so far; raise LimitNOFILE"))
+        }
+        return true
+    }
+
+    /// Connections turned away because the process had no descriptor left (read on the loop's behalf).
+    public var connectionsRefusedForDescriptors: Int { refusedForDescriptors }
 
     private func read(_ connection: ServerConnection, buffer: inout [UInt8]) {
         // Bounded reads per wake-up keep one busy connection from starving the others.
@@ -300,7 +397,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     }
 
     private func deliver(_ lines: [[UInt8]], from connection: ServerConnection) {
-        let wall = Int64(Date().timeIntervalSince1970)
+        let wall = wallClock
         for line in lines {
             let (relayedBefore, started) = (core.counters.relayed, clock.now)
             apply(core.received(line, from: connection.id, now: now, wallClock: wall))
@@ -313,6 +410,10 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private func route(_ head: HTTPRequestHead, on connection: ServerConnection) {
         guard head.method == "GET" else {
             respond(connection, HTTPResponse.text(status: 405, "only GET", fields: [("Allow", "GET")]))
+            return
+        }
+        guard connection.metricsOnly || access.serves(host: head.field("host")) else {
+            respond(connection, HTTPResponse.text(status: 421, "this service does not answer for Host \(head.field("host")?.prefix(128) ?? "(none)"): use its address, a name of its certificate, or one given with --allowed-host"))
             return
         }
         if connection.metricsOnly {
@@ -342,6 +443,12 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             }
             guard let key = head.field("sec-websocket-key"), WebSocket.isValidKey(key) else {
                 respond(connection, HTTPResponse.text(status: 400, "Sec-WebSocket-Key must be 16 bytes in base64"))
+                return
+            }
+            // A page from another site must not join rooms with the tokens it holds (cross-site
+            // WebSocket hijacking): browsers say which page opens the socket.
+            guard access.allows(origin: head.field("origin"), host: head.field("host") ?? "") else {
+                respond(connection, HTTPResponse.text(status: 403, "a page from \(head.field("origin")?.prefix(128) ?? "") may not open /ws here; allow it with --allowed-origin"))
                 return
             }
             connection.mode = .webSocket(WebSocketReader(maxMessageLength: configuration.limits.maxLineLength))
@@ -399,6 +506,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                     connection.closeWhenFlushed = true
                 }
                 if connection.output.isEmpty { drop(id, reason: "closed by server") }
+            case .directory(let request):
+                directory?.submit(request)
             }
         }
     }
@@ -434,9 +543,11 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     private func drop(_ id: UInt64, reason: String) {
         guard let connection = connections.removeValue(forKey: id) else { return }
+        handshakes[id] = nil
+        metricsDeadlines[id] = nil
         epoll.remove(connection.fd)
         connection.closeNow()
-        apply(core.connectionClosed(id))
+        apply(core.connectionClosed(id, now: now))
     }
 
     /// Connections and rooms right now, read on the loop thread's behalf (approximate from others).

@@ -1,6 +1,7 @@
 /// The signaling service as a state machine: it takes events (a connection opened, a line
-/// arrived, time passed, a connection closed) and returns what to send and whom to disconnect.
-/// It does no I/O and reads no clock, so tests drive it line by line with made-up time.
+/// arrived, time passed, a connection closed, the room directory answered) and returns what to
+/// send, whom to disconnect, and what to ask the directory. It does no I/O and reads no clock, so
+/// tests drive it line by line with made-up time.
 public final class SignalingServerCore {
     public typealias ConnectionID = UInt64
 
@@ -8,6 +9,24 @@ public final class SignalingServerCore {
         case send(ConnectionID, SignalingMessage)
         /// Close after everything queued for the connection has been written.
         case close(ConnectionID)
+        /// Work for the room directory the nodes share (`serve --redis`), done off the loop; its
+        /// answer comes back through `directoryAnswered`.
+        case directory(DirectoryRequest)
+    }
+
+    /// What the service knows of a seated participant's credential.
+    struct Credential {
+        /// The seat's name, which its renewals carry.
+        var seat: String
+        /// The SHA-256 of the token that holds the seat.
+        var holder: [UInt8]
+        /// Seconds each renewal lives.
+        var grant: Int64
+        /// When the credential the participant holds now expires (Unix seconds).
+        var expires: Int64
+        var issuer: String
+        /// The token's room claim ("*" or the room).
+        var roomGrant: String
     }
 
     struct Connection {
@@ -15,45 +34,78 @@ public final class SignalingServerCore {
         var lastActivity: Duration
         var tokens: Double
         var lastRefill: Duration
+        /// The address block the peer counts against (`AddressBlock`), when the server knows it.
+        var address: String?
+        /// Counted among its block's connections that have not joined.
+        var pending = true
+        /// A join waits for the directory's answer.
+        var joining = false
         var room: String?
         var identity: String?
-        /// The credential the participant holds now: the one it joined with, or the last renewal.
-        var claims: TokenClaims?
-        /// The peer's IP address, when the server knows it.
-        var address: String?
+        var credential: Credential?
+    }
+
+    /// A join that waits for the directory.
+    struct JoinAttempt {
+        var connection: ConnectionID
+        var claims: TokenClaims
+        var room: String
+        var grant: Int64
+    }
+
+    enum Pending {
+        case join(JoinAttempt)
+        /// A relay message nobody on this node took: its sender learns from the answer whether it arrived.
+        case relay(ConnectionID, messageID: String)
+        /// Asked without waiting for anything (a leave, a copy for other nodes, a renewal of leases).
+        case quiet
     }
 
     public let limits: ServerLimits
     let verifier: TokenVerifier
     private var connections: [ConnectionID: Connection] = [:]
-    /// Room name → participants in join order.
+    /// Room name → this node's participants with a live connection, in join order.
     private var rooms: [String: [(identity: String, connection: ConnectionID)]] = [:]
-    /// Open connections per IP address (only addresses with at least one).
+    /// Seats, when this service's rooms are its own; with a directory the seats live there.
+    private var seats: SeatTable
+    /// Open connections per address block, and those of them that have not joined.
     private var perAddress: [String: Int] = [:]
+    private var pendingPerAddress: [String: Int] = [:]
+    private var pending: [UInt64: Pending] = [:]
+    private var nextRequestID: UInt64 = 1
+    private let newSeatID: () -> String
 
     public var connectionCount: Int { connections.count }
     public var roomCount: Int { rooms.count }
 
-    /// STUN and TURN servers handed out with every `joined`.
+    /// STUN and TURN servers handed out with every `joined` and renewal.
     public let iceServers: ICEServerPolicy?
 
-    /// Rooms shared with other nodes (`serve --redis`); nil: this service's rooms are its own.
-    /// `rooms` then holds this node's participants only, and the directory has them all.
-    public let directory: RedisRoomDirectory?
+    /// Rooms shared with other nodes (`serve --redis`): seats, and participants on other nodes,
+    /// are the directory's; `rooms` holds this node's participants only.
+    public let clustered: Bool
 
     public init(verifier: TokenVerifier, limits: ServerLimits = ServerLimits(), iceServers: ICEServerPolicy? = nil,
-                directory: RedisRoomDirectory? = nil) {
+                clustered: Bool = false, newSeatID: @escaping () -> String = SignalingServerCore.randomSeatID) {
         self.verifier = verifier
         self.limits = limits
         self.iceServers = iceServers
-        self.directory = directory
+        self.clustered = clustered
+        self.newSeatID = newSeatID
+        seats = SeatTable(grace: limits.seatGrace)
     }
+
+    /// 128 random bits in hex: a seat's name cannot be guessed from its room and identity.
+    public static func randomSeatID() -> String { Crypto.hex(Crypto.randomBytes(16)) }
 
     public func participants(in room: String) -> [String] { rooms[room]?.map(\.identity) ?? [] }
 
+    /// Seats held or waiting within their grace in `room` (this service's own rooms).
+    public func seatCount(in room: String) -> Int { seats.count(in: room) }
+
     // MARK: Events
 
-    /// A connection from `address` (the peer's IP address; nil when unknown) opened.
+    /// A connection from `address` (its address block, `AddressBlock.of`; nil when unknown) opened.
     public func connectionOpened(_ id: ConnectionID, now: Duration, address: String? = nil) -> [Action] {
         guard connections.count < limits.maxConnections else {
             return count([.send(id, .error(code: .serverFull, message: "the server has \(limits.maxConnections) connections; try again later", id: nil)), .close(id)])
@@ -62,14 +114,20 @@ public final class SignalingServerCore {
             guard perAddress[address, default: 0] < limits.maxConnectionsPerAddress else {
                 return count([.send(id, .error(code: .addressLimit, message: "\(address) has \(limits.maxConnectionsPerAddress) connections open", id: nil)), .close(id)])
             }
+            guard pendingPerAddress[address, default: 0] < limits.maxPendingPerAddress else {
+                return count([.send(id, .error(code: .addressLimit, message: "\(address) has \(limits.maxPendingPerAddress) connections that have not joined yet", id: nil)), .close(id)])
+            }
             perAddress[address, default: 0] += 1
+            pendingPerAddress[address, default: 0] += 1
         }
         connections[id] = Connection(openedAt: now, lastActivity: now, tokens: limits.messageBurst, lastRefill: now, address: address)
         return []
     }
 
-    /// Open connections from `address`.
-    public func connections(from address: String) -> Int { perAddress[address] ?? 0 }
+    /// Open connections from `address`'s block, and those of them that have not joined.
+    public func connections(from address: String) -> (open: Int, pending: Int) {
+        (perAddress[address] ?? 0, pendingPerAddress[address] ?? 0)
+    }
 
     public func lineTooLong(_ id: ConnectionID) -> [Action] {
         count([.send(id, .error(code: .lineTooLong, message: "a line is limited to \(limits.maxLineLength) bytes", id: nil)), .close(id)])
@@ -100,20 +158,18 @@ public final class SignalingServerCore {
             return count(actions)
         }
         switch message {
-        case .join(let room, let token, let rejoin):
-            let actions = join(id, room: room, token: token, rejoin: rejoin, wallClock: wallClock)
-            for case .send(id, .joined) in actions { counters.joins += 1 }
-            return count(actions)
+        case .join(let room, let token, _):
+            // The client's `rejoin` is a hint the service does not need: the seat says whether
+            // this is a participant coming back.
+            return count(join(id, room: room, token: token, now: now, wallClock: wallClock))
         case .relay(let relay):
-            let actions = forward(relay, from: id)
-            counters.relayed += actions.reduce(0) { n, a in if case .send(_, .relay) = a { return n + 1 }; return n }
-            return count(actions)
+            return count(forward(relay, from: id))
         case .ping(let pingID):
             return [.send(id, .pong(id: pingID))]
         case .pong:
             return []
         case .joined, .peerJoined, .peerLeft, .ack, .error, .token:
-            return [.send(id, .error(code: .badMessage, message: "that message type is sent by the server only", id: nil))]
+            return count([.send(id, .error(code: .badMessage, message: "that message type is sent by the server only", id: nil))])
         }
     }
 
@@ -132,17 +188,24 @@ public final class SignalingServerCore {
         return actions
     }
 
-    public func connectionClosed(_ id: ConnectionID) -> [Action] {
+    public func connectionClosed(_ id: ConnectionID, now: Duration) -> [Action] {
         guard let connection = connections.removeValue(forKey: id) else { return [] }
         if let address = connection.address {
             perAddress[address, default: 1] -= 1
             if perAddress[address] == 0 { perAddress[address] = nil }
+            if connection.pending { release(pendingOf: address) }
         }
-        return leave(connection, id: id, reason: "disconnected")
+        return leave(connection, id: id, reason: "disconnected", now: now)
     }
 
-    /// Enforces the join and keepalive timeouts and renews credentials that are about to expire;
-    /// call about once a second. `wallClock` is Unix time in seconds.
+    private func release(pendingOf address: String) {
+        pendingPerAddress[address, default: 1] -= 1
+        if pendingPerAddress[address] == 0 { pendingPerAddress[address] = nil }
+    }
+
+    /// Enforces the join and keepalive timeouts, renews credentials that are about to expire and
+    /// ends the grace of seats whose participant did not come back; call about once a second.
+    /// `wallClock` is Unix time in seconds.
     public func tick(now: Duration, wallClock: Int64) -> [Action] {
         var actions: [Action] = []
         for (id, connection) in connections {
@@ -150,23 +213,41 @@ public final class SignalingServerCore {
                 actions += [.send(id, .error(code: .joinTimeout, message: "no successful join within \(limits.joinTimeout)", id: nil)), .close(id)]
             } else if now - connection.lastActivity > limits.keepaliveTimeout {
                 actions += [.send(id, .error(code: .keepaliveTimeout, message: "nothing received for \(limits.keepaliveTimeout); send ping", id: nil)), .close(id)]
-            } else if let claims = connection.claims, let renewed = Self.renewal(of: claims, at: wallClock) {
-                connections[id]?.claims = renewed
-                actions.append(.send(id, .token(token: TokenIssuer(secret: verifier.secret).mint(renewed), expires: renewed.expires)))
+            } else if let credential = connection.credential, let room = connection.room, let identity = connection.identity,
+                      let expires = Self.renewal(expiring: credential.expires, grant: credential.grant, at: wallClock) {
+                connections[id]?.credential?.expires = expires
+                var renewed = TokenClaims(identity: identity, room: credential.roomGrant, issuer: credential.issuer, issuedAt: wallClock, expires: expires)
+                renewed.renewal = true
+                renewed.seat = credential.seat
+                actions.append(.send(id, .token(token: TokenIssuer(secret: verifier.secret).mint(renewed), expires: expires,
+                                                iceServers: iceServers?.servers(for: identity, room: room, now: wallClock, notAfter: expires) ?? [])))
             }
         }
+        seats.expire(now: now)
         return count(actions)
+    }
+
+    /// When a seated participant's credential is renewed, and until when the renewal lives: once
+    /// a third of the grant is left (at least 2 s, at most 5 min before expiry), for the grant
+    /// again. The grant is what the token the participant first presented had left then (at most
+    /// the service's maximum), so no renewal outlives what its original was worth. A token
+    /// presented at its very end grants nothing to renew.
+    static func renewal(expiring expires: Int64, grant: Int64, at now: Int64) -> Int64? {
+        guard grant > 0 else { return nil }
+        let margin = min(300, max(2, grant / 3))
+        guard expires - now <= margin else { return nil }
+        return now + grant
     }
 
     /// When each of this node's rooms last had its seats renewed in the directory.
     private var renewedAt: [String: Duration] = [:]
 
     /// Renews this node's seats in the directory, room by room, each room once per `interval`,
-    /// at most `batch` rooms per call (oldest first), so that a node with thousands of rooms
-    /// never holds its loop for one long round trip. A room seen here for the first time was
-    /// just seated by its join. A seat another node took meanwhile costs its connection here.
+    /// at most `batch` rooms per request (oldest first), so that one request never carries
+    /// thousands of rooms. A room seen here for the first time was just seated by its join. A
+    /// seat another node took meanwhile costs its connection here (in the answer).
     public func renewSeats(now: Duration, every interval: Duration, batch: Int = 200) -> [Action] {
-        guard let directory else { return [] }
+        guard clustered else { return [] }
         var due: [(room: String, at: Duration)] = []
         for room in rooms.keys {
             guard let at = renewedAt[room] else {
@@ -178,15 +259,53 @@ public final class SignalingServerCore {
         if renewedAt.count > rooms.count { renewedAt = renewedAt.filter { rooms[$0.key] != nil } }
         guard !due.isEmpty else { return [] }
         if due.count > batch { due = Array(due.sorted { $0.at < $1.at }.prefix(batch)) }
-        var seats: [String: [String]] = [:]
+        var renewing: [String: [SeatRecord]] = [:]
         for (room, _) in due {
-            seats[room] = rooms[room]?.map(\.identity)
+            renewing[room] = rooms[room]?.compactMap { member in
+                connections[member.connection]?.credential.map {
+                    SeatRecord(identity: member.identity, seat: $0.seat, holder: $0.holder, grant: $0.grant)
+                }
+            }
             renewedAt[room] = now
         }
-        var actions: [Action] = []
-        for (room, identity) in directory.refresh(seats: seats) { actions += unseat(identity, in: room) }
-        return count(actions)
+        return [.directory(request(.refresh(seats: renewing), .quiet))]
     }
+
+    /// The directory's answer to request `id`. `failed` answers carry Redis's words for the log:
+    /// participants are told only that the directory is unavailable.
+    public func directoryAnswered(_ id: UInt64, _ answer: DirectoryAnswer, now: Duration, wallClock: Int64) -> [Action] {
+        guard let waiting = pending.removeValue(forKey: id) else { return [] }
+        switch (waiting, answer) {
+        case (.join(let attempt), .joined(let outcome, let peers)):
+            connections[attempt.connection]?.joining = false
+            guard connections[attempt.connection] != nil else {
+                // Gone while the directory seated it: the seat starts its grace at once.
+                if case .seated = outcome { return [.directory(request(.leave(room: attempt.room, identity: attempt.claims.identity, reason: "disconnected"), .quiet))] }
+                return []
+            }
+            return count(seat(attempt, outcome, peers: peers, now: now, wallClock: wallClock))
+        case (.join(let attempt), _):
+            connections[attempt.connection]?.joining = false
+            return count([.send(attempt.connection, .error(code: .unavailable, message: Self.unavailable, id: nil))])
+        case (.relay(let sender, let messageID), .relayed(let reached)):
+            counters.relayed += reached
+            guard reached > 0 else {
+                return count([.send(sender, .error(code: .unknownPeer, message: "nobody it was for is in the room", id: messageID))])
+            }
+            return [.send(sender, .ack(id: messageID))]
+        case (.relay(let sender, let messageID), _):
+            return count([.send(sender, .error(code: .unavailable, message: Self.unavailable, id: messageID))])
+        case (.quiet, .relayed(let reached)):
+            counters.relayed += reached
+            return []
+        case (.quiet, .refreshed(let lost)):
+            return count(lost.flatMap { unseat($0.identity, in: $0.room) })
+        case (.quiet, _):
+            return []
+        }
+    }
+
+    static let unavailable = "the room directory is unavailable; try again"
 
     /// What the other nodes said (`RedisRoomDirectory.takeEvents()`), for this node's participants.
     public func clusterEvents(_ events: [ClusterEvent]) -> [Action] {
@@ -216,23 +335,21 @@ public final class SignalingServerCore {
         guard var members = rooms[room], let index = members.firstIndex(where: { $0.identity == identity }) else { return [] }
         let old = members.remove(at: index).connection
         rooms[room] = members.isEmpty ? nil : members
-        connections[old]?.room = nil
-        connections[old]?.identity = nil
-        return [.send(old, .error(code: .replaced, message: "\(identity) joined again on another node", id: nil)), .close(old)]
+        detach(old)
+        return [.send(old, .error(code: .replaced, message: "\(identity) joined again from another connection", id: nil)), .close(old)]
     }
 
-    /// A connected participant's credential is renewed before it expires, so that a rejoin after
-    /// a dropped connection works however long the call has run: once a third of its lifetime is
-    /// left (at least 5 s, at most 5 min before expiry), with the same identity, room grant,
-    /// issuer and lifetime. A renewal says so (`rnw`) and serves a rejoin only: a participant who
-    /// leaves and comes back later needs a token from whoever mints them.
-    static func renewal(of claims: TokenClaims, at now: Int64) -> TokenClaims? {
-        let lifetime = max(1, claims.expires - claims.issuedAt)
-        let margin = min(300, max(5, lifetime / 3))
-        guard claims.expires - now <= margin else { return nil }
-        var renewed = TokenClaims(identity: claims.identity, room: claims.room, issuer: claims.issuer, issuedAt: now, expires: now + lifetime)
-        renewed.renewal = true
-        return renewed
+    private func detach(_ id: ConnectionID) {
+        connections[id]?.room = nil
+        connections[id]?.identity = nil
+        connections[id]?.credential = nil
+    }
+
+    private func request(_ work: DirectoryRequest.Work, _ waiting: Pending) -> DirectoryRequest {
+        let id = nextRequestID
+        nextRequestID += 1
+        pending[id] = waiting
+        return DirectoryRequest(id: id, work: work)
     }
 
     // MARK: Rooms
@@ -243,9 +360,10 @@ public final class SignalingServerCore {
         }
     }
 
-    private func join(_ id: ConnectionID, room: String, token: String, rejoin: Bool, wallClock: Int64) -> [Action] {
-        guard connections[id]?.room == nil else {
-            return [.send(id, .error(code: .alreadyJoined, message: "this connection is already in room \(connections[id]?.room ?? "")", id: nil))]
+    private func join(_ id: ConnectionID, room: String, token: String, now: Duration, wallClock: Int64) -> [Action] {
+        guard let connection = connections[id], connection.room == nil, !connection.joining else {
+            let state = connections[id]?.room.map { "is already in room \($0)" } ?? "has a join under way"
+            return [.send(id, .error(code: .alreadyJoined, message: "this connection \(state)", id: nil))]
         }
         guard Self.isValidRoomName(room) else {
             return [.send(id, .error(code: .badRoom, message: "room names are 1-128 characters of A-Z a-z 0-9 . _ -", id: nil))]
@@ -256,64 +374,76 @@ public final class SignalingServerCore {
         } catch {
             return [.send(id, .error(code: error.code, message: error.message, id: nil))]
         }
-        if claims.renewal && !rejoin {
-            return [.send(id, .error(code: .tokenRenewal, message: "a renewed credential serves a rejoin only; get a new token", id: nil))]
+        // What the token is worth from now on is all its renewals may be worth.
+        let grant = max(0, min(claims.expires - wallClock, limits.maxTokenLifetime))
+        let claim = SeatClaim(room: room, identity: claims.identity,
+                              credential: claims.renewal ? .renewal(seat: claims.seat ?? "") : .token(holder: Crypto.sha256(Array(token.utf8))),
+                              grant: grant)
+        let attempt = JoinAttempt(connection: id, claims: claims, room: room, grant: grant)
+        if clustered {
+            connections[id]?.joining = true
+            return [.directory(request(.join(claim, maxParticipants: limits.maxParticipantsPerRoom, newSeatID: newSeatID()), .join(attempt)))]
+        }
+        let outcome = seats.take(claim, now: now, maxParticipants: limits.maxParticipantsPerRoom, newSeatID: newSeatID())
+        return seat(attempt, outcome, peers: nil, now: now, wallClock: wallClock)
+    }
+
+    /// Carries out the seat's decision for a join; `peers` nil: this node's members are the room.
+    private func seat(_ attempt: JoinAttempt, _ outcome: SeatOutcome, peers: [String]?, now: Duration, wallClock: Int64) -> [Action] {
+        let (id, room, identity) = (attempt.connection, attempt.room, attempt.claims.identity)
+        let (seat, grant, holder, previous): (String, Int64, [UInt8], SeatOutcome.Previous)
+        switch outcome {
+        case .full:
+            return [.send(id, .error(code: .roomFull, message: "room \(room) has its \(limits.maxParticipantsPerRoom) participants", id: nil))]
+        case .renewalRefused:
+            return [.send(id, .error(code: .tokenRenewal, message: "a renewed credential takes back its own seat only, while the seat is held or within \(limits.seatGrace) after its connection was lost; get a new token", id: nil))]
+        case .taken:
+            return [.send(id, .error(code: .seatTaken, message: "\(identity) holds a seat in room \(room) on a live connection with another credential; try again once that connection ends", id: nil))]
+        case .seated(let s, let g, let h, let p):
+            (seat, grant, holder, previous) = (s, g, h, p)
         }
         var actions: [Action] = []
         var members = rooms[room] ?? []
-        var replaced = false
-        var peersElsewhere: [String]?
-        if let directory {
-            // The directory decides the seat, for every node at once.
-            do {
-                switch try directory.join(room: room, identity: claims.identity, maxParticipants: limits.maxParticipantsPerRoom, rejoin: rejoin) {
-                case .full:
-                    return [.send(id, .error(code: .roomFull, message: "room \(room) has its \(limits.maxParticipantsPerRoom) participants", id: nil))]
-                case .joined(let peers, let wasSeated):
-                    peersElsewhere = peers
-                    replaced = wasSeated
-                }
-            } catch {
-                return [.send(id, .error(code: .unavailable, message: "the room directory cannot be reached (\(error)); try again", id: nil))]
-            }
-        }
-        if let index = members.firstIndex(where: { $0.identity == claims.identity }) {
-            // The same identity again (a client that reconnected before its old connection timed
-            // out): the new connection takes the seat; the others see no churn.
+        if let index = members.firstIndex(where: { $0.identity == identity }) {
+            // The seat's live connection on this node (its client reconnected before the old
+            // connection timed out): the new connection takes the seat, the old one is told.
             let old = members.remove(at: index).connection
-            connections[old]?.room = nil
-            connections[old]?.identity = nil
-            actions += [.send(old, .error(code: .replaced, message: "\(claims.identity) joined again from another connection", id: nil)), .close(old)]
-            replaced = true
-        } else if peersElsewhere == nil, members.count >= limits.maxParticipantsPerRoom {
-            return [.send(id, .error(code: .roomFull, message: "room \(room) has its \(limits.maxParticipantsPerRoom) participants", id: nil))]
+            detach(old)
+            actions += [.send(old, .error(code: .replaced, message: "\(identity) joined again from another connection", id: nil)), .close(old)]
         }
-        let peers = peersElsewhere ?? members.map(\.identity)
-        members.append((claims.identity, id))
+        let others = peers ?? members.map(\.identity)
+        members.append((identity, id))
         rooms[room] = members
+        let expires = attempt.claims.expires
         connections[id]?.room = room
-        connections[id]?.identity = claims.identity
-        connections[id]?.claims = claims
-        actions.append(.send(id, .joined(room: room, participant: claims.identity, peers: peers,
-                                         iceServers: iceServers?.servers(for: claims.identity, now: wallClock) ?? [])))
-        if !replaced {
-            for member in members.dropLast() {
-                actions.append(.send(member.connection, .peerJoined(participant: claims.identity, rejoin: rejoin)))
-            }
+        connections[id]?.identity = identity
+        connections[id]?.credential = Credential(seat: seat, holder: holder, grant: grant, expires: expires, issuer: attempt.claims.issuer, roomGrant: attempt.claims.room)
+        if connections[id]?.pending == true {
+            connections[id]?.pending = false
+            if let address = connections[id]?.address { release(pendingOf: address) }
+        }
+        counters.joins += 1
+        actions.append(.send(id, .joined(room: room, participant: identity, peers: others,
+                                         iceServers: iceServers?.servers(for: identity, room: room, now: wallClock, notAfter: expires) ?? [])))
+        // The others hear of every change of hands: a new participant, one back, or the seat on
+        // a new connection.
+        for member in members.dropLast() {
+            actions.append(.send(member.connection, .peerJoined(participant: identity, rejoin: previous != .none)))
         }
         return actions
     }
 
-    private func leave(_ connection: Connection, id: ConnectionID, reason: String) -> [Action] {
+    private func leave(_ connection: Connection, id: ConnectionID, reason: String, now: Duration) -> [Action] {
         guard let room = connection.room, let identity = connection.identity, var members = rooms[room] else { return [] }
         members.removeAll { $0.connection == id }
-        directory?.leave(room: room, identity: identity, reason: reason)
-        if members.isEmpty {
-            rooms[room] = nil
-            return []
+        var actions: [Action] = []
+        if clustered {
+            actions.append(.directory(request(.leave(room: room, identity: identity, reason: reason), .quiet)))
+        } else {
+            seats.lose(room: room, identity: identity, now: now)
         }
-        rooms[room] = members
-        return members.map { .send($0.connection, .peerLeft(participant: identity, reason: reason)) }
+        rooms[room] = members.isEmpty ? nil : members
+        return actions + members.map { .send($0.connection, .peerLeft(participant: identity, reason: reason)) }
     }
 
     private func forward(_ message: RelayMessage, from id: ConnectionID) -> [Action] {
@@ -323,21 +453,23 @@ public final class SignalingServerCore {
         let targets = members.filter { $0.connection != id && (message.to == nil || $0.identity == message.to) }
         var relayed = message
         relayed.from = identity
-        var elsewhere = 0
-        if let directory, message.to == nil || targets.isEmpty {
-            do {
-                elsewhere = try directory.relay(room: room, from: identity, to: message.to,
-                                                line: String(decoding: SignalingMessage.relay(relayed).serialized().dropLast(), as: UTF8.self))
-            } catch where targets.isEmpty {
-                return [.send(id, .error(code: .unavailable, message: "the room directory cannot be reached (\(error)); try again", id: message.id))]
-            } catch {}
+        var actions: [Action] = targets.map { .send($0.connection, .relay(relayed)) }
+        counters.relayed += targets.count
+        if clustered, message.to == nil || targets.isEmpty {
+            let line = String(decoding: SignalingMessage.relay(relayed).serialized().dropLast(), as: UTF8.self)
+            // Nobody here took it: the sender hears from the directory's answer whether anyone did.
+            let waiting: Pending = targets.isEmpty ? .relay(id, messageID: message.id) : .quiet
+            actions.append(.directory(request(.relay(room: room, from: identity, to: message.to, line: line), waiting)))
+            if targets.isEmpty { return actions }
         }
-        counters.relayed += elsewhere
-        guard !targets.isEmpty || elsewhere > 0 else {
+        guard !targets.isEmpty else {
             let who = message.to.map { "\($0) is not in room \(room)" } ?? "nobody else is in room \(room)"
             return [.send(id, .error(code: .unknownPeer, message: who, id: message.id))]
         }
-        return targets.map { .send($0.connection, .relay(relayed)) } + [.send(id, .ack(id: message.id))]
+        return actions + [.send(id, .ack(id: message.id))]
     }
 }
 
+extension String {
+    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}

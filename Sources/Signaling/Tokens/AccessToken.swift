@@ -5,18 +5,25 @@ import Foundation
 ///     header  {"alg":"HS256","typ":"JWT"}
 ///     payload {"sub": identity, "room": room name or "*", "iss": issuer,
 ///              "iat": issued at, "nbf": not before, "exp": expires}   (times in Unix seconds)
-///     and "rnw": true in a credential the service renewed
+///     and, in a credential the service renewed, "rnw": true and "seat": the seat it takes back
 public struct TokenClaims: Sendable, Equatable {
     public var identity: String
     /// The room this token grants joining; "*" grants every room.
     public var room: String
     public var issuer: String
-    public var issuedAt: Int64
+    /// nil when the token has no `iat`: nothing is inferred from a claim that is not there.
+    public var issuedAt: Int64?
     public var notBefore: Int64
     public var expires: Int64
-    /// Minted by the service to renew a connected participant's credential (claim `rnw`): good for
-    /// a rejoin only.
+    /// Minted by the service to renew a seated participant's credential (claim `rnw`): it takes
+    /// back that seat and is good for nothing else.
     public var renewal = false
+    /// The seat a renewal belongs to (claim `seat`), named by the service when the seat was taken.
+    public var seat: String?
+
+    /// The largest time a claim may hold (9999-12-31T23:59:59Z): far beyond any real token, and
+    /// small enough that no arithmetic on it can overflow.
+    public static let latestTime: Int64 = 253_402_300_799
 
     public init(identity: String, room: String, issuer: String = TokenIssuer.defaultIssuer, issuedAt: Int64, notBefore: Int64? = nil, expires: Int64) {
         self.identity = identity
@@ -73,9 +80,11 @@ public struct TokenIssuer: Sendable {
         let header = #"{"alg":"HS256","typ":"JWT"}"#
         var fields: [String: JSONValue] = [
             "sub": .string(claims.identity), "room": .string(claims.room), "iss": .string(claims.issuer),
-            "iat": .number(Double(claims.issuedAt)), "nbf": .number(Double(claims.notBefore)), "exp": .number(Double(claims.expires)),
+            "nbf": .number(Double(claims.notBefore)), "exp": .number(Double(claims.expires)),
         ]
+        if let issuedAt = claims.issuedAt { fields["iat"] = .number(Double(issuedAt)) }
         if claims.renewal { fields["rnw"] = .bool(true) }
+        if let seat = claims.seat { fields["seat"] = .string(seat) }
         let payload: JSONValue = .object(fields)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -122,16 +131,25 @@ public struct TokenVerifier: Sendable {
         guard let identity = payload["sub"]?.stringValue, !identity.isEmpty, identity.utf8.count <= 256 else {
             throw malformed("claim sub (identity) is missing")
         }
-        guard let expires = payload["exp"]?.numberValue else { throw malformed("claim exp is missing") }
-        guard let grant = payload["room"]?.stringValue else { throw malformed("claim room (the room grant) is missing") }
-        let notBefore = payload["nbf"]?.numberValue ?? 0
-        let issuedAt = payload["iat"]?.numberValue ?? notBefore
-        let issuer = payload["iss"]?.stringValue ?? ""
-        guard Int64(expires) + leeway >= now else {
-            throw SignalingProtocolError(.tokenExpired, "token expired at \(Int64(expires)) (now \(now)); mint a new one")
+        /// A NumericDate (RFC 7519 §2) within 0 ... latestTime, in whole seconds (a fraction is dropped).
+        func time(_ name: String) throws(SignalingProtocolError) -> Int64? {
+            guard let value = payload[name] else { return nil }
+            guard let number = value.numberValue else { throw malformed("claim \(name) is not a number") }
+            guard number.isFinite, number >= 0, number <= Double(TokenClaims.latestTime) else {
+                throw SignalingProtocolError(.tokenClaimRange, "token claim \(name) is \(number), outside 0 ... \(TokenClaims.latestTime) (Unix seconds)")
+            }
+            return Int64(number)
         }
-        guard Int64(notBefore) - leeway <= now else {
-            throw SignalingProtocolError(.tokenNotYetValid, "token is not valid before \(Int64(notBefore)) (now \(now))")
+        guard let expires = try time("exp") else { throw malformed("claim exp is missing") }
+        guard let grant = payload["room"]?.stringValue else { throw malformed("claim room (the room grant) is missing") }
+        let notBefore = try time("nbf") ?? 0
+        let issuedAt = try time("iat")
+        let issuer = payload["iss"]?.stringValue ?? ""
+        guard expires + leeway >= now else {
+            throw SignalingProtocolError(.tokenExpired, "token expired at \(expires) (now \(now)); mint a new one")
+        }
+        guard notBefore - leeway <= now else {
+            throw SignalingProtocolError(.tokenNotYetValid, "token is not valid before \(notBefore) (now \(now))")
         }
         if let requiredIssuer, issuer != requiredIssuer {
             throw SignalingProtocolError(.tokenIssuer, "token issuer \"\(issuer)\" is not \"\(requiredIssuer)\"")
@@ -139,9 +157,13 @@ public struct TokenVerifier: Sendable {
         guard grant == room || grant == "*" else {
             throw SignalingProtocolError(.tokenRoom, "token grants room \"\(grant)\", not \"\(room)\"")
         }
-        var claims = TokenClaims(identity: identity, room: grant, issuer: issuer, issuedAt: Int64(issuedAt),
-                                 notBefore: Int64(notBefore), expires: Int64(expires))
+        var claims = TokenClaims(identity: identity, room: grant, issuer: issuer, issuedAt: 0, notBefore: notBefore, expires: expires)
+        claims.issuedAt = issuedAt
         claims.renewal = payload["rnw"]?.boolValue ?? false
+        claims.seat = payload["seat"]?.stringValue
+        if claims.renewal, claims.seat?.isEmpty != false {
+            throw SignalingProtocolError(.tokenRenewal, "a renewed credential names its seat; this one does not")
+        }
         return claims
     }
 }

@@ -18,6 +18,21 @@ enum Crypto {
         return Array(out.prefix(Int(length)))
     }
 
+    /// For Redis's script cache, which names a script by its SHA-1 (EVALSHA).
+    static func sha1(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(SHA_DIGEST_LENGTH))
+        data.withUnsafeBufferPointer { _ = SHA1($0.baseAddress, $0.count, &out) }
+        return out
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined() }
+
+    static func sha256(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        data.withUnsafeBufferPointer { _ = SHA256($0.baseAddress, $0.count, &out) }
+        return out
+    }
+
     /// Compares in time that depends only on the length, so a forger learns nothing from timing.
     static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }

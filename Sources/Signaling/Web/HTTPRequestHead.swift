@@ -87,8 +87,8 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
 /// A whole HTTP/1.1 response with its body; every response closes the connection except 101.
 public enum HTTPResponse {
-    static let reasons = [101: "Switching Protocols", 200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-                          408: "Request Timeout", 426: "Upgrade Required", 431: "Request Header Fields Too Large",
+    static let reasons = [101: "Switching Protocols", 200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+                          408: "Request Timeout", 421: "Misdirected Request", 426: "Upgrade Required", 431: "Request Header Fields Too Large",
                           503: "Service Unavailable", 505: "HTTP Version Not Supported"]
 
     public static func make(status: Int, fields: [(String, String)] = [], body: [UInt8] = [], contentType: String = "text/plain; charset=utf-8") -> [UInt8] {
