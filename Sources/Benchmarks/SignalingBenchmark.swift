@@ -51,7 +51,7 @@ public struct SignalingBenchmark {
 
         // Every client comes from 127.0.0.1.
         let limit = "\(clients + 100)"
-        var extra = ["--max-connections", limit, "--max-connections-per-address", limit]
+        var extra = ["--max-connections", limit, "--max-connections-per-address", limit, "--max-pending-per-address", limit]
         if let redis { extra += ["--redis", "redis://127.0.0.1:\(redis)"] }
         var services: [ServiceProcess] = []
         defer { for service in services { service.stop() } }

@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 #include <openssl/ec.h>
 #include <openssl/srtp.h>
+#include <openssl/pem.h>
 #include <string.h>
 
 /* Macros and variadic calls of OpenSSL that Swift cannot use directly. */
@@ -89,6 +90,11 @@ static inline int copenssl_add_extension(X509 *cert, X509 *issuer, int nid, cons
     X509_EXTENSION_free(ext);
     return ok;
 }
+/* The bytes a memory BIO holds (BIO_get_mem_data is a macro). */
+static inline long copenssl_bio_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
+static inline int copenssl_write_key_pem(BIO *bio, EVP_PKEY *key) { return PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL); }
+static inline X509 *copenssl_read_cert_pem(BIO *bio) { return PEM_read_bio_X509(bio, NULL, NULL, NULL); }
+static inline EVP_PKEY *copenssl_read_key_pem(BIO *bio) { return PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL); }
 static inline int copenssl_nid_subject_alt_name(void) { return NID_subject_alt_name; }
 static inline int copenssl_nid_basic_constraints(void) { return NID_basic_constraints; }
 static inline int copenssl_nid_key_usage(void) { return NID_key_usage; }

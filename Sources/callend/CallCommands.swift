@@ -7,7 +7,8 @@ import Signaling
 import Synchronization
 
 let joinHelp = """
-    usage: callend join ROOM (--token-file F | CALLEND_TOKEN=T | --token T) [--server [tls://]HOST:PORT [--ca-file F]]
+    usage: callend join ROOM (--token-file F | CALLEND_TOKEN=T | --token T) [--server tls://HOST:PORT [--ca-file F] | --server HOST:PORT]
+                        [--insecure-plaintext]
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                         [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
                         [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
@@ -22,12 +23,17 @@ let joinHelp = """
 
       --token-file F        the access token from F (or CALLEND_TOKEN): a token given with --token
                             shows in the process list to every user of the machine
-      --server HOST:PORT    the signaling service (default 127.0.0.1:7000), plain TCP; a list
-                            HOST1:PORT1,HOST2:PORT2 is tried in turn: when a connection fails or is
-                            lost the next one is used and the endpoint rejoins there (media goes on)
-      --server tls://HOST:PORT  the same over TLS; the service's certificate must be signed by a CA
-                            the system trusts (or one in --ca-file F, PEM) and name HOST; a
-                            certificate that fails ends the join with exit code 1
+      --server tls://HOST:PORT  the signaling service over TLS; its certificate must be signed by a CA
+                            the system trusts (or one in --ca-file F, PEM: 'callend tls' writes
+                            one) and name HOST; a certificate that fails ends the join with exit
+                            code 1. A list HOST1:PORT1,HOST2:PORT2 is tried in turn: when a
+                            connection fails or is lost the next one is used and the endpoint
+                            rejoins there (media goes on)
+      --server HOST:PORT    the same in plain TCP (default 127.0.0.1:7000): on loopback only,
+                            unless --insecure-plaintext
+      --insecure-plaintext  plain TCP to a service that is not on loopback: the token, TURN
+                            passwords and the call's DTLS fingerprint cross the network readable
+                            and rewritable, so whoever is on the path can take the call over
       --camera DEV          a V4L2 camera (/dev/video0); --video-size/--fps/--pixel-format pick the
                             nearest mode it offers (default 640x480@30); 'callend devices' lists them
       --video-source S      the moving test pattern (default), a Y4M file (looped), or none
@@ -119,6 +125,11 @@ func runJoin(_ args: inout Arguments) throws {
     }
     guard let server = servers.first else { throw UsageError(description: "--server takes HOST:PORT[,HOST:PORT...]") }
     let caFile = try args.value("--ca-file")
+    let insecurePlaintext = args.flag("--insecure-plaintext")
+    if overTLS && insecurePlaintext { throw UsageError(description: "--insecure-plaintext applies to a plain --server HOST:PORT, not tls://") }
+    if !overTLS && !insecurePlaintext, let remote = servers.first(where: { !PlaintextPolicy.isLoopback(host: $0.host) }) {
+        throw UsageError(description: PlaintextPolicy.refusal("join --server \(remote.host):\(remote.port)"))
+    }
     if let caFile {
         guard overTLS else { throw UsageError(description: "--ca-file applies to --server tls://HOST:PORT only") }
         guard FileManager.default.isReadableFile(atPath: caFile) else { throw UsageError(description: "cannot read --ca-file \(caFile)") }
@@ -189,6 +200,7 @@ func runJoin(_ args: inout Arguments) throws {
             $0.iceServers = iceServers
             $0.iceTransportPolicy = iceTransport.flatMap(ICETransportPolicy.init(rawValue:)) ?? .all
             if overTLS { $0.signalingTLS = caFile.map { .caFile($0) } ?? .systemTrust }
+            $0.insecurePlaintext = insecurePlaintext
             $0.fallbackServers = Array(servers.dropFirst())
             switch encoding {
             case "auto": $0.videoEncodingMode = .auto

@@ -9,9 +9,11 @@ import Glibc
 #endif
 
 let serveHelp = """
-    usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K]
-                         [--max-participants N] [--max-connections N] [--max-connections-per-address N] [--issuer ISS]
-                         [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D] [--http HOST:PORT] [--metrics HOST:PORT]
+    usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K | --insecure-plaintext]
+                         [--max-participants N] [--max-connections N] [--max-connections-per-address N]
+                         [--max-pending-per-address N] [--issuer ISS] [--max-token-lifetime D] [--seat-grace D]
+                         [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
+                         [--http HOST:PORT [--allowed-origin ORIGIN]... [--allowed-host NAME]...] [--metrics HOST:PORT]
                          [--redis redis://HOST:PORT[/DB] [--redis-password-file F] [--redis-lease D]] [--log-level L]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
@@ -22,23 +24,42 @@ let serveHelp = """
       --listen HOST:PORT      address to listen on (port 0 picks a free port; the line
                               'listening on HOST:PORT' on standard output says which)
       --secret-file F         file holding the HS256 secret (at least 32 bytes)
-      --tls-cert C --tls-key K  serve TLS with this PEM certificate chain and key
+      --tls-cert C --tls-key K  serve TLS with this PEM certificate chain and key ('callend tls --host
+                              NAME --out DIR' makes them, and the CA file endpoints trust)
+      --insecure-plaintext    listen in plain TCP on an address other than loopback. Without TLS,
+                              tokens, TURN passwords and the DTLS fingerprints of calls cross the
+                              network readable and rewritable: whoever is on the path can take a
+                              call over. Plain TCP on loopback needs no flag
       --max-participants N    participants per room (default 2: a peer-to-peer call)
       --max-connections N     connections in total (default 20000)
-      --max-connections-per-address N  connections from one IP address (default 1000)
+      --max-connections-per-address N  connections from one IP address, or one IPv6 /64 (default 1000)
+      --max-pending-per-address N  of those, connections that have not joined yet (default 32)
       --issuer ISS            accept only tokens whose iss claim is ISS
+      --max-token-lifetime D  the longest a renewed credential lives (default 24h): a participant's
+                              renewals live what its token had left when it joined, at most this
+      --seat-grace D          how long a seat waits for its participant after the connection is
+                              lost (default 60s): within it, the participant's token or the seat's
+                              renewal takes it back; after it, a renewal is refused
       --ice-server URL        a STUN or TURN server handed to every participant in 'joined'
                               (stun:HOST:PORT, turn:HOST:PORT?transport=udp|tcp; repeatable)
       --turn-secret-file F    the secret shared with the TURN server (coturn's static-auth-secret):
                               each participant gets its own credential, username EXPIRY:IDENTITY,
                               password base64(HMAC-SHA1(secret, username)) (coturn use-auth-secret)
-      --turn-ttl D            how long a TURN credential lasts (default 24h)
+      --turn-ttl D            how long a TURN credential lasts at most (default 24h); never longer
+                              than the participant's credential (each renewal brings a new one).
+                              The username is EXPIRY:ROOM:IDENTITY
       --http HOST:PORT        also serve the web side: a page at / that joins a room from a
                               browser (open /?room=ROOM&token=TOKEN) and the same protocol over
                               WebSocket at /ws (one JSON message per text frame); HTTPS and WSS
                               with --tls-cert/--tls-key. Browsers give a page their camera and
                               microphone only over HTTPS or on localhost; elsewhere it receives only.
                               The line 'web page at URL' on standard output says where
+      --allowed-origin ORIGIN a page at ORIGIN (https://app.example.org) may open /ws; by default
+                              only the service's own page may (browsers send Origin; other
+                              clients send none and are let in). Repeatable
+      --allowed-host NAME     answer requests for Host NAME; by default IP addresses, localhost and
+                              the DNS names of the TLS certificate (a name of another site that
+                              resolves here is refused: DNS rebinding). Repeatable
       --metrics HOST:PORT     Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, no
                               token: bind it to an address only the monitoring reaches):
                               connections, rooms, joins, errors sent by code (refused joins
@@ -160,6 +181,44 @@ func runToken(_ args: inout Arguments) throws {
     print(TokenIssuer(secret: secret).mint(TokenClaims(identity: identity, room: room, issuer: issuer, issuedAt: now, expires: now + ttl)))
 }
 
+let tlsHelp = """
+    usage: callend tls --host NAME [--host NAME]... --out DIR [--days N]
+
+    Makes what a TLS service needs, in one step: a private certificate authority (DIR/ca.pem and
+    its key DIR/ca-key.pem, made once and reused by later runs) and a certificate for the service
+    signed by it (DIR/server.pem, DIR/server-key.pem), for every NAME given: DNS names and IP
+    addresses the endpoints dial. Keys are ECDSA P-256, written mode 0600. Then:
+
+      callend serve --listen 0.0.0.0:7000 --tls-cert DIR/server.pem --tls-key DIR/server-key.pem ...
+      callend join ROOM --server tls://NAME:7000 --ca-file DIR/ca.pem ...     (ca.pem is public)
+
+    Run it again with other names (another node, a renewal) to sign a new server certificate with
+    the same CA: endpoints keep trusting ca.pem. Keep ca-key.pem where only you can read it.
+
+      --host NAME   a DNS name or IP address the certificate is for (repeatable; the first is its CN)
+      --out DIR     the folder to write to (made mode 0700 if missing)
+      --days N      how long the server certificate is valid (default 825; the CA, 10 years)
+    """
+
+func runTLS(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(tlsHelp); return }
+    let hosts = try args.values("--host")
+    guard !hosts.isEmpty else { throw UsageError(description: "tls needs --host NAME (the DNS name or IP address endpoints dial)") }
+    guard let directory = try args.value("--out") else { throw UsageError(description: "tls needs --out DIR") }
+    let days = try args.integer("--days", in: 1...3650) ?? 825
+    try args.finish(command: "tls")
+    let files: PrivateCA.Files
+    do { files = try PrivateCA.issue(hosts: hosts, directory: directory, days: days) } catch {
+        throw UsageError(description: error.description)
+    }
+    print("""
+        \(files.madeCA ? "made a private CA" : "used the CA in \(directory)"): \(files.caCertificate) (endpoints trust it: join --ca-file \(files.caCertificate))
+        server certificate for \(hosts.joined(separator: ", ")), valid \(days) days: \(files.certificate), key \(files.key)
+          callend serve --listen 0.0.0.0:7000 --tls-cert \(files.certificate) --tls-key \(files.key) ...
+          callend join ROOM --server tls://\(hosts[0].contains(":") ? "[\(hosts[0])]" : hosts[0]):7000 --ca-file \(files.caCertificate) ...
+        """)
+}
+
 func runServe(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(serveHelp); return }
     guard let listen = try args.value("--listen") else { throw UsageError(description: "serve needs --listen HOST:PORT") }
@@ -175,6 +234,17 @@ func runServe(_ args: inout Arguments) throws {
     var turnTTL: Int64?
     if let text = try args.value("--turn-ttl") { turnTTL = try parseDuration(text, option: "--turn-ttl") }
     let web = try args.value("--http").map { text throws(UsageError) in try parseHostPort(text, option: "--http") }
+    let allowedOrigins = try args.values("--allowed-origin"), allowedHosts = try args.values("--allowed-host")
+    for origin in allowedOrigins where WebAccessPolicy.normalizedOrigin(origin) == nil {
+        throw UsageError(description: "--allowed-origin takes an origin such as https://app.example.org (scheme://host[:port]), not '\(origin)'")
+    }
+    if web == nil && !(allowedOrigins.isEmpty && allowedHosts.isEmpty) {
+        throw UsageError(description: "--allowed-origin and --allowed-host apply to the web side: give --http HOST:PORT")
+    }
+    let insecurePlaintext = args.flag("--insecure-plaintext")
+    let pendingPerAddress = try args.integer("--max-pending-per-address", in: 1...1_000_000)
+    let maxTokenLifetime = try args.value("--max-token-lifetime").map { text throws(UsageError) in try parseDuration(text, option: "--max-token-lifetime") }
+    let seatGrace = try args.value("--seat-grace").map { text throws(UsageError) in try parseDuration(text, option: "--seat-grace") }
     let metrics = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     let logger = try logWriter(program: "callend serve", &args)
     var redis = try args.value("--redis").map { text throws(UsageError) in
@@ -195,6 +265,13 @@ func runServe(_ args: inout Arguments) throws {
     }
     let secret = try loadSecret(&args)
     try args.finish(command: "serve")
+    if certificate != nil && insecurePlaintext { throw UsageError(description: "--insecure-plaintext and --tls-cert are alternatives; give one") }
+    if certificate == nil && !insecurePlaintext {
+        for (option, address) in [("--listen", (host, port)), ("--http", web)] {
+            guard let address, !PlaintextPolicy.isLoopback(host: address.host) else { continue }
+            throw UsageError(description: PlaintextPolicy.refusal("serve \(option) \(address.host):\(address.port)"))
+        }
+    }
     var policy = ICEServerPolicy()
     for url in iceURLs {
         do {
@@ -220,6 +297,12 @@ func runServe(_ args: inout Arguments) throws {
     if let participants { configuration.limits.maxParticipantsPerRoom = participants }
     if let connections { configuration.limits.maxConnections = connections }
     if let perAddress { configuration.limits.maxConnectionsPerAddress = perAddress }
+    if let pendingPerAddress { configuration.limits.maxPendingPerAddress = pendingPerAddress }
+    if let maxTokenLifetime { configuration.limits.maxTokenLifetime = maxTokenLifetime }
+    if let seatGrace { configuration.limits.seatGrace = .seconds(seatGrace) }
+    configuration.insecurePlaintext = insecurePlaintext
+    configuration.allowedOrigins = allowedOrigins
+    configuration.allowedHosts = allowedHosts
     configuration.requiredIssuer = issuer
     if !iceURLs.isEmpty { configuration.iceServers = policy }
     configuration.web = web
@@ -239,6 +322,9 @@ func runServe(_ args: inout Arguments) throws {
         exit(ExitCode.success.rawValue)
     }
     print("listening on \(host):\(server.port) (\(certificate == nil ? "plain TCP" : "TLS"))")
+    if certificate == nil && insecurePlaintext && !PlaintextPolicy.isLoopback(host: host) {
+        logger.write(.warning("plain TCP on \(host) (--insecure-plaintext): tokens, TURN passwords and DTLS fingerprints cross the network in the clear"))
+    }
     if let web, let webPort = server.webPort {
         let shown = web.host.contains(":") ? "[\(web.host)]" : web.host
         print("web page at \(certificate == nil ? "http" : "https")://\(shown):\(webPort)/ (signaling WebSocket at /ws)")

@@ -25,6 +25,8 @@ let mainHelp = """
       receive         receive the streams an SDP file describes; write Y4M/IVF and WAV
       serve           run the signaling service (rooms, tokens, relay; optional TLS)
       token           mint an access token (HS256 JWT) for a room and identity
+      tls             make a private CA and a server certificate for 'serve' (the CA file is what
+                      endpoints trust: join --ca-file)
       bench signaling thousands of clients join rooms in pairs on loopback against 'callend serve';
                       print joins/s, join latency p50/p99 and server memory per connection
       bench call      real join processes calling each other: setup time, glass-to-glass video and
@@ -164,6 +166,8 @@ do {
         try runServe(&args)
     case "token":
         try runToken(&args)
+    case "tls":
+        try runTLS(&args)
     case "bench":
         guard let what = args.popOperand() else {
             throw UsageError(description: "'bench' needs a subject: callend bench codecs")

@@ -153,3 +153,4 @@ final class TransportPair: Sendable {
         #expect(!pair.offerer.sendRTP([0x80, 96, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1], kind: .video), "nothing goes out without keys")
     }
 }
+

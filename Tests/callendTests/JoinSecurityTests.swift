@@ -5,18 +5,24 @@ import TestSupport
 /// The endpoint's side of TLS to the signaling service, and secrets kept off the command line
 /// and out of other users' reach.
 @Suite(.serialized) struct JoinSecurityTests {
-    /// Over tls:// with the service's certificate trusted through --ca-file, a call runs; the
-    /// token comes from a file.
+    /// The documented step (`callend tls`) gives a service certificate and the CA file
+    /// endpoints trust: over tls://, by name and by address, a call runs; the token comes from
+    /// a file.
     @Test func aCallOverTLSWithTheTokenInAFile() throws {
         let secret = try SecretFile()
         let cert = try TestCertificate()
-        let (server, port) = try startServe(secret, ["--tls-cert", cert.certificate, "--tls-key", cert.key])
+        let folder = cert.directory + "/tls"
+        let made = try runCallend(["tls", "--host", "localhost", "--host", "127.0.0.1", "--out", folder])
+        #expect(made.status == 0 && made.stdout.contains("--ca-file \(folder)/ca.pem"), "\(made)")
+        #expect(mode(folder + "/server-key.pem") == 0o600 && mode(folder + "/ca-key.pem") == 0o600)
+        let (server, port) = try startServe(secret, ["--tls-cert", folder + "/server.pem", "--tls-key", folder + "/server-key.pem"])
         defer { terminate(server) }
         let tokenFile = cert.directory + "/token"
         try (try token("roof", secret, room: "tls") + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
-        let common = ["--server", "tls://localhost:\(port)", "--ca-file", cert.certificate, "--video-size", "160x120", "--duration", "3"]
-        let a = try launchJoined(["join", "tls", "--token-file", tokenFile] + common)
-        let b = try launchJoined(["join", "tls"] + common, environment: ["CALLEND_TOKEN": try token("bench", secret, room: "tls")])
+        let common = ["--ca-file", folder + "/ca.pem", "--video-size", "160x120", "--duration", "3"]
+        let a = try launchJoined(["join", "tls", "--token-file", tokenFile, "--server", "tls://localhost:\(port)"] + common)
+        let b = try launchJoined(["join", "tls", "--server", "tls://127.0.0.1:\(port)"] + common,
+                                 environment: ["CALLEND_TOKEN": try token("bench", secret, room: "tls")])
         a.process.waitUntilExit()
         b.process.waitUntilExit()
         for (side, peer) in [(a, b), (b, a)] {
@@ -59,6 +65,52 @@ import TestSupport
             #expect(result.status == 2, "\(arguments) exited \(result.status): \(result.stderr)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
         }
+    }
+
+    /// Plain TCP off loopback is refused on both ends, saying how to get TLS, unless the user
+    /// says --insecure-plaintext; `callend tls` refuses what it cannot make.
+    @Test func plaintextOffLoopbackIsRefusedUnlessAskedFor() throws {
+        let secret = try SecretFile()
+        let folder = try TestCertificate().directory
+        let refused: [[String]] = [
+            ["serve", "--listen", "0.0.0.0:0", "--secret-file", secret.path],
+            ["serve", "--listen", "[::]:0", "--secret-file", secret.path],
+            ["serve", "--listen", "127.0.0.1:0", "--http", "0.0.0.0:0", "--secret-file", secret.path],
+            ["join", "lab", "--token", "t", "--server", "192.0.2.1:7000"],
+            ["join", "lab", "--token", "t", "--server", "127.0.0.1:7000,signal.example.org:7000"],
+        ]
+        for arguments in refused {
+            let result = try runCallend(arguments)
+            #expect(result.status == 2, "\(arguments) exited \(result.status): \(result.stderr)")
+            #expect(result.stderr.contains("callend tls") && result.stderr.contains("--insecure-plaintext"), "\(arguments): \(result.stderr)")
+        }
+        // Asked for: the service listens, and says what it costs.
+        let (server, out, err) = try launchCallend(["serve", "--listen", "0.0.0.0:0", "--secret-file", secret.path, "--insecure-plaintext"])
+        defer { terminate(server) }
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("listening on 0.0.0.0:"))
+        #expect(StreamCollector(err).wait(for: "in the clear", seconds: 10))
+        let bad: [([String], String)] = [
+            (["join", "lab", "--token", "t", "--server", "tls://localhost:1", "--insecure-plaintext"], "applies to a plain --server"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--insecure-plaintext", "--tls-cert", "c", "--tls-key", "k"], "alternatives"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--allowed-origin", "app.example.org", "--http", "127.0.0.1:0"], "--allowed-origin takes an origin"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--allowed-host", "x"], "apply to the web side"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--seat-grace", "0"], "--seat-grace takes a positive duration"),
+            (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--max-token-lifetime", "31d"], "--max-token-lifetime takes a positive duration"),
+            (["tls", "--out", folder + "/a"], "needs --host"),
+            (["tls", "--host", "a b", "--out", folder + "/b"], "is not a DNS name or an IP address"),
+            (["tls", "--host", "x", "--out", folder + "/c", "--days", "0"], "--days takes a whole number"),
+            (["tls", "--host", "x"], "needs --out"),
+        ]
+        for (arguments, message) in bad {
+            let result = try runCallend(arguments)
+            #expect(result.status == 2, "\(arguments) exited \(result.status): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        // A CA whose key went missing is not silently replaced (endpoints trust the old one).
+        #expect(try runCallend(["tls", "--host", "x", "--out", folder + "/d"]).status == 0)
+        try FileManager.default.removeItem(atPath: folder + "/d/ca-key.pem")
+        let halfCA = try runCallend(["tls", "--host", "y", "--out", folder + "/d"])
+        #expect(halfCA.status == 2 && halfCA.stderr.contains("without the other"), "\(halfCA)")
     }
 
     /// Files that hold keys are the owner's alone, even where one stood before with a wider mode.

@@ -124,12 +124,12 @@ func exchange(port: Int, line: String) throws -> String {
             #expect(result.status == 2, "\(arguments)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
         }
-        let busy = try runCallend(["serve", "--listen", "203.0.113.1:1", "--secret-file", secret.path])
+        let busy = try runCallend(["serve", "--listen", "203.0.113.1:1", "--secret-file", secret.path, "--insecure-plaintext"])
         #expect(busy.status == 1 && busy.stderr.contains("listen on 203.0.113.1:1"), "\(busy.stderr)")
         // Nothing listens on port 1 of loopback: the node says so and does not start.
         let noRedis = try runCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--redis", "redis://127.0.0.1:1"])
         #expect(noRedis.status == 1 && noRedis.stderr.contains("cannot use the room directory: redis://127.0.0.1:1"), "\(noRedis.stderr)")
-        let webBusy = try runCallend(["serve", "--listen", "127.0.0.1:0", "--http", "203.0.113.1:1", "--secret-file", secret.path])
+        let webBusy = try runCallend(["serve", "--listen", "127.0.0.1:0", "--http", "203.0.113.1:1", "--secret-file", secret.path, "--insecure-plaintext"])
         #expect(webBusy.status == 1 && webBusy.stderr.contains("listen on 203.0.113.1:1"), "\(webBusy.stderr)")
     }
 
@@ -138,5 +138,83 @@ func exchange(port: Int, line: String) throws -> String {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("100/100 pairs completed"), "\(result.stdout)")
         #expect(result.stdout.contains("joins/s") && result.stdout.contains("per connection"))
+    }
+}
+
+/// A service that has used every file descriptor it may: a connection it cannot take is
+/// accepted and closed at once (its client sees the end, the metrics count it), and the loop
+/// does not spin on the connection waiting in the backlog, as a level-triggered accept loop would.
+@Suite(.serialized) struct DescriptorExhaustionTests {
+    func connect(_ port: Int) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: in_port_t(UInt16(port).bigEndian),
+                                  sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    /// CPU seconds the process has used (utime + stime of /proc/PID/stat).
+    func cpuSeconds(_ pid: Int32) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    @Test func connectionsBeyondTheDescriptorsAreTurnedAwayWithoutSpinning() throws {
+        let secret = try SecretFile()
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "ulimit -n 40 && exec \"$0\" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --secret-file \"$1\"", binary, secret.path]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { terminate(process) }
+        let text = StreamCollector(out)
+        #expect(text.wait(for: "metrics at", seconds: 20))
+        let port = try #require(Int(text.text.components(separatedBy: "listening on 127.0.0.1:").last?.split(separator: " ").first ?? ""))
+        let metricsPort = try #require(Int(text.text.components(separatedBy: "metrics at http://127.0.0.1:").last?.split(separator: "/").first ?? ""))
+        // Hold connections until the service turns one away: it reads as an end at once.
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        var turnedAway = false
+        for _ in 0..<60 where !turnedAway {
+            let fd = connect(port)
+            held.append(fd)
+            _ = Array(#"{"type":"ping"}"#.utf8 + [10]).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var buffer = [UInt8](repeating: 0, count: 256)
+            // A pong means it was taken; the end (or a reset) means it was turned away; a read
+            // that times out (nothing either way) is neither.
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            turnedAway = n == 0 || (n < 0 && errno == ECONNRESET)
+            if n < 0 && !turnedAway { break }
+        }
+        #expect(turnedAway, "sixty connections on a 40-descriptor service were all answered")
+        // Out of descriptors, with one more waiting: the loop must be idle, not spinning.
+        let waiting = connect(port)
+        held.append(waiting)
+        let before = cpuSeconds(process.processIdentifier)
+        Thread.sleep(forTimeInterval: 1)
+        let used = cpuSeconds(process.processIdentifier) - before
+        #expect(used < 0.3, "the service used \(used) s of CPU in a second with no descriptor left")
+        // Room again: the metrics say how many were turned away.
+        for fd in held.prefix(10) { close(fd) }
+        held.removeFirst(10)
+        let scrape = connect(metricsPort)
+        defer { close(scrape) }
+        _ = Array("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".utf8).withUnsafeBytes { send(scrape, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var response: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(scrape, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            response += buffer[0..<n]
+        }
+        let metrics = String(decoding: response, as: UTF8.self)
+        let refused = metrics.split(separator: "\n").first { $0.hasPrefix(#"callend_signaling_refused_total{reason="no_descriptor"}"#) }
+        #expect(refused.flatMap { Int($0.split(separator: " ").last ?? "") }.map { $0 >= 2 } == true, "\(metrics)")
     }
 }

@@ -61,8 +61,12 @@ public struct ConnectOptions: Sendable {
     /// Host candidates on these addresses only (a lab that must not use its other interfaces);
     /// empty: every interface.
     public var iceLocalAddresses: [String] = []
-    /// TLS to the signaling service (nil: plain TCP, for loopback and labs).
+    /// TLS to the signaling service (nil: plain TCP, which is refused off loopback unless
+    /// `insecurePlaintext`).
     public var signalingTLS: SignalingTLS?
+    /// Plain TCP to a signaling service that is not on loopback: its token, TURN passwords and
+    /// the DTLS fingerprint cross the network readable and rewritable. Only when asked for.
+    public var insecurePlaintext = false
     /// Further signaling services (other nodes, a standby), tried in turn after the first
     /// whenever a connection fails or is lost; the call's media goes on meanwhile.
     public var fallbackServers: [(host: String, port: Int)] = []

@@ -8,14 +8,22 @@ import Glibc
 
 /// A small HTTP endpoint that answers `GET /metrics` with whatever `render` returns (the
 /// Prometheus text format), one request per connection, on its own thread: `join --metrics`.
+/// Several scrapers are served at once (up to `maxClients`), each within `deadline` from accept
+/// to the last byte: a client that sends its request a byte a minute holds one place for that
+/// long and no more.
 public final class MetricsEndpoint: Sendable {
     public let port: Int
     private let fd: Int32
     private let render: @Sendable () -> String
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
+    private let wake: (read: Int32, write: Int32)
+    public static let maxClients = 16
+    /// From accept to the last byte of the response.
+    public let deadline: Duration
 
-    public init(host: String, port: Int, render: @escaping @Sendable () -> String) throws(SystemError) {
+    public init(host: String, port: Int, deadline: Duration = .seconds(5), render: @escaping @Sendable () -> String) throws(SystemError) {
+        self.deadline = deadline
         var hints = addrinfo()
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -24,7 +32,7 @@ public final class MetricsEndpoint: Sendable {
             throw SystemError("metrics: resolve \(host)", errno: EADDRNOTAVAIL)
         }
         defer { freeaddrinfo(list) }
-        let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw SystemError("metrics: socket") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -33,6 +41,13 @@ public final class MetricsEndpoint: Sendable {
             close(fd)
             throw error
         }
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else {
+            let error = SystemError("metrics: pipe")
+            close(fd)
+            throw error
+        }
+        for end in pipeFDs { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
@@ -43,57 +58,89 @@ public final class MetricsEndpoint: Sendable {
         self.fd = fd
         self.port = Int(bound)
         self.render = render
+        self.wake = (pipeFDs[0], pipeFDs[1])
+    }
+
+    /// One scraper's connection: what it sent so far, what is left to send, and its deadline.
+    private struct Client {
+        let fd: Int32
+        let deadline: ContinuousClock.Instant
+        var reader = HTTPRequestHead.Reader()
+        var response: [UInt8]?
     }
 
     public func start() {
         startThread(named: "metrics") { [self] in
             defer { finished.signal() }
+            var clients: [Client] = []
+            defer { for client in clients { close(client.fd) } }
             while !stopping.load(ordering: .relaxed) {
-                var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&waiting, 1, 250) > 0 else { continue }
-                let client = accept(fd, nil, nil)
-                guard client >= 0 else { continue }
-                answer(client)
-                close(client)
+                let now = ContinuousClock.now
+                clients.removeAll { client in
+                    guard now >= client.deadline else { return false }
+                    close(client.fd)
+                    return true
+                }
+                var fds = [pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: fd, events: clients.count < Self.maxClients ? Int16(POLLIN) : 0, revents: 0)]
+                fds += clients.map { pollfd(fd: $0.fd, events: Int16($0.response == nil ? POLLIN : POLLOUT), revents: 0) }
+                let soonest = clients.map(\.deadline).min().map { max(.zero, $0 - now) } ?? .seconds(3600)
+                _ = poll(&fds, nfds_t(fds.count), Int32(min(soonest.inMilliseconds + 1, 3_600_000)))
+                if fds[1].revents != 0 {
+                    while clients.count < Self.maxClients {
+                        let client = accept(fd, nil, nil)
+                        guard client >= 0 else { break }
+                        _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                        _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
+                        clients.append(Client(fd: client, deadline: ContinuousClock.now + deadline))
+                    }
+                }
+                for (index, polled) in fds.dropFirst(2).enumerated().reversed() where polled.revents != 0 {
+                    if !serve(&clients[index]) {
+                        close(clients[index].fd)
+                        clients.remove(at: index)
+                    }
+                }
             }
         }
     }
 
     public func stop() {
         guard !stopping.exchange(true, ordering: .relaxed) else { return }
+        var one: UInt8 = 1
+        _ = write(wake.write, &one, 1)
         finished.wait()
         close(fd)
+        close(wake.read)
+        close(wake.write)
     }
 
-    private func answer(_ client: Int32) {
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var reader = HTTPRequestHead.Reader()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var response: [UInt8]
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(client, $0.baseAddress, $0.count) }
-            guard n > 0 else { return }
+    /// Reads the request or writes the response, whichever is due; false when the connection is done.
+    private func serve(_ client: inout Client) -> Bool {
+        if client.response == nil {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { read(client.fd, $0.baseAddress, $0.count) }
+            if n < 0 && (errno == EAGAIN || errno == EINTR) { return true }
+            guard n > 0 else { return false }
             do {
-                guard let (head, _) = try reader.append(buffer[0..<n]) else { continue }
+                guard let (head, _) = try client.reader.append(buffer[0..<n]) else { return true }
                 if head.method != "GET" {
-                    response = HTTPResponse.text(status: 405, "only GET", fields: [("Allow", "GET")])
+                    client.response = HTTPResponse.text(status: 405, "only GET", fields: [("Allow", "GET")])
                 } else if head.path != "/metrics" {
-                    response = HTTPResponse.text(status: 404, "not found: the metrics are at /metrics")
+                    client.response = HTTPResponse.text(status: 404, "not found: the metrics are at /metrics")
                 } else {
-                    response = HTTPResponse.make(status: 200, body: Array(render().utf8), contentType: "text/plain; version=0.0.4; charset=utf-8")
+                    client.response = HTTPResponse.make(status: 200, body: Array(render().utf8), contentType: "text/plain; version=0.0.4; charset=utf-8")
                 }
             } catch {
-                response = HTTPResponse.text(status: error.status, error.description)
+                client.response = HTTPResponse.text(status: error.status, error.description)
             }
-            break
         }
-        var offset = 0
-        while offset < response.count {
-            let n = response[offset...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { return }
-            offset += n
-        }
+        guard let response = client.response else { return true }
+        let n = response.withUnsafeBytes { send(client.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return true }
+        guard n > 0 else { return false }
+        client.response = Array(response.dropFirst(n))
+        return !(client.response?.isEmpty ?? true)
     }
 }
 

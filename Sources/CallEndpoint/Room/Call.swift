@@ -144,6 +144,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     public init(options: ConnectOptions, server: (host: String, port: Int), media: Media? = nil, duration: Duration?,
                 log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws {
         self.options = options
+        if options.signalingTLS == nil && !options.insecurePlaintext,
+           let remote = ([server] + options.fallbackServers).first(where: { !PlaintextPolicy.isLoopback(host: $0.host) }) {
+            throw ConfigurationError(PlaintextPolicy.refusal("signaling to \(remote.host):\(remote.port)"))
+        }
         // A CA file that cannot be read fails here, before anything is opened.
         signalingTLS = try options.signalingTLS.map { tls throws(TLSError) in
             switch tls {
@@ -158,7 +162,30 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         certificate = try DTLSCertificate()
     }
 
-    public func stop() { stopRequested.store(true, ordering: .relaxed) }
+    public func stop() {
+        stopRequested.store(true, ordering: .relaxed)
+        stopWake.signal()
+    }
+
+    /// Signalled by stop(), for waits that must end early when the call does.
+    private let stopWake = DispatchSemaphore(value: 0)
+    /// New sessions of the peer (each a new media round, with its own agent) and ICE restarts it
+    /// offers (each a new agent): let through at a rate real endpoints need, not a flood's.
+    private let newSessions = Mutex(RenegotiationLimit())
+    private let clockOrigin = ContinuousClock.now
+    private var elapsed: Duration { ContinuousClock.now - clockOrigin }
+
+    /// Signaling from someone in the room who is not this round's peer: ignored, and logged once
+    /// per sender and round.
+    private func ignore(_ message: RelayMessage, peer: String?, noted: inout Set<String>) {
+        let who = message.from ?? "?"
+        guard noted.insert(who).inserted else { return }
+        log(.warning("signaling: ignored \(message.kind.rawValue) from \(who), who is not this call's peer \(peer ?? "(none yet)") (and any more from them this round)"))
+    }
+
+    /// The servers an ICE restart's agent uses now: the service's latest (their TURN credentials
+    /// are renewed with the participant's), then the caller's own.
+    private var currentICEServers: [ICEServer] { serviceICEServers.withLock { $0 } + options.iceServers }
 
     /// The ICE configuration of a round: the service's servers, then the caller's own.
     private func iceConfiguration(controlling: Bool) -> ICEAgent.Configuration {
@@ -208,6 +235,13 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         // peer that joins again (and, joining second, offers) gets media without a restart here.
         var round = 0
         while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
+            // A peer that comes back as a new session again and again gets its rounds at the
+            // limiter's rate: each holds an ICE agent (a thread, sockets, a TURN allocation).
+            while !newSessions.withLock({ $0.allow(at: elapsed) }) && !stopRequested.load(ordering: .relaxed) {
+                let wait = newSessions.withLock { $0.wait(at: elapsed) }
+                log(.warning(String(format: "the peer came back as a new session %.0f times in a short while: the next round in %.1f s", newSessions.withLock { $0.burst }, wait.inSeconds)))
+                if stopWake.wait(timeout: .now() + wait.inSeconds) == .success { stopWake.signal() }
+            }
             round += 1
             let signaling = RoundSignaling(client: client)
             guard let (callMedia, call) = try negotiate(round: round, signaling: signaling, summary: &summary, deadline: deadline) else { break }
@@ -345,7 +379,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                            deadline: ContinuousClock.Instant?) throws -> (CallMedia, NegotiatedCall)? {
         var callMedia: CallMedia?
         var offer: JSEPDescription?
-        var early: [(line: String, ufrag: String?)] = []
+        var early: [(from: String?, candidate: (line: String, ufrag: String?))] = []
+        var noted: Set<String> = []
         let queue = events
         func roundMedia(controlling: Bool) throws -> CallMedia {
             if let callMedia { return callMedia }
@@ -376,6 +411,11 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     }
                 case .signaling(.message(let message)) where message.kind == .offer:
                     guard let from = message.from else { continue }
+                    // Once this round has its peer, nobody else in the room negotiates with it.
+                    if let peer = signaling.peer, peer != from {
+                        ignore(message, peer: peer, noted: &noted)
+                        continue
+                    }
                     // A new offer replaces one of ours (both joined at once): the later joiner offers.
                     if let stale = callMedia, offer != nil { stale.transport.close(); callMedia = nil; offer = nil }
                     summary.peer = from
@@ -385,10 +425,18 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     negotiated = call
                 case .signaling(.message(let message)) where message.kind == .answer:
                     guard let made = callMedia, let offer else { continue }
+                    guard message.from == signaling.peer else {
+                        ignore(message, peer: signaling.peer, noted: &noted)
+                        continue
+                    }
                     negotiated = try made.accept(try Self.description(message.payload, as: .answer), to: offer)
                 case .signaling(.message(let message)) where message.kind == .candidate:
                     guard let candidate = Self.candidate(message.payload) else { continue }
-                    if let made = callMedia { apply(candidate: candidate, to: made.transport) } else { early.append(candidate) }
+                    if let peer = signaling.peer, message.from != peer {
+                        ignore(message, peer: peer, noted: &noted)
+                        continue
+                    }
+                    if let made = callMedia, signaling.peer != nil { apply(candidate: candidate, to: made.transport) } else { early.append((message.from, candidate)) }
                 case .signaling(.iceServers(let list)):
                     let servers = Self.iceServers(list)
                     serviceICEServers.withLock { $0 = servers }
@@ -404,8 +452,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     if r == round { handle(e, signaling: signaling) }
                 }
             }
-            if let made = callMedia {
-                for candidate in early { apply(candidate: candidate, to: made.transport) }
+            if let made = callMedia, let peer = signaling.peer {
+                // Candidates that came before the round knew its peer: the peer's only.
+                for (from, candidate) in early where from == peer { apply(candidate: candidate, to: made.transport) }
                 early = []
             }
             if let negotiated, let made = callMedia { return (made, negotiated) }
@@ -430,12 +479,14 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let offerer = callMedia.transport.configuration.ice.controlling
         startThread(named: "call-watcher") { [self] in
             var policy = ICERestartPolicy(offerer: offerer)
+            var noted: Set<String> = []
+            var restartsOffered = RenegotiationLimit()
             var addresses = LocalAddresses.current()
             var nextAddressCheck = ContinuousClock.now + .seconds(1)
             var lastHeardCount = callMedia.transport.packetsAuthenticated
             func restart(_ reason: String) {
                 do {
-                    let offer = try callMedia.restartOffer()
+                    let offer = try callMedia.restartOffer(servers: currentICEServers)
                     signaling.describe(offer, to: peer)
                     policy.restarted(at: .now)
                     restarts.add(1, ordering: .relaxed)
@@ -448,13 +499,21 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 let handled = events.take { event in
                     switch event {
                     case .signaling(.message(let m)): return [.bye, .candidate, .offer, .answer].contains(m.kind)
+                    case .signaling(.iceServers): return true
                     case .transport: return true
                     default: return false
                     }
                 }
                 var over = false
                 for (index, event) in handled.enumerated() where !over {
+                    if case .signaling(.message(let m)) = event, m.from != peer {
+                        ignore(m, peer: peer, noted: &noted)
+                        continue
+                    }
                     switch event {
+                    case .signaling(.iceServers(let list)):
+                        // Renewed with the credential: the next restart's agent uses them.
+                        serviceICEServers.withLock { $0 = Self.iceServers(list) }
                     case .signaling(.message(let m)) where m.kind == .bye: over = true
                     case .signaling(.message(let m)) where m.kind == .candidate:
                         if let candidate = Self.candidate(m.payload) { apply(candidate: candidate, to: callMedia.transport) }
@@ -470,8 +529,12 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                             self.log("ice: both sides restarted at once; the peer answers ours")
                             continue
                         }
+                        guard restartsOffered.allow(at: self.elapsed) else {
+                            self.log(.warning("ice: the peer offers restarts faster than \(restartsOffered.burst) at once and one per \(restartsOffered.interval): this one is ignored"))
+                            continue
+                        }
                         do {
-                            let (answer, restartsICE) = try callMedia.answerRestart(offer)
+                            let (answer, restartsICE) = try callMedia.answerRestart(offer, servers: currentICEServers)
                             signaling.describe(answer, to: peer)
                             if restartsICE {
                                 restarts.add(1, ordering: .relaxed)

@@ -115,8 +115,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
 
     /// The same media under new ICE credentials, from a new agent that gathers now; media stays
     /// on the current path until the new one works.
-    public func restartOffer() throws -> JSEPDescription {
-        let credentials = try transport.restartICE(controlling: true)
+    public func restartOffer(servers: [ICEServer]? = nil) throws -> JSEPDescription {
+        let credentials = try transport.restartICE(controlling: true, servers: servers)
         return try session.withLock { s in
             guard let previous = s.local else { throw NegotiationError("no description yet to restart ICE from") }
             var offer = OfferAnswer.offer(local, transport: .init(ufrag: credentials.ufrag, password: credentials.password,
@@ -144,14 +144,14 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     /// Answers a later offer of the peer in this session. New ICE credentials in it are an ICE
     /// restart: a new agent answers them, and ours (a restart of our own under way) gives way.
     /// The media and the DTLS role stay as they are.
-    public func answerRestart(_ offer: JSEPDescription) throws -> (answer: JSEPDescription, restartsICE: Bool) {
+    public func answerRestart(_ offer: JSEPDescription, servers: [ICEServer]? = nil) throws -> (answer: JSEPDescription, restartsICE: Bool) {
         let (previous, role) = session.withLock { s in (s, s.role) }
         guard let mine = previous.local, let theirs = previous.remote, let role else { throw NegotiationError("no session to renegotiate") }
         var transportInAnswer = localTransport
         let restartsICE = offer.transport.ufrag != theirs.transport.ufrag || offer.transport.password != theirs.transport.password
         if restartsICE {
             session.withLock { $0.restartOffer = nil }
-            let credentials = try transport.restartICE(controlling: false)
+            let credentials = try transport.restartICE(controlling: false, servers: servers)
             try transport.setRestartRemote(offer.transport)
             (transportInAnswer.ufrag, transportInAnswer.password) = credentials
         }

@@ -87,7 +87,13 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         var sentObserver: (@Sendable ([UInt8]) -> Void)?
         /// The DTLS-exported keys, kept for tests that look for them where they must not be.
         var keys: DTLSKeys?
+        /// Agents of earlier generations still closing (releasing TURN allocations).
+        var closing = 0
     }
+
+    /// Agents that may be closing at once: a restart beyond it is refused, so a peer that sends
+    /// restart offers faster than agents close cannot pile up threads, sockets and allocations.
+    public static let maxClosingAgents = 2
 
     public let configuration: Configuration
     private let state: Mutex<State>
@@ -182,10 +188,15 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     /// takes over once it finds a path; media stays on the current path until then, and DTLS and
     /// SRTP stay as they are. A restart still under way is dropped for this one. Returns the new
     /// credentials, for the description that announces them.
-    public func restartICE(controlling: Bool) throws(ICEError) -> (ufrag: String, password: String) {
+    public func restartICE(controlling: Bool, servers: [ICEServer]? = nil) throws(ICEError) -> (ufrag: String, password: String) {
         var ice = configuration.ice
         ice.controlling = controlling
-        let generation = state.withLock { s in
+        // TURN credentials renewed since the call began (they live no longer than the token).
+        if let servers { ice.servers = servers }
+        let generation = try state.withLock { s throws(ICEError) in
+            guard s.closing < Self.maxClosingAgents else {
+                throw ICEError("an ICE restart waits for \(s.closing) earlier agents to close")
+            }
             s.generations += 1
             return s.generations
         }
@@ -228,8 +239,10 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     /// that a call of months, which restarts ICE many times an hour on a lossy path, does not keep
     /// each round's memory in the allocator.
     private func closeInBackground(_ agent: ICEAgent) {
-        startThread(named: "ice-close") {
+        state.withLock { $0.closing += 1 }
+        startThread(named: "ice-close") { [me] in
             agent.close()
+            me.transport?.state.withLock { $0.closing -= 1 }
             releaseFreeMemory()
         }
     }

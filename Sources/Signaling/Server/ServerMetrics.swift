@@ -22,7 +22,16 @@ public struct ServerMetrics: Sendable {
         public init(healthy: Bool, counters: RedisRoomDirectory.Counters) { (self.healthy, self.counters) = (healthy, counters) }
     }
 
-    public func render(connections: Int, rooms: Int, counters: SignalingServerCore.Counters, directory: Directory? = nil) -> String {
+    /// What the service's shell counts besides the core: connections it could not take.
+    public struct Refusals: Sendable {
+        /// Accepted and closed at once: no file descriptor was left (EMFILE).
+        public var noDescriptor = 0
+        /// TLS handshakes that did not finish in time.
+        public var handshakeTimeouts = 0
+        public init() {}
+    }
+
+    public func render(connections: Int, rooms: Int, counters: SignalingServerCore.Counters, refusals: Refusals = Refusals(), directory: Directory? = nil) -> String {
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -33,6 +42,8 @@ public struct ServerMetrics: Sendable {
         metric("callend_signaling_joins_total", "counter", "Successful joins and rejoins.", [("", "\(counters.joins)")])
         metric("callend_signaling_errors_total", "counter", "Errors sent, by code: refused joins (room_full, token_*, ...), protocol errors and limits.",
                SignalingErrorCode.allCases.map { (#"{code="\#($0.rawValue)"}"#, "\(counters.errors[$0] ?? 0)") })
+        metric("callend_signaling_refused_total", "counter", "Connections closed before a word: no file descriptor left (raise LimitNOFILE), a TLS handshake past its deadline.",
+               [(#"{reason="no_descriptor"}"#, "\(refusals.noDescriptor)"), (#"{reason="tls_handshake_timeout"}"#, "\(refusals.handshakeTimeouts)")])
         metric("callend_signaling_relayed_total", "counter", "Messages relayed to a participant.", [("", "\(counters.relayed)")])
         var buckets = zip(Self.relayBuckets, relayCounts).map { (#"{le="\#($0.0)"}"#, "\($0.1)") }
         buckets.append((#"{le="+Inf"}"#, "\(relayTotal)"))

@@ -140,8 +140,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     /// closed so that the waiting connection can be accepted and closed at once, instead of
     /// waking the level-triggered loop again and again for it.
     private var reserveFD: Int32
-    /// Connections turned away because the process had no descriptor left.
-    private var refusedForDescriptors = 0
+    /// Connections turned away before a word (no descriptor left, a handshake too slow).
+    private var refusals = ServerMetrics.Refusals()
     /// TLS connections whose handshake is under way, with its deadline; connections of the
     /// metrics listener, with theirs.
     private var handshakes: [UInt64: Duration] = [:]
@@ -241,6 +241,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         let at = now
         for (id, deadline) in handshakes where at >= deadline {
             handshakes[id] = nil
+            refusals.handshakeTimeouts += 1
             drop(id, reason: "no TLS handshake within \(configuration.limits.tlsHandshakeTimeout)")
         }
         for (id, deadline) in metricsDeadlines where at >= deadline {
@@ -307,16 +308,14 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         if fd >= 0 { close(fd) }
         reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }
-        refusedForDescriptors += 1
+        refusals.noDescriptor += 1
         // One line per power of two, so a flood cannot fill the log.
-        if refusedForDescriptors & (refusedForDescriptors - 1) == 0 {
-            log(.error("accept: no file descriptor left (EMFILE); \(refusedForDescriptors) connections turned away so far; raise LimitNOFILE"))
+        let count = refusals.noDescriptor
+        if count & (count - 1) == 0 {
+            log(.error("accept: no file descriptor left (EMFILE); \(count) connections turned away so far; raise LimitNOFILE"))
         }
         return true
     }
-
-    /// Connections turned away because the process had no descriptor left (read on the loop's behalf).
-    public var connectionsRefusedForDescriptors: Int { refusedForDescriptors }
 
     private func read(_ connection: ServerConnection, buffer: inout [UInt8]) {
         // Bounded reads per wake-up keep one busy connection from starving the others.
@@ -422,7 +421,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 return
             }
             // The scrape itself is one of the connections it counts.
-            let text = metrics.render(connections: core.connectionCount, rooms: core.roomCount, counters: core.counters,
+            let text = metrics.render(connections: core.connectionCount, rooms: core.roomCount, counters: core.counters, refusals: refusals,
                                       directory: directory.map { ServerMetrics.Directory(healthy: $0.isHealthy, counters: $0.counters) })
             respond(connection, HTTPResponse.make(status: 200, body: Array(text.utf8), contentType: "text/plain; version=0.0.4; charset=utf-8"))
             return

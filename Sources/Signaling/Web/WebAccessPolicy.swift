@@ -42,7 +42,7 @@ public struct WebAccessPolicy: Sendable {
     }
 
     /// scheme://host[:port] lowercased, the default port dropped; nil for anything else.
-    static func normalizedOrigin(_ text: String) -> String? {
+    public static func normalizedOrigin(_ text: String) -> String? {
         let lower = text.lowercased().trimmingCharacters(in: .whitespaces)
         for (scheme, port) in [("https://", ":443"), ("http://", ":80")] where lower.hasPrefix(scheme) {
             var authority = String(lower.dropFirst(scheme.count))
