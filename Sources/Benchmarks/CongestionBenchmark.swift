@@ -266,7 +266,9 @@ public struct CongestionBenchmark {
         }
         let seconds = Int(options.schedule.duration) + 60
         let web = page == nil ? [] : ["--http", "\(topology.addressA):7080"]
-        let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", secretFile] + web)
+        let tls = try ServiceTLS(directory: work + "/tls", host: topology.addressA)
+        let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", secretFile]
+                                          + tls.serveArguments + web)
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
@@ -275,7 +277,8 @@ public struct CongestionBenchmark {
         func join(_ who: String, in ns: String, extra: [String]) throws -> (Process, Pipe) {
             let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "congestion", issuedAt: now, expires: now + 3600))
             let p = try topology.process(in: ns, options.executable,
-                                         ["join", "congestion", "--server", "\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin"] + extra,
+                                         ["join", "congestion", "--server", "tls://\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin"]
+                                            + tls.joinArguments + extra,
                                          environment: ["CALLEND_TOKEN": token])
             p.standardOutput = try ExternalTool.newFile(options.outputDirectory + "/\(prefix)-\(who).log")
             let errors = Pipe()
@@ -314,8 +317,8 @@ public struct CongestionBenchmark {
         }
         let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: "chromium", room: "congestion", issuedAt: now, expires: now + 3600))
         let browser = try topology.process(in: topology.b, "/usr/bin/python3",
-                                           [page, "http://\(topology.addressA):7080/?room=congestion&token=\(token)", "--receive-only",
-                                            "--frames", "1", "--timeout", "60", "--stay"])
+                                           [page, "https://\(topology.addressA):7080/?room=congestion&token=\(token)", "--receive-only",
+                                            "--frames", "1", "--timeout", "60", "--stay", "--trust-key", tls.publicKeyPin])
         let browserLog = try ExternalTool.newFile(options.outputDirectory + "/chromium-page.log")
         browser.standardOutput = browserLog
         browser.standardError = browserLog

@@ -116,10 +116,12 @@ public struct SharedLinkBenchmark {
         let seconds = Int(options.duration) + 30
         // Signaling for callend calls lives on A.
         var secret: TokenSecret?
+        let tls = try ServiceTLS(directory: work + "/tls", host: topology.addressA)
         if stack == "callend" {
             let s = TokenSecret.random()
             try writePrivateFile(atPath: work + "/secret", contents: s.printable)
-            let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", work + "/secret"])
+            let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", work + "/secret"]
+                                              + tls.serveArguments)
             server.standardOutput = FileHandle.nullDevice
             server.standardError = FileHandle.nullDevice
             try server.run()
@@ -136,7 +138,8 @@ public struct SharedLinkBenchmark {
                 for (who, ns, extra) in [("b", topology.b, ["--video-source", "none"]), ("a", sender.namespace, ["--video-source", clip])] {
                     let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: room, issuedAt: now, expires: now + 3600))
                     let p = try topology.process(in: ns, options.executable,
-                                                 ["join", room, "--server", "\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin"] + extra,
+                                                 ["join", room, "--server", "tls://\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin"]
+                                                    + tls.joinArguments + extra,
                                                  environment: ["CALLEND_TOKEN": token])
                     let file = try output(who)
                     p.standardOutput = file

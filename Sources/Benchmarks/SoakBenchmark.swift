@@ -90,7 +90,9 @@ public struct SoakBenchmark: Sendable {
         do { try writePrivateFile(atPath: work + "/secret", contents: secret.printable) } catch {
             throw ExternalTool.Failure(description: error.description)
         }
-        let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", work + "/secret"])
+        let tls = try ServiceTLS(directory: work + "/tls", host: topology.addressA)
+        let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", work + "/secret"]
+                                          + tls.serveArguments)
         let serverOut = Lines()
         try start(server, output: serverOut, errors: nil, clock: clock)
         defer { if server.isRunning { server.terminate() }; server.waitUntilExit() }
@@ -106,8 +108,8 @@ public struct SoakBenchmark: Sendable {
         for (name, ns) in [("a", topology.a), ("b", topology.b)] {
             // Tokens outlive the run: renewal is the signaling tests' business, not this bench's.
             let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: name, room: "soak", issuedAt: now, expires: now + Int64(duration) + 3600))
-            let process = try topology.process(in: ns, options.executable, ["join", "soak", "--server", "\(topology.addressA):7000",
-                                                                            "--duration", "\(duration)", "--no-stdin"],
+            let process = try topology.process(in: ns, options.executable, ["join", "soak", "--server", "tls://\(topology.addressA):7000",
+                                                                            "--duration", "\(duration)", "--no-stdin"] + tls.joinArguments,
                                                environment: ["CALLEND_TOKEN": token])
             let (out, err) = (Lines(), Lines())
             try start(process, output: out, errors: err, clock: clock, logTo: work + "/\(name)")

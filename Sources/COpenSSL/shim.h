@@ -95,6 +95,15 @@ static inline long copenssl_bio_mem_data(BIO *bio, char **data) { return BIO_get
 static inline int copenssl_write_key_pem(BIO *bio, EVP_PKEY *key) { return PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL); }
 static inline X509 *copenssl_read_cert_pem(BIO *bio) { return PEM_read_bio_X509(bio, NULL, NULL, NULL); }
 static inline EVP_PKEY *copenssl_read_key_pem(BIO *bio) { return PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL); }
+/* The DER SubjectPublicKeyInfo of a certificate's key (i2d_PUBKEY), for a key pin. */
+static inline int copenssl_certificate_spki(X509 *cert, unsigned char *out, int cap) {
+    EVP_PKEY *key = X509_get0_pubkey(cert);
+    if (!key) return -1;
+    int length = i2d_PUBKEY(key, NULL);
+    if (length <= 0 || length > cap) return -1;
+    unsigned char *p = out;
+    return i2d_PUBKEY(key, &p);
+}
 static inline int copenssl_nid_subject_alt_name(void) { return NID_subject_alt_name; }
 static inline int copenssl_nid_basic_constraints(void) { return NID_basic_constraints; }
 static inline int copenssl_nid_key_usage(void) { return NID_key_usage; }

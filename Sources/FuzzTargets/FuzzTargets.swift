@@ -8,7 +8,7 @@ import Signaling
 /// crash found (Tests/FuzzCorpus) through the same functions. A target may reject its input in
 /// any way it likes; what it must not do is crash, hang or grow without bound.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case rtp, rtcp, vp8, opus, sdp, signaling, jwt, websocket, http, y4m, ivf, wav
+    case rtp, rtcp, vp8, opus, sdp, signaling, jwt, claims, websocket, http, y4m, ivf, wav
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -53,6 +53,24 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             }
         case .jwt:
             _ = try? Self.verifier.verify(String(decoding: bytes, as: UTF8.self), room: "lab", now: 1_800_000_000)
+        case .claims:
+            // The input is a token's payload, signed with the fuzz key so that it gets past the
+            // signature to the claims: their ranges, then (when it is accepted) a join and the
+            // renewals' lifetime arithmetic, at the edges of time.
+            let token = TokenIssuer(secret: Self.secret).sign(payload: bytes)
+            let core = SignalingServerCore(verifier: Self.verifier) { "seat" }
+            let now: Int64 = 1_800_000_000
+            _ = core.connectionOpened(1, now: .seconds(1))
+            let join = SignalingMessage.join(room: "lab", token: token, rejoin: false).serialized().dropLast()
+            _ = core.received(Array(join), from: 1, now: .seconds(1), wallClock: now)
+            for wall in [now + 1, now + 86_400, now + 30 * 86_400, TokenClaims.latestTime] {
+                for case .send(_, .token(let renewed, _, _)) in core.tick(now: .seconds(2), wallClock: wall) {
+                    _ = core.connectionClosed(1, now: .seconds(3))
+                    _ = core.connectionOpened(2, now: .seconds(3))
+                    let again = SignalingMessage.join(room: "lab", token: renewed, rejoin: true).serialized().dropLast()
+                    _ = core.received(Array(again), from: 2, now: .seconds(3), wallClock: wall)
+                }
+            }
         case .websocket:
             var reader = WebSocketReader(maxMessageLength: 4096, maxFragments: 64)
             for chunk in Self.chunks(bytes) { guard (try? reader.append(chunk)) != nil else { return } }
@@ -77,7 +95,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
     }
 
-    static let verifier = TokenVerifier(secret: try! TokenSecret(Array("fuzzing-secret-of-thirty-two-bytes!!".utf8)))
+    static let secret = try! TokenSecret(Array("fuzzing-secret-of-thirty-two-bytes!!".utf8))  // 36 bytes: above the minimum
+    static let verifier = TokenVerifier(secret: secret)
 
     /// Pieces of `bytes`, each behind a 2-byte big-endian length (the rest when it runs short).
     static func chunks(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {

@@ -217,15 +217,26 @@ import TestSupport
 
     /// A node that cannot reach Redis answers a join with `unavailable`, and the client moves on
     /// to its next server instead of waiting there.
+    /// The client hears `unavailable` and nothing of Redis (its address stays in the log).
     @Test(.enabled(if: hasRedis)) func aJoinTheDirectoryCannotSeatGoesToTheNextServer() async throws {
         let gone = try #require(try RedisProcess()), working = try #require(try RedisProcess())
-        let a = try node(gone), b = try node(working)
+        let logged = Mutex<[String]>([])
+        var configuration = SignalingServerConfiguration(port: 0, secret: testSecret)
+        configuration.redis = RedisAddress(host: "127.0.0.1", port: gone.port)
+        let a = try SignalingServer(configuration: configuration) { line in logged.withLock { $0.append(line.text) } }
+        a.start()
+        let b = try node(working)
         defer { a.stop(); b.stop() }
         gone.kill()
         let late = try RawConnection(port: a.port)
         let now = Int64(Date().timeIntervalSince1970)
         late.send(#"{"type":"join","room":"lab","token":"\#(TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "x", room: "lab", issuedAt: now, expires: now + 600)))"}"# + "\n")
-        #expect(errorCodeOf(late.receive()) == .unavailable)
+        let refusal = late.receive()
+        #expect(errorCodeOf(refusal) == .unavailable)
+        if case .error(_, let text, _)? = refusal {
+            #expect(!text.contains("127.0.0.1") && !text.contains("\(gone.port)") && !text.contains("redis://"), "Redis's address reached a client: \(text)")
+        }
+        #expect(logged.withLock { $0.contains { $0.contains("redis://127.0.0.1:\(gone.port)") } }, "the log does not say which Redis: \(logged.withLock { $0 })")
         let (roof, roofLog) = client([a.port, b.port], identity: "roof")
         #expect(await roofLog.wait { if case .reconnecting(_, _, let reason) = $0 { return reason.hasPrefix("unavailable") }; return false } != nil)
         #expect(await roofLog.wait(isJoined) != nil)

@@ -19,10 +19,19 @@ import Testing
             let path = folder.appendingPathComponent(name).path
             try edit(text.replacingOccurrences(of: "/usr/local/bin/callend", with: binary)).write(toFile: path, atomically: true, encoding: .utf8)
             paths.append(path)
+            // The drop-ins the unit's comments offer, in force as if installed.
+            let dropIns = Self.repository.appendingPathComponent("deploy/systemd/" + source + ".d")
+            let installed = folder.appendingPathComponent(source + ".d")
+            try FileManager.default.createDirectory(at: installed, withIntermediateDirectories: true)
+            for file in try FileManager.default.contentsOfDirectory(atPath: dropIns.path) {
+                let text = try String(contentsOf: dropIns.appendingPathComponent(file), encoding: .utf8)
+                try edit(text).write(to: installed.appendingPathComponent(file), atomically: true, encoding: .utf8)
+            }
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.analyzer)
         process.arguments = ["verify"] + paths
+        process.environment = ProcessInfo.processInfo.environment.merging(["SYSTEMD_UNIT_PATH": folder.path + ":"]) { $1 }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
@@ -47,11 +56,49 @@ import Testing
     @Test func theUnitsAreHardened() throws {
         for name in ["callend-serve.service", "callend-join@.service"] {
             let text = try String(contentsOf: Self.repository.appendingPathComponent("deploy/systemd/" + name), encoding: .utf8)
-            for setting in ["DynamicUser=yes", "NoNewPrivileges=yes", "Restart=on-failure", "ProtectSystem=strict", "LoadCredential="] {
+            for setting in ["DynamicUser=yes", "NoNewPrivileges=yes", "Restart=on-failure", "ProtectSystem=strict", "LoadCredential=",
+                            "CapabilityBoundingSet=\n", "SystemCallFilter=@system-service", "ProtectClock=yes", "ProtectHostname=yes",
+                            "ProtectKernelLogs=yes", "ProtectProc=invisible", "UMask=0077", "TasksMax=", "MemoryMax="] {
                 #expect(text.contains(setting), "\(name) lacks \(setting)")
+            }
+            // Every file an option reads a secret from is a credential (%d), never a path the
+            // dynamic user would have to be able to read.
+            for option in ["--secret-file", "--tls-key", "--token-file", "--turn-secret-file", "--redis-password-file", "--turn-credential-file"] {
+                for line in text.split(separator: "\n") where line.contains(option) && !line.hasPrefix("#") {
+                    #expect(line.contains("\(option) %d/") || line.contains("\(option)=%d/"), "\(name): \(line)")
+                }
             }
         }
         let join = try String(contentsOf: Self.repository.appendingPathComponent("deploy/systemd/callend-join@.service"), encoding: .utf8)
-        #expect(join.contains("SupplementaryGroups=video audio"))
+        for setting in ["SupplementaryGroups=video audio", "DevicePolicy=closed", "DeviceAllow=char-video4linux rw", "DeviceAllow=char-alsa rw",
+                        "RuntimeDirectory=callend-%i", "--control %t/callend-%i/", "--ca-file %d/ca"] {
+            #expect(join.contains(setting), "the join unit lacks \(setting)")
+        }
+        let serve = try String(contentsOf: Self.repository.appendingPathComponent("deploy/systemd/callend-serve.service"), encoding: .utf8)
+        #expect(serve.contains("--tls-cert %d/tls-cert --tls-key %d/tls-key"), "the service unit does not use TLS")
+    }
+
+    /// systemd's own score of what each unit exposes: "OK" (2.0 or lower).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: analyzer), "needs systemd-analyze"))
+    func theUnitsExposeLittle() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("callend-units-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for (source, name) in [("callend-serve.service", "callend-serve.service"), ("callend-join@.service", "callend-join@roof.service")] {
+            let path = folder.appendingPathComponent(name).path
+            try FileManager.default.copyItem(atPath: Self.repository.appendingPathComponent("deploy/systemd/" + source).path, toPath: path)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Self.analyzer)
+            process.arguments = ["security", "--offline=true", "--no-pager", path]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            let line = text.split(separator: "\n").first { $0.contains("Overall exposure level") } ?? ""
+            let score = line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }
+            #expect(score.map { $0 <= 2.0 } == true, "\(name): \(line)")
+        }
     }
 }

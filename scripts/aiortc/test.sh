@@ -6,13 +6,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/wait.sh
+source scripts/stage.sh
 python=.build/bench-venv/bin/python
 if ! "$python" -c "import aiortc" 2>/dev/null; then
   bash scripts/congestion/setup-bench.sh >/dev/null 2>&1 || true
 fi
 if ! "$python" -c "import aiortc" 2>/dev/null; then
-  echo "aiortc-interop: SKIPPED: aiortc could not be installed from PyPI into .build/bench-venv"
-  exit 0
+  skip "aiortc could not be installed from PyPI into .build/bench-venv"
 fi
 bin=$(swift build --show-bin-path)/callend
 seconds=${AIORTC_SECONDS:-8}

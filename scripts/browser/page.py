@@ -16,6 +16,7 @@ parser.add_argument("--receive-only", action="store_true", help="no camera or mi
 parser.add_argument("--ready-file", help="written once the page has joined the room")
 parser.add_argument("--stay", action="store_true", help="once the media arrived, stay in the call until SIGTERM")
 parser.add_argument("--secure-origin", help="an http:// origin Chromium treats as secure (camera and microphone allowed)")
+parser.add_argument("--trust-key", help="base64 SHA-256 of a certificate key Chromium trusts (a service's private CA)")
 args = parser.parse_args()
 # Stopped by SIGTERM: unwind through the finally below, which closes Chromium.
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -37,6 +38,8 @@ for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--dis
     options.add_argument(flag)
 if args.secure_origin:
     options.add_argument(f"--unsafely-treat-insecure-origin-as-secure={args.secure_origin}")
+if args.trust_key:
+    options.add_argument(f"--ignore-certificate-errors-spki-list={args.trust_key}")
 options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 try:
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)

@@ -12,15 +12,17 @@
 # browser's VP8 frames (counted in its --video-out recording) and its Opus audio, and its bandwidth
 # estimate took >= 10 of Chromium's transport-cc feedback packets.
 # BROWSER_SCREENSHOT=F.png saves the page during the first call (BROWSER_FRAMES=N: once the page
-# has decoded N frames, default 150). Skips, saying so, where
-# Chromium cannot start; the NAT case skips without root. Removes everything it made.
+# has decoded N frames, default 150). Skips (exit 77), saying so, where Chromium cannot start at
+# all; once it has started, a case where it cannot is a failure, and a case that fails is never
+# hidden by a later one. The NAT case needs root; without it the stage is skipped, not passed.
+# Removes everything it made.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/wait.sh
+source scripts/stage.sh
 py=/usr/bin/python3  # Debian's, which has python3-selenium (python3 on PATH may be another)
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || ! "$py" -c "import selenium" 2>/dev/null; then
-  echo "browser: SKIPPED: needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
-  exit 0
+  skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
 fi
 bin=$(swift build --show-bin-path)/callend
 page=$PWD/scripts/browser/page.py
@@ -33,6 +35,9 @@ cleanup() {
 }
 trap cleanup EXIT
 status=0
+# Whether Chromium has started in this run: after that, one that cannot start is a failure.
+started_once=0
+skipped=""
 
 # check NAME: judges the page's JSON line and the endpoint's summary and recordings.
 check() {
@@ -106,9 +111,15 @@ run_case() {
   fi
   wait "$pp"; local rc=$?
   if [ $rc -eq 3 ]; then
-    echo "browser: SKIPPED: Chromium cannot start here: $(tail -1 "$work/$name-page.err")"
-    exit 0
+    if [ $started_once -eq 1 ] || [ $status -ne 0 ]; then
+      echo "browser: $name: FAILED: Chromium did not start, though it did before: $(tail -1 "$work/$name-page.err")"
+      status=1
+      kill "$pe" 2>/dev/null
+      return
+    fi
+    skip "Chromium cannot start here: $(tail -1 "$work/$name-page.err")"
   fi
+  started_once=1
   # The page leaves when it has what it needs; the endpoint then ends by itself (bye).
   timeout 30 tail --pid="$pe" -f /dev/null || kill "$pe" 2>/dev/null
   check "$name" || { status=1; echo "--- page"; tail -25 "$work/$name-page.err"; echo "--- endpoint"; grep -v '"change"' "$work/$name-endpoint.err" | tail -15; }
@@ -128,6 +139,7 @@ run_case endpoint-offers browser "$web" "127.0.0.1:$sport"
 
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1 || ! command -v iptables >/dev/null || ! command -v turnserver >/dev/null; then
   echo "browser: nat-relay: SKIPPED: needs root, ip netns, iptables and coturn"
+  skipped="nat-relay"
 else
   # The NAT lab keeps its own process list, folder and EXIT trap: the loopback service ends
   # first, and the trap set here removes both folders.
@@ -140,17 +152,21 @@ else
   natlab_nat "$RA" symmetric; natlab_nat "$RB" symmetric
   secret=$work/secret
   nport=$((7600 + RANDOM % 300))
-  ip netns exec "$S" "$bin" serve --listen "$server_ip:7000" --http "$server_ip:$nport" --secret-file "$secret" \
+  ip netns exec "$S" "$bin" serve --listen "$server_ip:7000" --http "$server_ip:$nport" --secret-file "$secret" "${serve_tls[@]}" \
     --turn-secret-file "$work/turn-secret" --ice-server "stun:$server_ip:3478" --ice-server "turn:$server_ip:3478?transport=udp" \
     > "$work/serve-nat.log" 2>&1 &
   pids+=($!)
   wait_for "$work/serve-nat.log" "web page at" 30 || exit 1
-  # An address other than localhost is no secure context: Chromium is told to treat it as one,
-  # as a browser on HTTPS would be, so that the page sends its camera and microphone.
-  page_query="&relay=1" page_extra=(--secure-origin "http://$server_ip:$nport")
-  run_case nat-relay endpoint "http://$server_ip:$nport" "$server_ip:7000" "$A" "$B" --ice-transport relay
+  # The page over HTTPS with the certificate callend tls made (Chromium trusts its key, as a
+  # browser would trust a CA it was given): a secure context, so it sends its camera and microphone.
+  page_query="&relay=1" page_extra=(--trust-key "$tls_pin")
+  run_case nat-relay endpoint "https://$server_ip:$nport" "tls://$server_ip:7000" "$A" "$B" --ice-transport relay "${join_tls[@]}"
   grep -q "relay" <(sed -n 's/.*"text": "\([^"]*\)".*/\1/p' "$work/nat-relay-page.out") \
     || { echo "browser: nat-relay: the page's path is not relayed"; status=1; }
 fi
-echo "browser: $([ $status -eq 0 ] && echo passed || echo FAILED)"
-exit $status
+if [ $status -ne 0 ]; then
+  echo "browser: FAILED"
+  exit 1
+fi
+[ -z "$skipped" ] || skip "the other cases passed; $skipped did not run"
+echo "browser: passed"

@@ -8,17 +8,14 @@
 # through 3 Mbit/s (RFC 8867 §5.3), and one call against a CUBIC TCP download through 2 Mbit/s
 # (§5.6); and congestion both ways at once (§5.2: a bottleneck on each direction with its own
 # schedule, both ends sending). They print the bench's figures and targets; the test fails below
-# floors that leave room for a busy machine (each call at least half its fair share, Jain >= 0.9,
-# queue p95 <= 100 ms; against TCP at least 0.10 of the link and back within 10 s after it; both
-# ways, in every phase of each direction utilization >= 0.75, queue p95 <= 150 ms, loss < 2 %, and
-# below a fallen capacity within 2 s), which a sender that yields to TCP (0.05 of the link),
-# starves a call or does not follow a fall does not reach. Removes everything it made.
+# floors about a quarter from the worst the short runs measured, each printed beside its long-run
+# target (below, with the figures they come from). Removes everything it made.
 # Needs root; skips, saying so, without it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/stage.sh
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1 || ! command -v tc >/dev/null; then
-  echo "congestion: SKIPPED: needs root, ip netns and tc"
-  exit 0
+  skip "needs root, ip netns and tc"
 fi
 bin=$(swift build --show-bin-path)/callend
 high=${CONGESTION_HIGH:-2500kbit} low=${CONGESTION_LOW:-600kbit}
@@ -33,12 +30,13 @@ shape "$high"
 # Each output line is prefixed with the wall-clock time it appeared, to line it up with the schedule.
 stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done; }
 "$bin" token --new-secret --out "$work/secret"
-ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
+service_tls "$work/tls" 10.71.1.2 || exit 1
+ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" "${serve_tls[@]}" > "$work/serve.log" 2>&1 &
 pids+=($!)
 wait_for "$work/serve.log" "listening on" 30 || exit 1
 token_a=$("$bin" token --room bottleneck --identity a --secret-file "$work/secret")
 token_b=$("$bin" token --room bottleneck --identity b --secret-file "$work/secret")
-common=(bottleneck --server 10.71.1.2:7000 --video-size 640x480 --fps 30 --duration "$seconds" --no-stdin)
+common=(bottleneck --server tls://10.71.1.2:7000 "${join_tls[@]}" --video-size 640x480 --fps 30 --duration "$seconds" --no-stdin)
 (ip netns exec "$a" env CALLEND_TOKEN="$token_a" "$bin" join "${common[@]}" 2>&1 | stamp > "$work/a.log") &
 pids+=($!)
 wait_for "$work/a.log" "joined room" 30 || exit 1
@@ -105,34 +103,43 @@ shared tcp || second=1
 shared both-ways || second=1
 if [ $second -eq 0 ]; then
   python3 - "$work/fairness.txt" "$work/tcp.txt" "$work/both-ways/phases.csv" <<'PY' || second=1
-import re, sys
+import csv, re, sys
+# Floors sit about a quarter below (or above, for delays) the worst the short runs measured:
+# three calls, shares 0.82-1.22 and Jain 0.93-0.997, queue p95 46-49 ms; against TCP, shares
+# 0.35-0.45, back after 1.3-2.2 s; both ways, utilization 0.87-0.98, queue p95 24-76 ms, no loss,
+# below a fallen capacity after 0.3-0.4 s. Each is printed beside the target of the long run
+# (bench congestion without --short), which these 10-25 s windows are too short to judge.
 ok = True
+def check(what, value, floor, target, higher=True, unit=""):
+    global ok
+    good = value >= floor if higher else value <= floor
+    sign = ">=" if higher else "<="
+    print(f"congestion: {what}: {value}{unit} (floor {sign} {floor}{unit}; long-run target {target}){'' if good else ': FAILED'}")
+    ok = ok and good
 row = next(l for l in open(sys.argv[1]) if l.startswith("callend  |"))
 cells = [c.strip() for c in row.split("|")]
 shares = [float(x) for x in cells[2].split("/")]
-jain = float(cells[3])
-q95 = float(re.findall(r"[\d.]+", cells[4])[1])
-if min(shares) < 0.5 or jain < 0.9 or q95 > 100:
-    print(f"congestion: FAILED: three calls: shares {shares}, Jain {jain}, queue p95 {q95} ms"); ok = False
+check("three calls: the smallest share of the fair share", min(shares), 0.62, "0.8-1.25")
+check("three calls: the largest share of the fair share", max(shares), 1.5, "0.8-1.25", higher=False)
+check("three calls: Jain's index", float(cells[3]), 0.90, ">= 0.95")
+check("three calls: queue p95", float(re.findall(r"[\d.]+", cells[4])[1]), 60, "<= 60 ms", higher=False, unit=" ms")
 row = next(l for l in open(sys.argv[2]) if l.startswith("callend  |"))
 cells = [c.strip() for c in row.split("|")]
-share = float(cells[2])
+check("against TCP: the call's share of the link", float(cells[2]), 0.28, ">= 0.40")
 back = re.match(r"([\d.]+) s", cells[4])
-if share < 0.10 or not back or float(back.group(1)) > 10:
-    print(f"congestion: FAILED: against TCP: share {share}, back after {cells[4]}"); ok = False
-import csv
+check("against TCP: back to 90 % of its rate after the download", float(back.group(1)) if back else 999, 3.0, "<= 5 s", higher=False, unit=" s")
 phases = list(csv.DictReader(open(sys.argv[3])))
 if {p["stack"] for p in phases} != {"callend A>B", "callend B>A"}:
     print(f"congestion: FAILED: both ways: expected a row of phases per direction, got {sorted({p['stack'] for p in phases})}"); ok = False
+check("both ways: the lowest utilization of a phase", min(float(p["utilization"]) for p in phases), 0.70, ">= 0.9")
+check("both ways: the highest queue p95 of a phase", max(float(p["queue_p95_ms"]) for p in phases), 95, "<= 60 ms", higher=False, unit=" ms")
+check("both ways: the highest loss of a phase", max(float(p["loss"]) for p in phases), 0.01, "none", higher=False)
 for i, p in enumerate(phases):
-    where = f"{p['stack']} from {p['phase_start_s']} s ({p['capacity_kbps']} kbit/s)"
     fell = i > 0 and phases[i - 1]["stack"] == p["stack"] and int(p["capacity_kbps"]) < int(phases[i - 1]["capacity_kbps"])
-    if fell and not p["fall_below_s"]:
-        print(f"congestion: FAILED: both ways: {where}: never below the capacity after it fell"); ok = False
-    if float(p["utilization"]) < 0.75 or float(p["queue_p95_ms"]) > 150 or float(p["loss"]) >= 0.02:
-        print(f"congestion: FAILED: both ways: {where}: utilization {p['utilization']}, queue p95 {p['queue_p95_ms']} ms, loss {p['loss']}"); ok = False
-    if p["fall_below_s"] and float(p["fall_below_s"]) > 2:
-        print(f"congestion: FAILED: both ways: {where}: below the capacity after {p['fall_below_s']} s"); ok = False
+    if fell:
+        where = f"{p['stack']} from {p['phase_start_s']} s ({p['capacity_kbps']} kbit/s)"
+        check(f"both ways: {where}: below the fallen capacity after", float(p["fall_below_s"]) if p["fall_below_s"] else 999, 0.5, "<= 0.5 s",
+              higher=False, unit=" s")
 print("congestion: shared bottleneck: " + ("passed" if ok else "FAILED"))
 sys.exit(0 if ok else 1)
 PY

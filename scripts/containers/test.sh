@@ -10,9 +10,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/wait.sh
+source scripts/stage.sh
 if [ "$(id -u)" -ne 0 ] || ! command -v dockerd >/dev/null || ! command -v docker-compose >/dev/null || ! command -v debootstrap >/dev/null; then
-  echo "containers: SKIPPED: needs root, dockerd, docker-compose and debootstrap (Debian docker.io, docker-compose, debootstrap)"
-  exit 0
+  skip "needs root, dockerd, docker-compose and debootstrap (Debian docker.io, docker-compose, debootstrap)"
 fi
 docker=$(command -v docker)
 work=$(mktemp -d /var/tmp/callend-containers.XXXXXX)
@@ -47,16 +47,14 @@ dockerd --data-root "$work/data" --exec-root "$work/exec" --pidfile "$work/docke
 deadline=$((SECONDS + 60))
 until "$docker" version > /dev/null 2>&1; do
   if [ $SECONDS -ge $deadline ] || ! kill -0 $! 2>/dev/null; then
-    echo "containers: SKIPPED: the Docker engine cannot start here: $(tail -1 "$work/dockerd.log")"
-    exit 0
+    skip "the Docker engine cannot start here: $(tail -1 "$work/dockerd.log")"
   fi
   sleep 0.1
 done
 
 # The base image from the Debian mirror, and a binary that needs no Swift runtime.
 if ! bash scripts/containers/make-base.sh "$work/rootfs" > /dev/null; then
-  echo "containers: SKIPPED: debootstrap could not reach the Debian mirror"
-  exit 0
+  skip "debootstrap could not reach the Debian mirror"
 fi
 swift build -c release --static-swift-stdlib --build-path .build/static > "$work/build.log" 2>&1 || { tail -20 "$work/build.log"; exit 1; }
 mkdir -p "$work/context"

@@ -12,16 +12,15 @@ if [ -z "${DEVICELAB_DIR:-}" ]; then
   export DEVICELAB_DIR=$(mktemp -d /var/tmp/callend-devicelab.XXXXXX)
   trap 'rm -rf "$DEVICELAB_DIR"' EXIT
 fi
+source scripts/stage.sh
 if ! lab=$("$here/setup.sh"); then
-  echo "devicelab: SKIPPED: the lab could not be set up (see above)"
-  exit 0
+  skip "the lab could not be set up (see above)"
 fi
 results=$(mktemp -d "$lab/results.XXXXXX")
 # Can qemu boot the lab here at all? (Run from /, so only booting is tested; a failure of the
 # real run below is a failure, not a skip.)
 if ! (cd / && "$here/vmrun.sh" -t 60 -- true); then
-  echo "devicelab: SKIPPED: qemu could not boot the lab VM on this machine"
-  exit 0
+  skip "qemu could not boot the lab VM on this machine"
 fi
 bin=$(swift build --show-bin-path)
 status=0

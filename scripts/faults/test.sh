@@ -14,9 +14,9 @@
 # media after each fault; FAULTS="blackout-6s ..." runs a subset.
 set -u
 cd "$(dirname "$0")/../.."
+source scripts/stage.sh
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
-  echo "faults: SKIPPED: needs root and ip netns"
-  exit 0
+  skip "needs root and ip netns"
 fi
 bin=${CALLEND_BIN:-$(swift build --show-bin-path)/callend}
 py=/usr/bin/python3
@@ -26,7 +26,8 @@ start=$(date +%s)
 status=0
 
 "$bin" token --new-secret --out "$work/secret"
-ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
+service_tls "$work/tls" 10.71.1.2 || exit 1
+ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" "${serve_tls[@]}" > "$work/serve.log" 2>&1 &
 pids+=($!)
 wait_for "$work/serve.log" "listening on" 30 || { echo "faults: the service did not start"; exit 1; }
 for who in a b; do
@@ -36,7 +37,7 @@ done
 # Every line of a side's output (stats on stdout, log on stderr) with the wall-clock time it came.
 stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done; }
 join_side() {  # join_side NAMESPACE WHO
-  ip netns exec "$1" env CALLEND_TOKEN="$(cat "$work/token-$2")" "$bin" join faults --server 10.71.1.2:7000 \
+  ip netns exec "$1" env CALLEND_TOKEN="$(cat "$work/token-$2")" "$bin" join faults --server tls://10.71.1.2:7000 "${join_tls[@]}" \
     --video-size 320x240 --duration 600 --no-stdin 2>&1 | stamp > "$work/$2.log"
 }
 join_side "$a" a & pids+=($!)

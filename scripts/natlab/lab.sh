@@ -75,6 +75,7 @@ natlab_down() {
 }
 
 source "$(dirname "${BASH_SOURCE[0]}")/../wait.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../stage.sh"
 
 natlab_start() {
   work=$(mktemp -d /tmp/callend-natlab.XXXXXX)
@@ -95,13 +96,15 @@ natlab_start() {
     sleep 0.05
   done
   "$bin" token --new-secret --out "$work/secret"
+  # Signaling crosses the lab's networks: TLS, with the certificate callend tls makes.
+  service_tls "$work/tls" "$server_ip"
 }
 
 # natlab_serve NAME [--ice-server URL]...: a signaling service on S for one case, on its own port.
 natlab_serve() {
   local name=$1; shift
   serve_port=$((7000 + ${#pids[@]}))
-  ip netns exec "$S" "$bin" serve --listen "$server_ip:$serve_port" --secret-file "$work/secret" \
+  ip netns exec "$S" "$bin" serve --listen "$server_ip:$serve_port" --secret-file "$work/secret" "${serve_tls[@]}" \
     --turn-secret-file "$work/turn-secret" "$@" > "$work/serve-$name.log" 2>&1 &
   pids+=($!)
   wait_for "$work/serve-$name.log" "listening on" 30
@@ -114,7 +117,7 @@ natlab_call() {
   local t1 t2
   t1=$("$bin" token --room "$name" --identity first --secret-file "$work/secret")
   t2=$("$bin" token --room "$name" --identity second --secret-file "$work/secret")
-  local common=(join "$name" --server "$server_ip:$serve_port" --video-size 320x240 --fps 30 --duration "$seconds" --no-stdin "$@")
+  local common=(join "$name" --server "tls://$server_ip:$serve_port" "${join_tls[@]}" --video-size 320x240 --fps 30 --duration "$seconds" --no-stdin "$@")
   ip netns exec "$first" env CALLEND_TOKEN="$t1" "$bin" "${common[@]}" > "$work/$name-1.out" 2> "$work/$name-1.err" &
   local p1=$!
   pids+=($p1)

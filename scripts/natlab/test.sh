@@ -15,9 +15,9 @@
 # Skips, saying so, without root, ip netns, iptables or coturn. Removes everything it made.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/stage.sh
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1 || ! command -v iptables >/dev/null || ! command -v turnserver >/dev/null; then
-  echo "natlab: SKIPPED: needs root, ip netns, iptables and coturn (scripts/install-deps.sh installs them)"
-  exit 0
+  skip "needs root, ip netns, iptables and coturn (scripts/install-deps.sh installs them)"
 fi
 bin=$(swift build --show-bin-path)/callend
 seconds=${NATLAB_SECONDS:-10}

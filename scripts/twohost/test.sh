@@ -7,22 +7,24 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${TWOHOST_SECONDS:-20}
+source scripts/stage.sh
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
-  echo "twohost: SKIPPED: needs root and ip netns"
-  exit 0
+  skip "needs root and ip netns"
 fi
 bin=$(swift build --show-bin-path)/callend
 source scripts/netns-topology.sh
 topology_start twohost
 
-# The same commands docker-compose.yml runs in its three containers.
+# The same commands docker-compose.yml runs in its three containers: signaling over TLS, the
+# certificate from callend tls.
 "$bin" token --new-secret --out "$work/secret"
-ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
+service_tls "$work/tls" 10.71.1.2 || exit 1
+ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" "${serve_tls[@]}" > "$work/serve.log" 2>&1 &
 pids+=($!)
 wait_for "$work/serve.log" "listening on" 30 || exit 1
 token_a=$("$bin" token --room rooftop --identity host-a --secret-file "$work/secret")
 token_b=$("$bin" token --room rooftop --identity host-b --secret-file "$work/secret")
-common=(--server 10.71.1.2:7000 --video-size 640x480 --fps 30 --duration "$seconds")
+common=(--server tls://10.71.1.2:7000 "${join_tls[@]}" --video-size 640x480 --fps 30 --duration "$seconds")
 ip netns exec "$a" env CALLEND_TOKEN="$token_a" "$bin" join rooftop "${common[@]}" --audio-out "$work/a.wav" > "$work/a.out" 2> "$work/a.err" &
 pids+=($!)
 wait_for "$work/a.err" "joined room" 30 || exit 1

@@ -481,6 +481,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             var policy = ICERestartPolicy(offerer: offerer)
             var noted: Set<String> = []
             var restartsOffered = RenegotiationLimit()
+            // A restart that could not start (earlier agents still closing) is tried again a
+            // second later, not on every pass.
+            var restartNotBefore: ContinuousClock.Instant?
             var addresses = LocalAddresses.current()
             var nextAddressCheck = ContinuousClock.now + .seconds(1)
             var lastHeardCount = callMedia.transport.packetsAuthenticated
@@ -493,6 +496,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     self.log("ice: restarting (\(reason))")
                 } catch {
                     self.log(.warning("ice: cannot restart: \(error)"))
+                    restartNotBefore = .now + .seconds(1)
                 }
             }
             while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
@@ -580,7 +584,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     if heard != lastHeardCount { policy.heard(at: now) }
                     lastHeardCount = heard
                 }
-                if policy.shouldRestart(at: now, addressesChanged: changed) {
+                if restartNotBefore.map({ now >= $0 }) ?? true, policy.shouldRestart(at: now, addressesChanged: changed) {
                     restart(changed ? "local addresses changed" : policy.reason(at: now))
                 }
                 usleep(20_000)

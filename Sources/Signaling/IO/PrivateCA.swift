@@ -50,6 +50,19 @@ public enum PrivateCA {
         return written
     }
 
+    /// base64(SHA-256(SubjectPublicKeyInfo)) of the certificate in `path`: the pin browsers take
+    /// (Chromium's --ignore-certificate-errors-spki-list) for a certificate of a private CA.
+    public static func publicKeyPin(ofCertificate path: String) throws(TLSError) -> String {
+        guard let bio = BIO_new_file(path, "r") else { throw TLSError("read the certificate \(path)") }
+        defer { BIO_free(bio) }
+        guard let certificate = copenssl_read_cert_pem(bio) else { throw TLSError("read the certificate \(path)") }
+        defer { X509_free(certificate) }
+        var der = [UInt8](repeating: 0, count: 1024)
+        let length = copenssl_certificate_spki(certificate, &der, Int32(der.count))
+        guard length > 0 else { throw TLSError("encode the key of \(path)") }
+        return Data(Crypto.sha256(Array(der.prefix(Int(length))))).base64EncodedString()
+    }
+
     /// A key and its certificate; one owner frees both.
     final class Pair {
         let key: OpaquePointer

@@ -77,7 +77,6 @@ public struct TokenIssuer: Sendable {
     public init(secret: TokenSecret) { self.secret = secret }
 
     public func mint(_ claims: TokenClaims) -> String {
-        let header = #"{"alg":"HS256","typ":"JWT"}"#
         var fields: [String: JSONValue] = [
             "sub": .string(claims.identity), "room": .string(claims.room), "iss": .string(claims.issuer),
             "nbf": .number(Double(claims.notBefore)), "exp": .number(Double(claims.expires)),
@@ -89,7 +88,15 @@ public struct TokenIssuer: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let payloadJSON = (try? encoder.encode(payload)).map { [UInt8]($0) } ?? []
-        let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(payloadJSON)
+        return sign(payload: payloadJSON)
+    }
+
+    /// Any payload as an HS256 JWT under this issuer's secret, claims checked or not: for
+    /// whoever mints tokens with claims of their own, and for the fuzz target that feeds the
+    /// verifier's claim checks signed input.
+    public func sign(payload: [UInt8]) -> String {
+        let header = #"{"alg":"HS256","typ":"JWT"}"#
+        let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(payload)
         let signature = Crypto.hmacSHA256(key: secret.bytes, data: Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }

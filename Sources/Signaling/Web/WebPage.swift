@@ -109,7 +109,7 @@ public enum WebPage {
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const FINAL = new Set(['bad_room', 'room_full', 'replaced', 'token_malformed', 'token_algorithm', 'token_signature',
-  'token_expired', 'token_not_yet_valid', 'token_room', 'token_issuer', 'token_renewal']);
+  'token_expired', 'token_not_yet_valid', 'token_room', 'token_issuer', 'token_claim_range', 'token_renewal']);
 
 // Everything the page knows, on window for whoever drives it (tests read `callend.stats`).
 const state = {
@@ -190,6 +190,11 @@ function connect(rejoin) {
 }
 
 async function onMessage(m) {
+  // While a call runs, only its peer negotiates with it: the others in the room are ignored.
+  if (['offer', 'answer', 'candidate', 'bye'].includes(m.type) && state.pc && state.peer && m.from !== state.peer) {
+    log(`ignored ${m.type} from ${m.from}, who is not this call's peer ${state.peer}`);
+    return;
+  }
   switch (m.type) {
     case 'joined':
       state.me = m.participant;
@@ -204,6 +209,7 @@ async function onMessage(m) {
       }
       break;
     case 'peer-joined':
+      if (state.pc && m.participant !== state.peer) break;  // someone else: the call goes on
       if (!m.rejoin && state.pc) closeCall();
       state.peer = m.participant;
       status(`${m.participant} ${m.rejoin ? 'is back' : 'joined'}`);
@@ -228,9 +234,24 @@ async function onMessage(m) {
       closeCall();
       status(`${m.from} hung up`);
       break;
-    case 'token': state.token = m.token; break;
+    case 'token':
+      state.token = m.token;
+      // TURN credentials live as long as the credential: the next ICE restart uses the new ones.
+      if (m.iceServers) {
+        state.iceServers = m.iceServers;
+        if (state.pc) state.pc.setConfiguration({ ...state.pc.getConfiguration(), iceServers: m.iceServers });
+      }
+      break;
     case 'error':
       log(`service: ${m.code}: ${m.message}`);
+      // A renewal takes the seat back only within its grace: after it, the page's own token.
+      if ((m.code === 'token_renewal' || m.code === 'token_expired') && state.token !== state.original) {
+        state.token = state.original;
+        state.ws.close();
+        break;
+      }
+      // A seat held by a live connection frees when that connection ends: try again later.
+      if (m.code === 'seat_taken') { state.ws.close(); break; }
       if (FINAL.has(m.code)) { state.over = true; status(`refused: ${m.code}: ${m.message}`); }
       break;
     default: break;  // ack, pong
@@ -423,6 +444,7 @@ function draw() {
 async function start(room, token) {
   state.room = room;
   state.token = token;
+  state.original = token;
   // The token is a credential: keep it out of the address bar and history.
   history.replaceState(null, '', `${location.pathname}?room=${encodeURIComponent(room)}`);
   $('join').hidden = true;

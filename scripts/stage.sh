@@ -1,0 +1,23 @@
+# Sourced by the test command's stages.
+#
+# skip REASON: the stage cannot run here; says so and exits 77, which the test command counts
+# as skipped (and, under CI=true, as a failure: CI's machine can run every stage). Never exit 0
+# for a stage that did not run.
+skip() {
+  echo "$(basename "$(dirname "$0")"): SKIPPED: $*"
+  exit 77
+}
+
+# service_tls DIR HOST...: a private CA and a certificate for the service at HOST, the one
+# documented step (callend tls); sets serve_tls (for serve), join_tls (for join, with
+# --server tls://HOST:PORT) and tls_pin (the certificate's key, for a browser to trust).
+service_tls() {
+  local dir=$1 host
+  shift
+  local hosts=()
+  for host in "$@"; do hosts+=(--host "$host"); done
+  "$bin" tls "${hosts[@]}" --out "$dir" > /dev/null || { echo "$(basename "$0"): callend tls failed" >&2; return 1; }
+  serve_tls=(--tls-cert "$dir/server.pem" --tls-key "$dir/server-key.pem")
+  join_tls=(--ca-file "$dir/ca.pem")
+  tls_pin=$(openssl x509 -in "$dir/server.pem" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64)
+}
