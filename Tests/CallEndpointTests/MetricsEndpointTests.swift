@@ -1,32 +1,19 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import CallEndpoint
 
 /// A loopback TCP client for the metrics endpoints.
 final class ScrapeClient {
     let fd: Int32
     init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: in_port_t(UInt16(port).bigEndian),
-                                  sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        try #require(connected == 0)
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        fd = connectLoopback(port: port, timeout: 10)
+        try #require(fd >= 0)
     }
     deinit { close(fd) }
     func send(_ text: String) { _ = Array(text.utf8).withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
     /// Everything until the server closes (or 10 s pass).
-    func readAll() -> String {
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            response += buffer[0..<n]
-        }
-        return String(decoding: response, as: UTF8.self)
-    }
+    func readAll() -> String { String(decoding: readUntilClosed(fd), as: UTF8.self) }
 }
 
 @Suite struct MetricsEndpointTests {

@@ -28,10 +28,15 @@ import Testing
                 try edit(text).write(to: installed.appendingPathComponent(file), atomically: true, encoding: .utf8)
             }
         }
+        return try Self.analyze(["verify"] + paths, environment: ["SYSTEMD_UNIT_PATH": folder.path + ":"])
+    }
+
+    /// systemd-analyze with `arguments`: its exit status and everything it said.
+    static func analyze(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.analyzer)
-        process.arguments = ["verify"] + paths
-        process.environment = ProcessInfo.processInfo.environment.merging(["SYSTEMD_UNIT_PATH": folder.path + ":"]) { $1 }
+        process.executableURL = URL(fileURLWithPath: analyzer)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
@@ -87,15 +92,7 @@ import Testing
         for (source, name) in [("callend-serve.service", "callend-serve.service"), ("callend-join@.service", "callend-join@roof.service")] {
             let path = folder.appendingPathComponent(name).path
             try FileManager.default.copyItem(atPath: Self.repository.appendingPathComponent("deploy/systemd/" + source).path, toPath: path)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Self.analyzer)
-            process.arguments = ["security", "--offline=true", "--no-pager", path]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let (_, text) = try Self.analyze(["security", "--offline=true", "--no-pager", path])
             let line = text.split(separator: "\n").first { $0.contains("Overall exposure level") } ?? ""
             let score = line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }
             #expect(score.map { $0 <= 2.0 } == true, "\(name): \(line)")

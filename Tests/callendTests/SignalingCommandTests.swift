@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Starts `callend` with arguments and environment, without waiting for it.
 func launchCallend(_ arguments: [String], environment: [String: String] = [:], input: Pipe? = nil) throws -> (Process, Pipe, Pipe) {
@@ -145,16 +146,6 @@ func exchange(port: Int, line: String) throws -> String {
 /// accepted and closed at once (its client sees the end, the metrics count it), and the loop
 /// does not spin on the connection waiting in the backlog, as a level-triggered accept loop would.
 @Suite(.serialized) struct DescriptorExhaustionTests {
-    func connect(_ port: Int) -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: in_port_t(UInt16(port).bigEndian),
-                                  sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        return fd
-    }
-
     /// CPU seconds the process has used (utime + stime of /proc/PID/stat).
     func cpuSeconds(_ pid: Int32) -> Double {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
@@ -183,7 +174,7 @@ func exchange(port: Int, line: String) throws -> String {
         defer { for fd in held { close(fd) } }
         var turnedAway = false
         for _ in 0..<60 where !turnedAway {
-            let fd = connect(port)
+            let fd = connectLoopback(port: port)
             held.append(fd)
             _ = Array(#"{"type":"ping"}"#.utf8 + [10]).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             var buffer = [UInt8](repeating: 0, count: 256)
@@ -195,7 +186,7 @@ func exchange(port: Int, line: String) throws -> String {
         }
         #expect(turnedAway, "sixty connections on a 40-descriptor service were all answered")
         // Out of descriptors, with one more waiting: the loop must be idle, not spinning.
-        let waiting = connect(port)
+        let waiting = connectLoopback(port: port)
         held.append(waiting)
         let before = cpuSeconds(process.processIdentifier)
         Thread.sleep(forTimeInterval: 1)
@@ -204,16 +195,10 @@ func exchange(port: Int, line: String) throws -> String {
         // Room again: the metrics say how many were turned away.
         for fd in held.prefix(10) { close(fd) }
         held.removeFirst(10)
-        let scrape = connect(metricsPort)
+        let scrape = connectLoopback(port: metricsPort)
         defer { close(scrape) }
         _ = Array("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".utf8).withUnsafeBytes { send(scrape, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var response: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(scrape, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            response += buffer[0..<n]
-        }
-        let metrics = String(decoding: response, as: UTF8.self)
+        let metrics = String(decoding: readUntilClosed(scrape), as: UTF8.self)
         let refused = metrics.split(separator: "\n").first { $0.hasPrefix(#"callend_signaling_refused_total{reason="no_descriptor"}"#) }
         #expect(refused.flatMap { Int($0.split(separator: " ").last ?? "") }.map { $0 >= 2 } == true, "\(metrics)")
     }
