@@ -45,10 +45,14 @@ func startServer(port: Int = 0, limits: ServerLimits = ServerLimits(), tls: TLSC
 /// A started client; `token` fixed, or (nil) a fresh 10-minute one for `identity` at every join.
 func makeClient(port: Int, room: String = "lab", identity: String, tls: TLSContext? = nil, host: String = "127.0.0.1",
                 fastRetry: Bool = true, token fixed: String? = nil, alternates: [Int] = []) -> (SignalingClient, EventLog) {
+    // Every call of the provider mints another token (as a provider that asks a token service
+    // would), so tests see what a rejoin with a token other than the seat's does.
+    let minted = Atomic<Int64>(0)
     var configuration = SignalingClientConfiguration(host: host, port: port, room: room, token: {
         if let fixed { return fixed }
         let now = Int64(Date().timeIntervalSince1970)
-        return TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: room, issuedAt: now, expires: now + 600))
+        let issued = now - minted.add(1, ordering: .relaxed).newValue
+        return TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: room, issuedAt: issued, expires: now + 600))
     }, tls: tls)
     configuration.alternates = alternates.map { (host, $0) }
     if fastRetry {

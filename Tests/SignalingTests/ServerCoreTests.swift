@@ -341,3 +341,32 @@ func signedPayload(_ payload: String) -> String {
     let input = b64(#"{"alg":"HS256","typ":"JWT"}"#) + "." + b64(payload)
     return input + "." + Base64URL.encode(Crypto.hmacSHA256(key: testSecret.bytes, data: Array(input.utf8)))
 }
+
+/// The core with its rooms in a directory: requests go out as actions, answers come back later.
+@Suite struct ClusteredCoreTests {
+    /// A peer can hear of a seat and send to it before this node has the directory's answer
+    /// (the two come over different Redis connections): what arrives for the participant
+    /// meanwhile is delivered once it is seated, after its `joined`.
+    @Test func messagesForAParticipantBeingSeatedWaitForItsSeat() throws {
+        let core = SignalingServerCore(verifier: TokenVerifier(secret: testSecret), clustered: true) { "seat-1" }
+        let now = Duration.seconds(100), wall: Int64 = 1_000_100
+        _ = core.connectionOpened(1, now: now)
+        let join = core.received(Array(SignalingMessage.join(room: "lab", token: mint(identity: "b"), rejoin: false).serialized().dropLast()),
+                                 from: 1, now: now, wallClock: wall)
+        guard case .directory(let request)? = join.first, case .join = request.work else { Issue.record("no join request: \(join)"); return }
+        let offer = RelayMessage(kind: .offer, id: "o1", from: "a", to: "b")
+        let line = String(decoding: SignalingMessage.relay(offer).serialized().dropLast(), as: UTF8.self)
+        #expect(core.clusterEvents([ClusterEvent(kind: .relay, room: "lab", to: "b", who: "a", detail: line)]).isEmpty, "delivered to nobody yet")
+        let seated = core.directoryAnswered(request.id, .joined(.seated(seat: "seat-1", grant: 3600, holder: [], previous: .none), peers: ["a"]),
+                                            now: now, wallClock: wall)
+        #expect(seated == [.send(1, .joined(room: "lab", participant: "b", peers: ["a"])), .send(1, .relay(offer))])
+        // A join the directory refuses drops what waited for it.
+        _ = core.connectionOpened(2, now: now)
+        let second = core.received(Array(SignalingMessage.join(room: "lab", token: mint(identity: "c"), rejoin: false).serialized().dropLast()),
+                                   from: 2, now: now, wallClock: wall)
+        guard case .directory(let full)? = second.first else { Issue.record("no join request"); return }
+        _ = core.clusterEvents([ClusterEvent(kind: .relay, room: "lab", to: "c", who: "a", detail: line)])
+        let refused = core.directoryAnswered(full.id, .joined(.full, peers: []), now: now, wallClock: wall)
+        #expect(refused.count == 1 && errorCode(refused, to: 2) == .roomFull, "\(refused)")
+    }
+}

@@ -98,6 +98,9 @@ public final class SignalingClient: Sendable {
         var reconnectReason: String?
         /// The service's latest renewal of the credential, for rejoins.
         var renewedToken: String?
+        /// The token the last successful join presented: the one that holds the seat, which
+        /// takes it back at once (another token of the identity waits until the seat is free).
+        var seatToken: String?
     }
 
     private let state = Mutex(State())
@@ -110,10 +113,17 @@ public final class SignalingClient: Sendable {
     }
 
     /// The first join uses the configured token; a rejoin uses the service's renewal when there
-    /// is one, since the configured token may have expired while the participant stayed.
+    /// is one, since the configured token may have expired while the participant stayed, else
+    /// the token that took the seat while it is good, since a seat held by a connection the
+    /// service has not seen go yet (a node that died) goes to that token and its renewals only.
     /// `renewal`: the token is the service's.
     private func joinToken(rejoin: Bool) -> (token: String, renewal: Bool) {
-        if rejoin, let renewed = state.withLock({ $0.renewedToken }) { return (renewed, true) }
+        let (renewed, holder) = state.withLock { ($0.renewedToken, $0.seatToken) }
+        if rejoin, let renewed { return (renewed, true) }
+        if rejoin, let holder, let expires = TokenClaims.unverifiedExpiry(of: holder),
+           expires > Int64(Date().timeIntervalSince1970) + 5 {
+            return (holder, false)
+        }
         return (configuration.token(), false)
     }
 
@@ -371,7 +381,7 @@ public final class SignalingClient: Sendable {
                 }
                 for line in lines {
                     guard let message = try? SignalingMessage(parsing: line) else { continue }
-                    if let outcome = handle(message, joined: &joined, rejoin: rejoin, renewal: renewal, connection: connection, seen: &seen) {
+                    if let outcome = handle(message, joined: &joined, rejoin: rejoin, token: token, renewal: renewal, connection: connection, seen: &seen) {
                         return outcome
                     }
                 }
@@ -380,11 +390,12 @@ public final class SignalingClient: Sendable {
     }
 
     /// Acts on one message from the server; returns an outcome when the session must end.
-    private func handle(_ message: SignalingMessage, joined: inout Bool, rejoin: Bool, renewal: Bool, connection: ClientConnection,
+    private func handle(_ message: SignalingMessage, joined: inout Bool, rejoin: Bool, token: String, renewal: Bool, connection: ClientConnection,
                         seen: inout RecentIDs) -> SessionOutcome? {
         switch message {
         case .joined(_, let participant, let peers, let servers):
             joined = true
+            if !renewal { state.withLock { $0.seatToken = token } }
             if !servers.isEmpty { continuation.yield(.iceServers(servers)) }
             // Everything not yet acknowledged goes again, in order; receivers drop duplicates by id.
             let pending = state.withLock { s -> [RelayMessage] in
@@ -417,6 +428,12 @@ public final class SignalingClient: Sendable {
             // it, the token from whoever mints them is the one to try (it may have expired too).
             if !joined && renewal && (code == .tokenRenewal || code == .tokenExpired) {
                 state.withLock { $0.renewedToken = nil }
+                return .failed("\(code.rawValue): \(text); joining with the configured token")
+            }
+            if !joined && !renewal && token == state.withLock({ $0.seatToken }) && code.isFatalForJoin {
+                // The seat's token no longer works (its seat went after the grace, say): the
+                // configured one may.
+                state.withLock { $0.seatToken = nil }
                 return .failed("\(code.rawValue): \(text); joining with the configured token")
             }
             if !joined && code.isFatalForJoin { return .fatal("\(code.rawValue): \(text)") }

@@ -72,6 +72,10 @@ public final class SignalingServerCore {
     private var perAddress: [String: Int] = [:]
     private var pendingPerAddress: [String: Int] = [:]
     private var pending: [UInt64: Pending] = [:]
+    /// What other nodes said for a participant whose join here waits for the directory: a peer
+    /// can hear of the seat (and send to it) before this node has the answer, which comes on
+    /// another Redis connection. Played once the participant is seated, dropped if it is not.
+    private var awaitingSeat: [RoomSeat: [ClusterEvent]] = [:]
     private var nextRequestID: UInt64 = 1
     private let newSeatID: () -> String
 
@@ -278,14 +282,16 @@ public final class SignalingServerCore {
         switch (waiting, answer) {
         case (.join(let attempt), .joined(let outcome, let peers)):
             connections[attempt.connection]?.joining = false
+            let held = awaitingSeat.removeValue(forKey: RoomSeat(room: attempt.room, identity: attempt.claims.identity)) ?? []
             guard connections[attempt.connection] != nil else {
                 // Gone while the directory seated it: the seat starts its grace at once.
                 if case .seated = outcome { return [.directory(request(.leave(room: attempt.room, identity: attempt.claims.identity, reason: "disconnected"), .quiet))] }
                 return []
             }
-            return count(seat(attempt, outcome, peers: peers, now: now, wallClock: wallClock))
+            return count(seat(attempt, outcome, peers: peers, now: now, wallClock: wallClock)) + clusterEvents(held)
         case (.join(let attempt), _):
             connections[attempt.connection]?.joining = false
+            awaitingSeat[RoomSeat(room: attempt.room, identity: attempt.claims.identity)] = nil
             return count([.send(attempt.connection, .error(code: .unavailable, message: Self.unavailable, id: nil))])
         case (.relay(let sender, let messageID), .relayed(let reached)):
             counters.relayed += reached
@@ -311,6 +317,11 @@ public final class SignalingServerCore {
     public func clusterEvents(_ events: [ClusterEvent]) -> [Action] {
         var actions: [Action] = []
         for event in events {
+            let target = RoomSeat(room: event.room, identity: event.to)
+            if awaitingSeat[target] != nil {
+                awaitingSeat[target]?.append(event)
+                continue
+            }
             guard let member = rooms[event.room]?.first(where: { $0.identity == event.to }) else { continue }
             switch event.kind {
             case .joined:
@@ -382,6 +393,7 @@ public final class SignalingServerCore {
         let attempt = JoinAttempt(connection: id, claims: claims, room: room, grant: grant)
         if clustered {
             connections[id]?.joining = true
+            awaitingSeat[RoomSeat(room: room, identity: claims.identity), default: []] = []
             return [.directory(request(.join(claim, maxParticipants: limits.maxParticipantsPerRoom, newSeatID: newSeatID()), .join(attempt)))]
         }
         let outcome = seats.take(claim, now: now, maxParticipants: limits.maxParticipantsPerRoom, newSeatID: newSeatID())
@@ -468,8 +480,4 @@ public final class SignalingServerCore {
         }
         return actions + [.send(id, .ack(id: message.id))]
     }
-}
-
-extension String {
-    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

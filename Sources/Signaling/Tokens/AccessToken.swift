@@ -35,6 +35,18 @@ public struct TokenClaims: Sendable, Equatable {
     }
 }
 
+extension TokenClaims {
+    /// The `exp` a token says it has, read without checking its signature: for a client
+    /// choosing which of its tokens to present, never for deciding what a token may do.
+    public static func unverifiedExpiry(of token: String) -> Int64? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let bytes = Base64URL.decode(parts[1]),
+              let payload = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)),
+              let expires = payload["exp"]?.numberValue, expires.isFinite, expires >= 0, expires <= Double(latestTime) else { return nil }
+        return Int64(expires)
+    }
+}
+
 /// A shared HS256 secret. Fewer than 32 bytes is refused (RFC 7518 §3.2 asks for a key at least
 /// as long as the hash output).
 public struct TokenSecret: Sendable {
