@@ -101,14 +101,14 @@ verdict("seat-taken", answer.get("code") == "seat_taken" and still is not None,
         f"another token of roof got {answer.get('code') or answer.get('type')}; roof's own connection {'stayed' if still else 'was lost'}")
 if renewal is not None:
     roof.sock.close()
-    time.sleep(0.5)
     back = Participant()
     again = back.join(renewal["token"], rejoin=True)
     print(f"trust: renewal-grace: within the grace the renewal takes the seat back: {again.get('type')} {again.get('code', '')}")
     if again.get("type") != "joined":
         verdict("renewal-grace", False, f"the renewal did not take its seat back within the grace: {again}")
     back.sock.close()
-    time.sleep(3 + 1.5)  # the service's --seat-grace 3s, then a tick
+    # The grace is time itself: the service's --seat-grace 3s, then the tick that ends it.
+    time.sleep(3 + 1.5)
     late = Participant()
     refused = late.join(renewal["token"], rejoin=True)
     verdict("renewal-grace", refused.get("code") == "token_renewal", f"after the grace the renewal with rejoin true got {refused.get('code') or refused.get('type')}")
