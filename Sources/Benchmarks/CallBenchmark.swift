@@ -52,6 +52,11 @@ enum ProcessUsage {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// Threads the process runs now (/proc/PID/task).
+    static func threads(pid: Int32) -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))?.count ?? 0
+    }
+
     static func residentMiB(pid: Int32) -> Double? {
         SignalingBenchmark.residentKiB(pid: pid) > 0 ? Double(SignalingBenchmark.residentKiB(pid: pid)) / 1024 : nil
     }
@@ -68,6 +73,8 @@ public struct CallBenchmark {
         public var audioP50: Double?, audioP95: Double?
         public var cores: Double
         public var maxRSSMiB: Double
+        /// The most threads the endpoint ran at once during the call.
+        public var maxThreads = 0
         public var framesDecoded: Int
     }
 
@@ -121,6 +128,7 @@ public struct CallBenchmark {
             var firstCPU = processes.map { _ in Double?.none }, lastCPU = processes.map { _ in 0.0 }
             var firstTime = processes.map { _ in Date() }, lastTime = processes.map { _ in Date() }
             var maxRSS = processes.map { _ in 0.0 }
+            var maxThreads = processes.map { _ in 0 }
             while processes.contains(where: { $0.0.isRunning }) && Date().timeIntervalSince(start) < Double(seconds + 30) {
                 for (i, (process, _)) in processes.enumerated() where process.isRunning {
                     guard let cpu = ProcessUsage.cpuSeconds(pid: process.processIdentifier) else { continue }
@@ -131,6 +139,7 @@ public struct CallBenchmark {
                         lastTime[i] = Date()
                     }
                     maxRSS[i] = max(maxRSS[i], ProcessUsage.residentMiB(pid: process.processIdentifier) ?? 0)
+                    maxThreads[i] = max(maxThreads[i], ProcessUsage.threads(pid: process.processIdentifier))
                 }
                 usleep(250_000)
             }
@@ -144,7 +153,7 @@ public struct CallBenchmark {
                                           audioP50: Self.number(in: text, after: "audio latency p50 "),
                                           audioP95: Self.number(in: text, after: #"audio latency p50 \d+ ms p95 "#),
                                           cores: window > 0 ? (lastCPU[i] - (firstCPU[i] ?? lastCPU[i])) / window : 0,
-                                          maxRSSMiB: maxRSS[i], framesDecoded: Int(Self.number(in: text, after: "video ") ?? 0)))
+                                          maxRSSMiB: maxRSS[i], maxThreads: maxThreads[i], framesDecoded: Int(Self.number(in: text, after: "video ") ?? 0)))
             }
         }
         return endpoints
@@ -179,7 +188,8 @@ public struct CallBenchmark {
             "  setup (join -> first decoded frame): p50 \(ms(percentile(setups, 0.5))), p95 \(ms(percentile(setups, 0.95))) over \(setups.count) endpoints",
             "  video glass-to-glass (capture stamp -> decoded): p50 \(ms(percentile(endpoints.compactMap(\.videoP50), 0.5))), p95 \(ms(videoP95)) (worst endpoint)",
             "  audio glass-to-glass (timing mark -> played out): p50 \(ms(percentile(endpoints.compactMap(\.audioP50), 0.5))), p95 \(ms(audioP95)) (worst endpoint)",
-            String(format: "  CPU per endpoint: mean %.2f, max %.2f cores; resident memory max %.1f MiB", cores.reduce(0, +) / Double(max(1, cores.count)), cores.max() ?? 0, rss.max() ?? 0),
+            String(format: "  CPU per endpoint: mean %.2f, max %.2f cores; resident memory max %.1f MiB; threads max %d", cores.reduce(0, +) / Double(max(1, cores.count)),
+                   cores.max() ?? 0, rss.max() ?? 0, endpoints.map(\.maxThreads).max() ?? 0),
         ]
         let met = (percentile(setups, 0.95) ?? .infinity) <= 150 && (videoP95 ?? .infinity) <= 50 && (audioP95 ?? .infinity) <= 60
             && (cores.max() ?? .infinity) <= 0.5 && (rss.max() ?? .infinity) <= 60
