@@ -29,18 +29,21 @@ let package = Package(
 
         // What every module needs from the operating system: named threads.
         .target(name: "Platform", dependencies: ["CLinux"]),
-        .target(name: "Codecs", dependencies: ["COpus", "CVPX", "CYUV", "CSpeexDSP"]),
-        .target(name: "RTPTransport", dependencies: ["CSRTP", "CNice", "COpenSSL", "Platform"]),
+        // Frames, pixel conversion, containers, MediaTime and the clocks: what codecs, devices
+        // and the media path share, with no codec in it.
+        .target(name: "MediaCore", dependencies: ["CYUV", "Platform"]),
+        .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP"]),
+        .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform"]),
         .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"]),
-        .target(name: "Devices", dependencies: ["Codecs", "CALSA", "CV4L2", "Platform"]),
-        .target(name: "CallEndpoint", dependencies: ["Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
+        .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "Platform"]),
+        .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
         // live beside the SDK, not in it; the callend executable links them.
-        .target(name: "Benchmarks", dependencies: ["CallEndpoint", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Benchmarks", "Devices", "RTPTransport", "Platform"]),
+        .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Benchmarks", "MediaCore", "Devices", "RTPTransport", "Platform"]),
         // Every parser the network or a user feeds, one entry point each, and the executable
         // libFuzzer drives them through (scripts/fuzz.sh); a plain build replays inputs.
-        .target(name: "FuzzTargets", dependencies: ["Codecs", "RTPTransport", "Signaling"]),
+        .target(name: "FuzzTargets", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling"]),
         .executableTarget(name: "callend-fuzz", dependencies: ["FuzzTargets"]),
         // libnice (ICE, STUN, TURN, consent freshness) and the GLib main loop it runs on, behind a
         // small C API of plain types: GLib's headers, imported into Swift, redefine the socket
@@ -50,14 +53,14 @@ let package = Package(
         // Helpers shared by the test targets only.
         .target(name: "TestSupport", path: "Sources/TestSupport"),
 
-        .testTarget(name: "CodecsTests", dependencies: ["TestSupport", "Codecs"]),
-        .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "RTPTransport"]),
+        .testTarget(name: "CodecsTests", dependencies: ["TestSupport", "MediaCore", "Codecs"]),
+        .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "MediaCore", "RTPTransport"]),
         .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], resources: [.copy("Corpus")]),
-        .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "Devices"]),
-        .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "Codecs", "RTPTransport", "Signaling", "Devices"]),
-        .testTarget(name: "BenchmarksTests", dependencies: ["TestSupport", "Benchmarks", "CallEndpoint", "Codecs", "RTPTransport"]),
-        .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Benchmarks", "Codecs", "RTPTransport", "CallEndpoint"]),
+        .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "MediaCore", "Codecs", "Devices"]),
+        .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices"]),
+        .testTarget(name: "BenchmarksTests", dependencies: ["TestSupport", "Benchmarks", "CallEndpoint", "MediaCore", "Codecs", "RTPTransport"]),
+        .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Benchmarks", "MediaCore", "Codecs", "RTPTransport", "CallEndpoint"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,6 @@
 import CallEndpoint
 import Codecs
+import MediaCore
 import Foundation
 
 /// `callend bench codecs`: our VP8Encoder against libvpx's own `vpxenc` on the same Y4M clips and

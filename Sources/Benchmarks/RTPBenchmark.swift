@@ -1,5 +1,6 @@
 import CallEndpoint
 import Codecs
+import MediaCore
 import Devices
 import Foundation
 import RTPTransport

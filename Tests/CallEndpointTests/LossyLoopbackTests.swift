@@ -148,10 +148,11 @@ func freeReceiverPorts() throws -> Int {
 }
 
 func WAVSeconds(path: String) throws -> Double {
-    let reader = try Codecs.WAVReader(path: path)
+    let reader = try MediaCore.WAVReader(path: path)
     var samples = 0
     while let chunk = reader.read(samplesPerChannel: 4800) { samples += chunk.count / reader.channels }
     return Double(samples) / Double(reader.sampleRate)
 }
 
 import Codecs
+import MediaCore

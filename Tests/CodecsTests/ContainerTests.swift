@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Codecs
+@testable import MediaCore
 
 @Suite struct Y4MTests {
     @Test func readsFFmpegHeadersAndFrames() throws {
@@ -33,7 +34,7 @@ import Testing
 
     @Test func malformedFilesAreErrors() throws {
         let dir = try TemporaryDirectory()
-        func attempt(_ text: String, extra: [UInt8] = []) throws -> CodecError? {
+        func attempt(_ text: String, extra: [UInt8] = []) throws -> MediaError? {
             let path = dir.file("bad.y4m")
             try Data(Array(text.utf8) + extra).write(to: URL(fileURLWithPath: path))
             do {
@@ -53,7 +54,7 @@ import Testing
         #expect(c444?.detail.contains("C420jpeg") == true, "the error lists what is supported: \(String(describing: c444))")
         #expect(try attempt("YUV4MPEG2 W16 H16\nFRAME\n", extra: [1, 2, 3])?.detail.contains("ends inside") == true)
         #expect(try attempt("YUV4MPEG2 W2 H2\nFRAMX\n", extra: [1, 2, 3, 4, 5, 6])?.kind == .invalidData)
-        #expect(throws: CodecError.self) { try Y4MReader(path: dir.file("missing.y4m")) }
+        #expect(throws: MediaError.self) { try Y4MReader(path: dir.file("missing.y4m")) }
     }
 }
 
@@ -95,9 +96,9 @@ import Testing
         bytes += [1, 2, 3]
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         let reader = try IVFReader(path: path)
-        #expect(throws: CodecError.self) { try reader.readFrame() }
+        #expect(throws: MediaError.self) { try reader.readFrame() }
         try Data("not ivf at all, but long enough to hold a header".utf8).write(to: URL(fileURLWithPath: path))
-        #expect(throws: CodecError.self) { try IVFReader(path: path) }
+        #expect(throws: MediaError.self) { try IVFReader(path: path) }
     }
 }
 
@@ -131,9 +132,9 @@ import Testing
         let dir = try TemporaryDirectory()
         let float = dir.file("float.wav")
         try runTool("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=duration=0.1", "-c:a", "pcm_f32le", float])
-        #expect(throws: CodecError.self) { try WAVReader(path: float) }
+        #expect(throws: MediaError.self) { try WAVReader(path: float) }
         let junk = dir.file("junk.wav")
         try Data("RIFF\u{0}\u{0}\u{0}\u{0}WAVEjunk".utf8).write(to: URL(fileURLWithPath: junk))
-        #expect(throws: CodecError.self) { try WAVReader(path: junk) }
+        #expect(throws: MediaError.self) { try WAVReader(path: junk) }
     }
 }

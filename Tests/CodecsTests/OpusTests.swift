@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Codecs
+@testable import MediaCore
 
 /// Signals and measures for the Opus round trips.
 enum AudioSignal {
@@ -121,12 +122,12 @@ func opusRoundTrip(_ signal: [Int16], encoder: OpusEncoder, frameSize: Int = 960
 
     @Test func invalidFrameSizesAndParametersAreErrors() throws {
         let encoder = try OpusEncoder(channels: 1)
-        #expect(throws: CodecError.self) { try encoder.encode([Int16](repeating: 0, count: 1000)) }
-        #expect(throws: CodecError.self) { try encoder.setBitrate(100) }
-        #expect(throws: CodecError.self) { try encoder.setComplexity(11) }
-        #expect(throws: CodecError.self) { try encoder.setInbandFEC(enabled: true, expectedLossPercent: 101) }
-        #expect(throws: CodecError.self) { try OpusEncoder(channels: 3) }
-        #expect(throws: CodecError.self) { try OpusDecoder(channels: 0) }
+        #expect(throws: MediaError.self) { try encoder.encode([Int16](repeating: 0, count: 1000)) }
+        #expect(throws: MediaError.self) { try encoder.setBitrate(100) }
+        #expect(throws: MediaError.self) { try encoder.setComplexity(11) }
+        #expect(throws: MediaError.self) { try encoder.setInbandFEC(enabled: true, expectedLossPercent: 101) }
+        #expect(throws: MediaError.self) { try OpusEncoder(channels: 3) }
+        #expect(throws: MediaError.self) { try OpusDecoder(channels: 0) }
     }
 
     @Test func bitrateChangesAtRuntime() throws {
@@ -196,12 +197,12 @@ func opusRoundTrip(_ signal: [Int16], encoder: OpusEncoder, frameSize: Int = 960
 
     @Test func decoderRejectsMalformedPackets() throws {
         let decoder = try OpusDecoder(channels: 1)
-        #expect(throws: CodecError.self) { try decoder.decode([]) }
+        #expect(throws: MediaError.self) { try decoder.decode([]) }
         // TOC code 3 (arbitrary frame count) with a frame count of zero is invalid (RFC 6716 §3.2.5).
-        #expect(throws: CodecError.self) { try decoder.decode([0x03, 0x00]) }
+        #expect(throws: MediaError.self) { try decoder.decode([0x03, 0x00]) }
         // Code 3 asking for 63 frames of 60 ms is over the 120 ms limit.
-        #expect(throws: CodecError.self) { try decoder.decode([0x1b, 0x3f]) }
-        #expect(throws: CodecError.self) { try decoder.decodeLoss(samplesPerChannel: 100) }
+        #expect(throws: MediaError.self) { try decoder.decode([0x1b, 0x3f]) }
+        #expect(throws: MediaError.self) { try decoder.decodeLoss(samplesPerChannel: 100) }
         // Seeded random packets: errors or audio, never a crash.
         var rng = SeededGenerator(seed: 7)
         for _ in 0..<2000 {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Codecs
+@testable import MediaCore
 
 @Suite struct PixelConverterTests {
     // Wide enough that libyuv takes its SIMD paths plus a remainder.
@@ -51,10 +52,10 @@ import Testing
     }
 
     @Test func shortInputIsAnError() throws {
-        #expect(throws: CodecError.self) { try PixelConverter.toI420([UInt8](repeating: 0, count: 10), format: .yuyv, width: 64, height: 48) }
-        #expect(throws: CodecError.self) { try PixelConverter.toI420([UInt8](repeating: 0, count: 10), format: .nv12, width: 64, height: 48) }
-        #expect(throws: CodecError.self) { try PixelConverter.toI420([], format: .mjpeg, width: 64, height: 48) }
-        #expect(throws: CodecError.self) { try PixelConverter.toI420([1, 2, 3], format: .i420, width: 0, height: 48) }
+        #expect(throws: MediaError.self) { try PixelConverter.toI420([UInt8](repeating: 0, count: 10), format: .yuyv, width: 64, height: 48) }
+        #expect(throws: MediaError.self) { try PixelConverter.toI420([UInt8](repeating: 0, count: 10), format: .nv12, width: 64, height: 48) }
+        #expect(throws: MediaError.self) { try PixelConverter.toI420([], format: .mjpeg, width: 64, height: 48) }
+        #expect(throws: MediaError.self) { try PixelConverter.toI420([1, 2, 3], format: .i420, width: 0, height: 48) }
     }
 
     /// ffmpeg makes a JPEG and decodes it itself; our I420 from the same JPEG must match its picture.
@@ -79,10 +80,10 @@ import Testing
         // Same picture up to IDCT rounding (4:2:0) or chroma downsampling filters (4:2:2).
         #expect(psnr > (chroma == "4:2:0" ? 45 : 38), "PSNR against ffmpeg's own decode: \(psnr) dB")
 
-        #expect(throws: CodecError.self) { try PixelConverter.toI420(bytes, format: .mjpeg, width: 640, height: 480) }
+        #expect(throws: MediaError.self) { try PixelConverter.toI420(bytes, format: .mjpeg, width: 640, height: 480) }
         var rng = SeededGenerator(seed: 3)
         let garbage = (0..<bytes.count).map { _ in UInt8.random(in: 0...255, using: &rng) }
-        #expect(throws: CodecError.self) { try PixelConverter.toI420(garbage, format: .mjpeg, width: 320, height: 240) }
+        #expect(throws: MediaError.self) { try PixelConverter.toI420(garbage, format: .mjpeg, width: 320, height: 240) }
         // A JPEG cut short decodes to an error or a picture, never a crash.
         for length in stride(from: 2, to: bytes.count, by: bytes.count / 40) {
             _ = try? PixelConverter.toI420(Array(bytes.prefix(length)), format: .mjpeg, width: 320, height: 240)
@@ -95,7 +96,7 @@ import Testing
         try runTool("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-frames:v", "1",
                                "-pix_fmt", "yuvj422p", "-f", "mjpeg", jpeg])
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: jpeg)))
-        #expect(throws: CodecError.self) { try PixelConverter.toI420(bytes, format: .mjpeg, width: 320, height: 240) }
+        #expect(throws: MediaError.self) { try PixelConverter.toI420(bytes, format: .mjpeg, width: 320, height: 240) }
     }
 
     @Test func fourCCsMatchV4L2() {
@@ -125,7 +126,7 @@ import Testing
         let half = try frame.scaled(width: 32, height: 16, filter: .box)
         for c in 0..<32 { #expect(abs(Int(half.y[5 * 32 + c]) - (8 * c + 2)) <= 1) }
         #expect(try half.scaled(width: 64, height: 32, filter: .bilinear).psnr(against: frame) > 30)
-        #expect(throws: CodecError.self) { try frame.scaled(width: 0, height: 10) }
+        #expect(throws: MediaError.self) { try frame.scaled(width: 0, height: 10) }
     }
 
     @Test func psnrOfIdenticalAndDifferentPictures() throws {
@@ -134,6 +135,6 @@ import Testing
         #expect(try a.psnr(against: b) >= 100)
         b.y[0] = 0
         #expect(try a.psnr(against: b) < 60)
-        #expect(throws: CodecError.self) { try a.psnr(against: VideoFrame(width: 16, height: 16)) }
+        #expect(throws: MediaError.self) { try a.psnr(against: VideoFrame(width: 16, height: 16)) }
     }
 }

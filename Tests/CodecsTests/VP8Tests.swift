@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Codecs
+@testable import MediaCore
 
 func readAllFrames(_ path: String) throws -> [VideoFrame] {
     let reader = try Y4MReader(path: path)
@@ -138,18 +139,18 @@ func readAllFrames(_ path: String) throws -> [VideoFrame] {
         }
         #expect(sizes == ["640x480K", "640x480", "320x240K", "320x240", "640x480K", "1280x720K"])
         // A frame of the wrong size is refused with advice, not encoded.
-        #expect(throws: CodecError.self) { try encoder.encode(VideoFrame(width: 320, height: 240)) }
+        #expect(throws: MediaError.self) { try encoder.encode(VideoFrame(width: 320, height: 240)) }
     }
 
     @Test func invalidConfigurationIsAnError() {
         var bad = VP8EncoderConfiguration(width: 640, height: 480)
         bad.targetBitrate = 1
-        #expect(throws: CodecError.self) { try VP8Encoder(configuration: bad) }
+        #expect(throws: MediaError.self) { try VP8Encoder(configuration: bad) }
         bad = VP8EncoderConfiguration(width: 0, height: 480)
-        #expect(throws: CodecError.self) { try VP8Encoder(configuration: bad) }
+        #expect(throws: MediaError.self) { try VP8Encoder(configuration: bad) }
         bad = VP8EncoderConfiguration(width: 640, height: 480)
         bad.cpuUsed = 20
-        #expect(throws: CodecError.self) { try VP8Encoder(configuration: bad) }
+        #expect(throws: MediaError.self) { try VP8Encoder(configuration: bad) }
     }
 
     /// A keyframe and three inter frames of a moving pattern.
@@ -209,7 +210,7 @@ func readAllFrames(_ path: String) throws -> [VideoFrame] {
     @Test func decoderRefusesInterFrameBeforeKeyframe() throws {
         let sample = try Self.encodedSample()
         let decoder = try VP8Decoder()
-        #expect(throws: CodecError.self) { try decoder.decode(sample[1].data) }
+        #expect(throws: MediaError.self) { try decoder.decode(sample[1].data) }
         _ = try decoder.decode(sample[0].data)
         #expect(try decoder.decode(sample[1].data) != nil)
     }

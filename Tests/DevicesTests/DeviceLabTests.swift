@@ -113,7 +113,7 @@ final class CameraLog: Sendable {
     }
 }
 
-import Codecs
+import MediaCore
 
 extension DeviceLab {
 @Suite struct CameraCaptureLabTests {

@@ -1,4 +1,5 @@
 import Codecs
+import MediaCore
 import Devices
 import Foundation
 import Platform
@@ -293,7 +294,7 @@ public final class SyntheticAudioDevice: AudioDevice, @unchecked Sendable {  // 
         if case .wav(let path) = source {
             let reader = try WAVReader(path: path)
             guard reader.sampleRate == AudioFrame.sampleRate, (1...2).contains(reader.channels) else {
-                throw CodecError(.invalidArgument, "audio source \(path)",
+                throw MediaError(.invalidArgument, "audio source \(path)",
                                  "\(reader.sampleRate) Hz, \(reader.channels) channels; callend sends 48000 Hz mono or stereo (convert with ffmpeg -ar 48000 -ac 1)")
             }
             wav = reader

@@ -1,4 +1,5 @@
 import Codecs
+import MediaCore
 import Devices
 import Foundation
 import Platform
@@ -63,15 +64,6 @@ public struct CameraModeRequest: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(width)x\(height)" + (frameRate.map { "@\($0)" } ?? "") + (fourCC.map { "/\($0)" } ?? "") }
 }
 
-/// What a camera source delivers to whoever encodes it.
-public enum CameraOutput: Sendable {
-    case frame(VideoFrame)
-    /// The source changed size or rate (a switch): the next frame should be a keyframe.
-    case modeChanged(width: Int, height: Int, frameRate: Double)
-    /// A file source ran out (only when not looping).
-    case ended
-}
-
 /// Captures pictures from a V4L2 camera, the synthetic pattern or a Y4M file, on its own thread.
 /// `selectCaptureDevice(_:format:)` and `select(_:)` switch the camera or its mode while a call
 /// runs (the "flip camera" of a phone): the new input is opened first, so a switch that fails
@@ -83,7 +75,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     /// Every pixel format x size x rate a device offers.
     public static func supportedFormats(for device: CaptureDevice) -> [CameraMode] { device.modes }
 
-    private let capturer = Mutex<(any Capturer)?>(nil)
+    private let capturer = Mutex<(any VideoCapturer)?>(nil)
     private let sink = LockedCallback<CameraOutput>()
     private let running = Atomic<Bool>(false)
     private let current = Mutex<(input: CameraInput, width: Int, height: Int, frameRate: Double, modes: [CameraMode])>((.pattern(width: 0, height: 0, frameRate: 0), 0, 0, 0, []))
@@ -113,8 +105,9 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     /// place (stream off, set format, stream on); anything else opens the new input, then
     /// closes the old one.
     public func select(_ input: CameraInput) throws {
-        if case .device(let path, let request) = input, let camera = capturer.withLock({ $0 as? DeviceCapturer }), camera.path == path {
-            let mode = try camera.switchMode(request)
+        if case .device(let path, let request) = input, let camera = capturer.withLock({ $0 as? CameraCapturer }), camera.path == path {
+            let mode = try Self.mode(of: camera.device, request)
+            camera.switchMode(mode)
             current.withLock { $0 = (input, mode.width, mode.height, mode.frameRate.value, $0.modes) }
             return
         }
@@ -147,7 +140,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
 
     deinit { capturer.withLock { $0 }?.stop() }
 
-    private func start(_ c: any Capturer) {
+    private func start(_ c: any VideoCapturer) {
         let f = c.format
         deliver(.modeChanged(width: f.width, height: f.height, frameRate: f.frameRate))
         c.start { [weak self] output in self?.deliver(output) }
@@ -158,139 +151,28 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
         sink(output)
     }
 
-    private func record(_ input: CameraInput, _ c: any Capturer) {
+    private func record(_ input: CameraInput, _ c: any VideoCapturer) {
         let f = c.format
         current.withLock { $0 = (input, f.width, f.height, f.frameRate, c.modes) }
     }
 
-    private static func open(_ input: CameraInput, loop: Bool) throws -> any Capturer {
+    private static func open(_ input: CameraInput, loop: Bool) throws -> any VideoCapturer {
         switch input {
-        case .device(let path, let request): try DeviceCapturer(path: path, request: request)
-        case .pattern(let w, let h, let f): try PatternCapturer(width: w, height: h, frameRate: f)
-        case .file(let path): try FileCapturer(path: path, loop: loop)
-        }
-    }
-}
-
-/// One open input of a `CameraSource`.
-protocol Capturer: AnyObject, Sendable {
-    var format: (width: Int, height: Int, frameRate: Double) { get }
-    var modes: [CameraMode] { get }
-    func start(_ deliver: @escaping @Sendable (CameraOutput) -> Void)
-    func stop()
-}
-
-/// A thread that produces pictures on a schedule until stopped.
-class PacedCapturer: @unchecked Sendable {  // `stopping` is atomic; the thread owns everything else
-    let stopping = Atomic<Bool>(false)
-    let finished = DispatchSemaphore(value: 0)
-    var started = false
-
-    func run(name: String, frameRate: Double, produce: @escaping @Sendable (Int) throws -> VideoFrame?, deliver: @escaping @Sendable (CameraOutput) -> Void) {
-        started = true
-        startThread(named: name) { [self] in
-            defer { finished.signal() }
-            var pacer = RealTimePacer(period: .microseconds(Int64(1_000_000 / frameRate)))
-            var index = 0
-            while !stopping.load(ordering: .relaxed) {
-                pacer.waitForNext()
-                do {
-                    guard let frame = try produce(index) else { deliver(.ended); return }
-                    deliver(.frame(frame))
-                } catch {
-                    deliver(.ended)
-                    return
-                }
-                index += 1
+        case .device(let path, let request):
+            guard let described = try CameraDevices.describe(path: path) else {
+                throw DeviceError(operation: "open camera \(path)", detail: "not a video capture device (see 'callend devices')")
             }
+            return try CameraCapturer(device: described, mode: try mode(of: described, request))
+        case .pattern(let w, let h, let f): return try PatternCapturer(width: w, height: h, frameRate: f)
+        case .file(let path): return try FileCapturer(path: path, loop: loop)
         }
     }
 
-    func stop() {
-        guard started, !stopping.exchange(true, ordering: .relaxed) else { return }
-        finished.wait()
-    }
-}
-
-final class PatternCapturer: PacedCapturer, Capturer, @unchecked Sendable {  // the pattern is behind its Mutex; the rest is let or PacedCapturer's (see there)
-    let pattern: Mutex<TestPatternSource>
-    let format: (width: Int, height: Int, frameRate: Double)
-    var modes: [CameraMode] { [] }
-
-    init(width: Int, height: Int, frameRate: Int) throws {
-        guard (16...4096).contains(width), (16...4096).contains(height), width % 2 == 0, height % 2 == 0, (1...120).contains(frameRate) else {
-            throw ConfigurationError("pattern \(width)x\(height)@\(frameRate): the size must be even, 16 ... 4096, the rate 1 ... 120")
-        }
-        pattern = Mutex(TestPatternSource(width: width, height: height, frameRate: frameRate))
-        format = (width, height, Double(frameRate))
-    }
-
-    func start(_ deliver: @escaping @Sendable (CameraOutput) -> Void) {
-        run(name: "pattern", frameRate: format.frameRate, produce: { [self] _ in
-            pattern.withLock { $0.nextFrame(captureTime: MonotonicClock.now) }
-        }, deliver: deliver)
-    }
-}
-
-final class FileCapturer: PacedCapturer, Capturer, @unchecked Sendable {  // the file source is behind its Mutex; the rest is let or PacedCapturer's (see there)
-    let source: Mutex<Y4MFileSource>
-    let format: (width: Int, height: Int, frameRate: Double)
-    var modes: [CameraMode] { [] }
-
-    init(path: String, loop: Bool) throws {
-        let file = try Y4MFileSource(path: path, paced: false, loop: loop)
-        format = (file.width, file.height, max(1, file.frameRate))
-        source = Mutex(file)
-    }
-
-    func start(_ deliver: @escaping @Sendable (CameraOutput) -> Void) {
-        run(name: "y4m", frameRate: format.frameRate, produce: { [self] _ in try source.withLock { try $0.nextFrame() } }, deliver: deliver)
-    }
-}
-
-final class DeviceCapturer: Capturer, @unchecked Sendable {  // the camera is thread-safe; `device` is immutable
-    let path: String
-    let device: CaptureDevice
-    let camera: V4L2Camera
-
-    init(path: String, request: CameraModeRequest?) throws {
-        guard let described = try CameraDevices.describe(path: path) else {
-            throw DeviceError(operation: "open camera \(path)", detail: "not a video capture device (see 'callend devices')")
-        }
-        self.path = path
-        device = described
-        camera = try V4L2Camera(path: path, mode: try Self.mode(of: described, request))
-    }
-
+    /// The mode of `device` nearest the request (640x480@30 when there is none).
     static func mode(of device: CaptureDevice, _ request: CameraModeRequest?) throws(DeviceError) -> CameraMode {
         let r = request ?? CameraModeRequest(width: 640, height: 480, frameRate: 30)
         return try device.nearestMode(width: r.width, height: r.height, frameRate: r.frameRate.map { FrameRate(frames: $0) }, fourCC: r.fourCC)
     }
-
-    var format: (width: Int, height: Int, frameRate: Double) {
-        let m = camera.currentMode
-        return (m.width, m.height, m.frameRate.value)
-    }
-
-    var modes: [CameraMode] { device.modes }
-
-    func switchMode(_ request: CameraModeRequest?) throws(DeviceError) -> CameraMode {
-        let mode = try Self.mode(of: device, request)
-        camera.switchMode(mode)
-        return mode
-    }
-
-    func start(_ deliver: @escaping @Sendable (CameraOutput) -> Void) {
-        camera.start { event in
-            switch event {
-            case .frame(let frame, _): deliver(.frame(frame))
-            case .modeChanged(let m): deliver(.modeChanged(width: m.width, height: m.height, frameRate: m.frameRate.value))
-            case .deviceLost, .frameDropped: break
-            }
-        }
-    }
-
-    func stop() { camera.stop() }
 }
 
 /// A published video track: a camera source that can be muted (black pictures are sent, so the

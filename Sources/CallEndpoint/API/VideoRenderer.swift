@@ -1,4 +1,5 @@
 import Codecs
+import MediaCore
 import Foundation
 import Synchronization
 

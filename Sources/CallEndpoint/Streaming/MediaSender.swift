@@ -1,4 +1,5 @@
 import Codecs
+import MediaCore
 import Devices
 import Foundation
 import Platform

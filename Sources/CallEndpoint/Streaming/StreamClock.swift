@@ -30,6 +30,7 @@ func NTPTimeNow() -> UInt64 {
 
 import Devices
 import Codecs
+import MediaCore
 
 /// Reads the frame counter the synthetic test pattern writes into its pictures.
 enum TestPatternReader {

@@ -1,4 +1,5 @@
 import Codecs
+import MediaCore
 import Dispatch
 import Platform
 import RTPTransport

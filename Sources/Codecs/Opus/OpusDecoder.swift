@@ -1,3 +1,4 @@
+import MediaCore
 internal import COpus
 
 /// Opus decoder at 48 kHz with packet-loss concealment and decoding of in-band FEC.
@@ -9,13 +10,13 @@ public final class OpusDecoder {
     private static let maxSamplesPerChannel = 5760
     private var pcm: [Int16]
 
-    public init(channels: Int) throws(CodecError) {
+    public init(channels: Int) throws(MediaError) {
         guard channels == 1 || channels == 2 else {
-            throw CodecError(.invalidArgument, "create Opus decoder", "\(channels) channels; supported: 1 or 2")
+            throw MediaError(.invalidArgument, "create Opus decoder", "\(channels) channels; supported: 1 or 2")
         }
         var error: Int32 = 0
         guard let state = opus_decoder_create(Int32(AudioFrame.sampleRate), Int32(channels), &error), error == OPUS_OK else {
-            throw CodecError(.library, "create Opus decoder", OpusEncoder.message(error))
+            throw MediaError(.library, "create Opus decoder", OpusEncoder.message(error))
         }
         self.state = state
         self.channels = channels
@@ -25,24 +26,24 @@ public final class OpusDecoder {
     deinit { opus_decoder_destroy(state) }
 
     /// Decodes one packet to interleaved samples.
-    public func decode(_ packet: [UInt8]) throws(CodecError) -> [Int16] {
+    public func decode(_ packet: [UInt8]) throws(MediaError) -> [Int16] {
         guard !packet.isEmpty else {
-            throw CodecError(.invalidData, "Opus decode", "empty packet; use decodeLoss for a missing one")
+            throw MediaError(.invalidData, "Opus decode", "empty packet; use decodeLoss for a missing one")
         }
         return try run("Opus decode", packet: packet, samplesPerChannel: Self.maxSamplesPerChannel, fec: false)
     }
 
     /// Conceals one lost frame of `samplesPerChannel` samples (packet-loss concealment).
-    public func decodeLoss(samplesPerChannel: Int) throws(CodecError) -> [Int16] {
+    public func decodeLoss(samplesPerChannel: Int) throws(MediaError) -> [Int16] {
         try checkFrameSize(samplesPerChannel, "Opus loss concealment")
         return try run("Opus loss concealment", packet: nil, samplesPerChannel: samplesPerChannel, fec: false)
     }
 
     /// Recovers a lost frame from the FEC data carried in the packet that follows it. When that
     /// packet has no FEC data, libopus conceals instead, so the caller always gets audio.
-    public func decodeFEC(from nextPacket: [UInt8], samplesPerChannel: Int) throws(CodecError) -> [Int16] {
+    public func decodeFEC(from nextPacket: [UInt8], samplesPerChannel: Int) throws(MediaError) -> [Int16] {
         try checkFrameSize(samplesPerChannel, "Opus FEC decode")
-        guard !nextPacket.isEmpty else { throw CodecError(.invalidData, "Opus FEC decode", "empty packet") }
+        guard !nextPacket.isEmpty else { throw MediaError(.invalidData, "Opus FEC decode", "empty packet") }
         return try run("Opus FEC decode", packet: nextPacket, samplesPerChannel: samplesPerChannel, fec: true)
     }
 
@@ -53,15 +54,15 @@ public final class OpusDecoder {
         return Int(value)
     }
 
-    private func checkFrameSize(_ samplesPerChannel: Int, _ operation: String) throws(CodecError) {
+    private func checkFrameSize(_ samplesPerChannel: Int, _ operation: String) throws(MediaError) {
         // Concealment works in 2.5 ms steps up to the 120 ms maximum frame.
         guard samplesPerChannel > 0, samplesPerChannel % 120 == 0, samplesPerChannel <= Self.maxSamplesPerChannel else {
-            throw CodecError(.invalidArgument, operation,
+            throw MediaError(.invalidArgument, operation,
                              "\(samplesPerChannel) samples per channel; must be a multiple of 120 (2.5 ms) up to \(Self.maxSamplesPerChannel)")
         }
     }
 
-    private func run(_ operation: String, packet: [UInt8]?, samplesPerChannel: Int, fec: Bool) throws(CodecError) -> [Int16] {
+    private func run(_ operation: String, packet: [UInt8]?, samplesPerChannel: Int, fec: Bool) throws(MediaError) -> [Int16] {
         let count: Int32 = pcm.withUnsafeMutableBufferPointer { out in
             if let packet {
                 return packet.withUnsafeBufferPointer { data in
@@ -70,7 +71,7 @@ public final class OpusDecoder {
             }
             return opus_decode(state, nil, 0, out.baseAddress!, Int32(samplesPerChannel), 0)
         }
-        guard count >= 0 else { throw CodecError(.invalidData, operation, OpusEncoder.message(count)) }
+        guard count >= 0 else { throw MediaError(.invalidData, operation, OpusEncoder.message(count)) }
         return Array(pcm[0..<(Int(count) * channels)])
     }
 }

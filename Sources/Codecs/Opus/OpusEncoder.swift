@@ -1,3 +1,4 @@
+import MediaCore
 internal import COpus
 
 /// Opus encoder (RFC 6716) at 48 kHz. One owner of one libopus encoder state; use it from one
@@ -22,9 +23,9 @@ public final class OpusEncoder {
     private let state: OpaquePointer
     private var output = [UInt8](repeating: 0, count: OpusEncoder.maxPacketSize)
 
-    public init(channels: Int, application: Application = .voip, bitrate: Int = 32_000, complexity: Int = 10) throws(CodecError) {
+    public init(channels: Int, application: Application = .voip, bitrate: Int = 32_000, complexity: Int = 10) throws(MediaError) {
         guard channels == 1 || channels == 2 else {
-            throw CodecError(.invalidArgument, "create Opus encoder", "\(channels) channels; supported: 1 or 2")
+            throw MediaError(.invalidArgument, "create Opus encoder", "\(channels) channels; supported: 1 or 2")
         }
         let app: Int32 = switch application {
         case .voip: copus_application_voip()
@@ -33,7 +34,7 @@ public final class OpusEncoder {
         }
         var error: Int32 = 0
         guard let state = opus_encoder_create(Int32(AudioFrame.sampleRate), Int32(channels), app, &error), error == OPUS_OK else {
-            throw CodecError(.library, "create Opus encoder", OpusEncoder.message(error))
+            throw MediaError(.library, "create Opus encoder", OpusEncoder.message(error))
         }
         self.state = state
         self.channels = channels
@@ -45,9 +46,9 @@ public final class OpusEncoder {
     deinit { opus_encoder_destroy(state) }
 
     /// Target bitrate in bits per second (libopus accepts 500 ... 512000); takes effect on the next frame.
-    public func setBitrate(_ bitsPerSecond: Int) throws(CodecError) {
+    public func setBitrate(_ bitsPerSecond: Int) throws(MediaError) {
         guard (500...512_000).contains(bitsPerSecond) else {
-            throw CodecError(.invalidArgument, "set Opus bitrate", "\(bitsPerSecond) bit/s; supported: 500 ... 512000")
+            throw MediaError(.invalidArgument, "set Opus bitrate", "\(bitsPerSecond) bit/s; supported: 500 ... 512000")
         }
         try check(copus_encoder_set_bitrate(state, Int32(bitsPerSecond)), "set Opus bitrate \(bitsPerSecond)")
     }
@@ -59,18 +60,18 @@ public final class OpusEncoder {
     }
 
     /// Computational complexity 0 (fastest) ... 10 (best quality).
-    public func setComplexity(_ complexity: Int) throws(CodecError) {
+    public func setComplexity(_ complexity: Int) throws(MediaError) {
         guard (0...10).contains(complexity) else {
-            throw CodecError(.invalidArgument, "set Opus complexity", "\(complexity); supported: 0 ... 10")
+            throw MediaError(.invalidArgument, "set Opus complexity", "\(complexity); supported: 0 ... 10")
         }
         try check(copus_encoder_set_complexity(state, Int32(complexity)), "set Opus complexity")
     }
 
     /// In-band forward error correction (RFC 6716 §2.1.7): each packet carries a low-rate copy of
     /// the previous frame, sized for the expected loss percentage.
-    public func setInbandFEC(enabled: Bool, expectedLossPercent: Int) throws(CodecError) {
+    public func setInbandFEC(enabled: Bool, expectedLossPercent: Int) throws(MediaError) {
         guard (0...100).contains(expectedLossPercent) else {
-            throw CodecError(.invalidArgument, "set Opus expected loss", "\(expectedLossPercent) %; supported: 0 ... 100")
+            throw MediaError(.invalidArgument, "set Opus expected loss", "\(expectedLossPercent) %; supported: 0 ... 100")
         }
         try check(copus_encoder_set_inband_fec(state, enabled ? 1 : 0), "set Opus in-band FEC")
         try check(copus_encoder_set_packet_loss_perc(state, Int32(expectedLossPercent)), "set Opus expected loss")
@@ -78,11 +79,11 @@ public final class OpusEncoder {
 
     /// Discontinuous transmission: during silence the encoder emits packets of at most two bytes,
     /// which a sender need not transmit (RFC 7587 §3.1.3).
-    public func setDTX(enabled: Bool) throws(CodecError) {
+    public func setDTX(enabled: Bool) throws(MediaError) {
         try check(copus_encoder_set_dtx(state, enabled ? 1 : 0), "set Opus DTX")
     }
 
-    public func setVBR(enabled: Bool) throws(CodecError) {
+    public func setVBR(enabled: Bool) throws(MediaError) {
         try check(copus_encoder_set_vbr(state, enabled ? 1 : 0), "set Opus VBR")
     }
 
@@ -97,10 +98,10 @@ public final class OpusEncoder {
     public static func isDTXPacket(_ packet: [UInt8]) -> Bool { packet.count <= 2 }
 
     /// Encodes one frame of interleaved samples; the count per channel must be a supported frame size.
-    public func encode(_ samples: [Int16]) throws(CodecError) -> [UInt8] {
+    public func encode(_ samples: [Int16]) throws(MediaError) -> [UInt8] {
         let perChannel = samples.count / channels
         guard samples.count % channels == 0, Self.supportedFrameSizes.contains(perChannel) else {
-            throw CodecError(.invalidArgument, "Opus encode",
+            throw MediaError(.invalidArgument, "Opus encode",
                              "\(samples.count) samples over \(channels) channel(s); frames must be 2.5, 5, 10, 20, 40 or 60 ms (\(Self.supportedFrameSizes.map(String.init).joined(separator: ", ")) samples per channel)")
         }
         let capacity = output.count
@@ -109,19 +110,19 @@ public final class OpusEncoder {
                 opus_encode(state, pcm.baseAddress!, Int32(perChannel), out.baseAddress!, Int32(capacity))
             }
         }
-        guard length >= 0 else { throw CodecError(.library, "Opus encode", Self.message(length)) }
+        guard length >= 0 else { throw MediaError(.library, "Opus encode", Self.message(length)) }
         return Array(output[0..<Int(length)])
     }
 
-    public func encode(_ frame: AudioFrame) throws(CodecError) -> [UInt8] {
+    public func encode(_ frame: AudioFrame) throws(MediaError) -> [UInt8] {
         guard frame.channels == channels else {
-            throw CodecError(.invalidArgument, "Opus encode", "frame has \(frame.channels) channel(s), encoder \(channels)")
+            throw MediaError(.invalidArgument, "Opus encode", "frame has \(frame.channels) channel(s), encoder \(channels)")
         }
         return try encode(frame.samples)
     }
 
-    private func check(_ result: Int32, _ operation: String) throws(CodecError) {
-        guard result == OPUS_OK else { throw CodecError(.library, operation, Self.message(result)) }
+    private func check(_ result: Int32, _ operation: String) throws(MediaError) {
+        guard result == OPUS_OK else { throw MediaError(.library, operation, Self.message(result)) }
     }
 
     static func message(_ code: Int32) -> String {

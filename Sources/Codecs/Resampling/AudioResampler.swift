@@ -1,3 +1,4 @@
+import MediaCore
 internal import CSpeexDSP
 
 /// Interleaved 16-bit audio at a ratio that can change a little at a time without clicks
@@ -13,14 +14,14 @@ public final class AudioResampler {
     public private(set) var ratio = 1.0
 
     /// `quality` 0 ... 10 (libspeexdsp's scale; 3 is its VoIP default, plenty for drift).
-    public init(channels: Int, quality: Int = 3) throws(CodecError) {
+    public init(channels: Int, quality: Int = 3) throws(MediaError) {
         guard channels == 1 || channels == 2 else {
-            throw CodecError(.invalidArgument, "create resampler", "\(channels) channels; supported: 1 or 2")
+            throw MediaError(.invalidArgument, "create resampler", "\(channels) channels; supported: 1 or 2")
         }
         var error: Int32 = 0
         let rate = UInt32(AudioFrame.sampleRate)
         guard let state = speex_resampler_init(UInt32(channels), rate, rate, Int32(quality), &error), error == 0 else {
-            throw CodecError(.library, "create resampler", String(cString: speex_resampler_strerror(error)))
+            throw MediaError(.library, "create resampler", String(cString: speex_resampler_strerror(error)))
         }
         self.state = state
         self.channels = channels

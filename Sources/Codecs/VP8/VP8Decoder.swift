@@ -1,3 +1,4 @@
+import MediaCore
 internal import CVPX
 
 /// VP8 decoder (libvpx). Malformed, truncated or corrupt input is an error, never a crash, and
@@ -6,7 +7,7 @@ public final class VP8Decoder {
     private let context: UnsafeMutablePointer<vpx_codec_ctx_t>
     private var hasKeyframe = false
 
-    public init(threads: Int = 1) throws(CodecError) {
+    public init(threads: Int = 1) throws(MediaError) {
         context = .allocate(capacity: 1)
         context.initialize(to: vpx_codec_ctx_t())
         do {
@@ -24,10 +25,10 @@ public final class VP8Decoder {
 
     /// Decodes one compressed frame. Returns nil for a frame that is decoded but not shown
     /// (show_frame = 0, RFC 6386 §9.1).
-    public func decode(_ data: [UInt8], timestamp: Duration = .zero) throws(CodecError) -> VideoFrame? {
+    public func decode(_ data: [UInt8], timestamp: Duration = .zero) throws(MediaError) -> VideoFrame? {
         let header = try VP8FrameHeader(parsing: data)
         guard header.isKeyframe || hasKeyframe else {
-            throw CodecError(.invalidData, "VP8 decode", "inter frame before any keyframe; request a keyframe (PLI)")
+            throw MediaError(.invalidData, "VP8 decode", "inter frame before any keyframe; request a keyframe (PLI)")
         }
         let result = data.withUnsafeBufferPointer { bytes in
             vpx_codec_decode(context, bytes.baseAddress, UInt32(bytes.count), nil, 0)
@@ -40,7 +41,7 @@ public final class VP8Decoder {
         guard corrupted == 0 else {
             // The reference is damaged: later inter frames would build on garbage until a keyframe.
             hasKeyframe = false
-            throw CodecError(.invalidData, "VP8 decode", "frame is corrupt or truncated; request a keyframe (PLI)")
+            throw MediaError(.invalidData, "VP8 decode", "frame is corrupt or truncated; request a keyframe (PLI)")
         }
         if header.isKeyframe { hasKeyframe = true }
         guard let image else { return nil }

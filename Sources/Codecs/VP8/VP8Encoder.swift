@@ -1,3 +1,4 @@
+import MediaCore
 internal import CVPX
 
 /// Realtime VP8 encoder (libvpx). Bitrate and resolution change on a running encoder; a keyframe
@@ -14,7 +15,7 @@ public final class VP8Encoder {
     private var lastPts: Int64 = -1
     private var firstTimestamp: Duration?
 
-    public init(configuration: VP8EncoderConfiguration) throws(CodecError) {
+    public init(configuration: VP8EncoderConfiguration) throws(MediaError) {
         try configuration.validate()
         self.configuration = configuration
         context = .allocate(capacity: 1)
@@ -32,7 +33,7 @@ public final class VP8Encoder {
     }
 
     /// Initialises the libvpx context for `c`; on failure nothing is left to destroy.
-    private func start(_ c: VP8EncoderConfiguration) throws(CodecError) {
+    private func start(_ c: VP8EncoderConfiguration) throws(MediaError) {
         apply(c, to: &config)
         try Self.check(cvpx_vp8_enc_init(context, &config), context, "initialise VP8 encoder")
         do {
@@ -77,7 +78,7 @@ public final class VP8Encoder {
     }
 
     /// Changes the target bitrate of the running encoder; the next frame is encoded at the new rate.
-    public func setTargetBitrate(_ bitsPerSecond: Int) throws(CodecError) {
+    public func setTargetBitrate(_ bitsPerSecond: Int) throws(MediaError) {
         var next = configuration
         next.targetBitrate = bitsPerSecond
         try next.validate()
@@ -92,7 +93,7 @@ public final class VP8Encoder {
     /// the next frame is a keyframe. A restart rather than a reconfiguration because the rate
     /// controller's history belongs to the old size: after a step down under congestion it kept
     /// the old quantizer and sent frames of 8-10 kB at a 230 kbit/s target for a second.
-    public func setResolution(width: Int, height: Int) throws(CodecError) {
+    public func setResolution(width: Int, height: Int) throws(MediaError) {
         guard width != configuration.width || height != configuration.height else { return }
         var next = configuration
         next.width = width
@@ -118,9 +119,9 @@ public final class VP8Encoder {
     /// timestamp: libvpx sizes each frame from the time between pictures, so a caller that
     /// skips pictures of a source whose timestamps repeat (a looping file) must pass real times,
     /// or every picture gets one nominal interval and half the budget at half the frame rate.
-    public func encode(_ frame: VideoFrame, at time: Duration? = nil, forceKeyframe: Bool = false) throws(CodecError) -> [EncodedVideoFrame] {
+    public func encode(_ frame: VideoFrame, at time: Duration? = nil, forceKeyframe: Bool = false) throws(MediaError) -> [EncodedVideoFrame] {
         guard frame.width == configuration.width, frame.height == configuration.height else {
-            throw CodecError(.invalidArgument, "VP8 encode",
+            throw MediaError(.invalidArgument, "VP8 encode",
                              "frame is \(frame.width)x\(frame.height) but the encoder is set to \(configuration.width)x\(configuration.height); call setResolution first")
         }
         let nominal = Int64(Self.clockRate / configuration.frameRate)
@@ -170,12 +171,12 @@ public final class VP8Encoder {
         return frames
     }
 
-    static func check(_ result: vpx_codec_err_t, _ context: UnsafeMutablePointer<vpx_codec_ctx_t>?, _ operation: String) throws(CodecError) {
+    static func check(_ result: vpx_codec_err_t, _ context: UnsafeMutablePointer<vpx_codec_ctx_t>?, _ operation: String) throws(MediaError) {
         guard result != VPX_CODEC_OK else { return }
         var detail = "libvpx: \(String(cString: vpx_codec_err_to_string(result)))"
         if let context, let extra = vpx_codec_error_detail(context) {
             detail += " (\(String(cString: extra)))"
         }
-        throw CodecError(result == VPX_CODEC_INVALID_PARAM ? .invalidArgument : .library, operation, detail)
+        throw MediaError(result == VPX_CODEC_INVALID_PARAM ? .invalidArgument : .library, operation, detail)
     }
 }

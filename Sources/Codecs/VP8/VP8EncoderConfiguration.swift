@@ -1,3 +1,4 @@
+import MediaCore
 /// Settings of a realtime VP8 encoder. Defaults follow what realtime VP8 senders use for calls:
 /// CBR, no lag, a fixed speed, error resilience, and a short rate-control buffer (a quarter of a
 /// second) so the encoder follows a changing target within a few frames.
@@ -61,8 +62,8 @@ public struct VP8EncoderConfiguration: Sendable, Equatable {
         ]
     }
 
-    func validate() throws(CodecError) {
-        func fail(_ detail: String) -> CodecError { CodecError(.invalidArgument, "configure VP8 encoder", detail) }
+    func validate() throws(MediaError) {
+        func fail(_ detail: String) -> MediaError { MediaError(.invalidArgument, "configure VP8 encoder", detail) }
         guard (2...16384).contains(width), (2...16384).contains(height) else {
             throw fail("size \(width)x\(height); supported: 2 ... 16384 in each dimension")
         }

@@ -1,3 +1,4 @@
+import MediaCore
 /// The uncompressed data chunk at the start of every VP8 frame (RFC 6386 §9.1):
 ///
 ///     frame tag, 3 bytes little-endian:
@@ -25,8 +26,8 @@ public struct VP8FrameHeader: Sendable, Equatable {
     static let keyframeHeaderSize = 10
     static let startCode: [UInt8] = [0x9d, 0x01, 0x2a]
 
-    public init(parsing bytes: [UInt8]) throws(CodecError) {
-        func fail(_ detail: String) -> CodecError { CodecError(.invalidData, "parse VP8 frame header", detail) }
+    public init(parsing bytes: [UInt8]) throws(MediaError) {
+        func fail(_ detail: String) -> MediaError { MediaError(.invalidData, "parse VP8 frame header", detail) }
         guard bytes.count >= Self.tagSize else { throw fail("\(bytes.count) bytes; a VP8 frame has at least 3") }
         let tag = UInt32(bytes[0]) | UInt32(bytes[1]) << 8 | UInt32(bytes[2]) << 16
         isKeyframe = tag & 0x1 == 0

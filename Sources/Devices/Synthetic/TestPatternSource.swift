@@ -1,5 +1,5 @@
 import Platform
-import Codecs
+import MediaCore
 
 /// A moving test picture: colour bars that scroll, a bright box that crosses the frame, and the
 /// frame number written as 16 black/white blocks along the top edge so a receiver can read it

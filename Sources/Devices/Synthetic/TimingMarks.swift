@@ -1,4 +1,4 @@
-import Codecs
+import MediaCore
 import Foundation
 import Platform
 

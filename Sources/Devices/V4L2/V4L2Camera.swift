@@ -1,5 +1,5 @@
 internal import CV4L2
-import Codecs
+import MediaCore
 import Foundation
 import Platform
 import Synchronization

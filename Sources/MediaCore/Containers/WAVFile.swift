@@ -11,19 +11,19 @@ public final class WAVReader {
     static let formatPCM: UInt16 = 1
     static let formatExtensible: UInt16 = 0xfffe
 
-    public init(path: String) throws(CodecError) {
+    public init(path: String) throws(MediaError) {
         file = try BinaryFile(path: path, mode: "rb")
         let operation = "read WAV header of \(path)"
         guard let riff = file.read(12), Array(riff[0..<4]) == Array("RIFF".utf8), Array(riff[8..<12]) == Array("WAVE".utf8) else {
-            throw CodecError(.invalidData, operation, "not a RIFF/WAVE file")
+            throw MediaError(.invalidData, operation, "not a RIFF/WAVE file")
         }
         var format: (channels: Int, rate: Int, bits: Int)?
         while true {
-            guard let chunk = file.read(8) else { throw CodecError(.invalidData, operation, "no data chunk") }
+            guard let chunk = file.read(8) else { throw MediaError(.invalidData, operation, "no data chunk") }
             let id = String(decoding: chunk[0..<4], as: UTF8.self)
             let size = Int(chunk.readLE32(at: 4)!)
             if id == "data" {
-                guard let format else { throw CodecError(.invalidData, operation, "data chunk before fmt chunk") }
+                guard let format else { throw MediaError(.invalidData, operation, "data chunk before fmt chunk") }
                 channels = format.channels
                 sampleRate = format.rate
                 // ffmpeg writes 0 or 0xffffffff sizes when streaming; then read to the end.
@@ -33,19 +33,19 @@ public final class WAVReader {
                 return
             }
             guard size <= 1 << 20, let body = file.read(size + (size & 1)) else {
-                throw CodecError(.invalidData, operation, "chunk '\(id)' of \(size) bytes is truncated")
+                throw MediaError(.invalidData, operation, "chunk '\(id)' of \(size) bytes is truncated")
             }
             if id == "fmt " {
                 guard let tag = body.readLE16(at: 0), let ch = body.readLE16(at: 2), let rate = body.readLE32(at: 4),
                       let bits = body.readLE16(at: 14) else {
-                    throw CodecError(.invalidData, operation, "fmt chunk of \(size) bytes is too short")
+                    throw MediaError(.invalidData, operation, "fmt chunk of \(size) bytes is too short")
                 }
                 let isPCM = tag == Self.formatPCM || (tag == Self.formatExtensible && body.readLE16(at: 24) == Self.formatPCM)
                 guard isPCM, bits == 16 else {
-                    throw CodecError(.invalidData, operation, "format tag \(tag) with \(bits)-bit samples; supported: 16-bit PCM (ffmpeg -c:a pcm_s16le)")
+                    throw MediaError(.invalidData, operation, "format tag \(tag) with \(bits)-bit samples; supported: 16-bit PCM (ffmpeg -c:a pcm_s16le)")
                 }
                 guard ch == 1 || ch == 2 else {
-                    throw CodecError(.invalidData, operation, "\(ch) channels; supported: 1 or 2")
+                    throw MediaError(.invalidData, operation, "\(ch) channels; supported: 1 or 2")
                 }
                 format = (Int(ch), Int(rate), Int(bits))
             }
@@ -74,9 +74,9 @@ public final class WAVWriter {
     private let file: BinaryFile
     private var dataBytes = 0
 
-    public init(path: String, channels: Int, sampleRate: Int = AudioFrame.sampleRate) throws(CodecError) {
+    public init(path: String, channels: Int, sampleRate: Int = AudioFrame.sampleRate) throws(MediaError) {
         guard channels == 1 || channels == 2, sampleRate > 0 else {
-            throw CodecError(.invalidArgument, "create WAV file \(path)", "\(channels) channels at \(sampleRate) Hz; supported: 1 or 2 channels")
+            throw MediaError(.invalidArgument, "create WAV file \(path)", "\(channels) channels at \(sampleRate) Hz; supported: 1 or 2 channels")
         }
         file = try BinaryFile(path: path, mode: "wb")
         self.channels = channels
@@ -84,7 +84,7 @@ public final class WAVWriter {
         try file.write(header())
     }
 
-    public func write(_ samples: [Int16]) throws(CodecError) {
+    public func write(_ samples: [Int16]) throws(MediaError) {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(samples.count * 2)
         for s in samples { bytes.writeLE16(UInt16(bitPattern: s)) }
@@ -93,7 +93,7 @@ public final class WAVWriter {
     }
 
     /// Writes the final sizes into the header and closes the file.
-    public func close() throws(CodecError) {
+    public func close() throws(MediaError) {
         try file.seek(to: 0)
         try file.write(header())
         try file.close()

@@ -23,15 +23,15 @@ public final class IVFReader {
     public let header: IVFHeader
     private let file: BinaryFile
 
-    public init(path: String) throws(CodecError) {
+    public init(path: String) throws(MediaError) {
         file = try BinaryFile(path: path, mode: "rb")
         let operation = "read IVF header of \(path)"
-        guard let bytes = file.read(IVFHeader.size) else { throw CodecError(.invalidData, operation, "file is shorter than 32 bytes") }
+        guard let bytes = file.read(IVFHeader.size) else { throw MediaError(.invalidData, operation, "file is shorter than 32 bytes") }
         guard Array(bytes[0..<4]) == Array("DKIF".utf8), let headerSize = bytes.readLE16(at: 6), headerSize >= 32 else {
-            throw CodecError(.invalidData, operation, "not an IVF file (no DKIF signature)")
+            throw MediaError(.invalidData, operation, "not an IVF file (no DKIF signature)")
         }
         if headerSize > 32, file.read(Int(headerSize) - 32) == nil {
-            throw CodecError(.invalidData, operation, "header of \(headerSize) bytes is truncated")
+            throw MediaError(.invalidData, operation, "header of \(headerSize) bytes is truncated")
         }
         header = IVFHeader(fourCC: String(decoding: bytes[8..<12], as: UTF8.self),
                            width: Int(bytes.readLE16(at: 12)!), height: Int(bytes.readLE16(at: 14)!),
@@ -40,11 +40,11 @@ public final class IVFReader {
     }
 
     /// The next frame and its pts, or nil at the end of the file.
-    public func readFrame() throws(CodecError) -> (data: [UInt8], pts: UInt64)? {
+    public func readFrame() throws(MediaError) -> (data: [UInt8], pts: UInt64)? {
         guard let frameHeader = file.read(IVFHeader.frameHeaderSize) else { return nil }
         let size = Int(frameHeader.readLE32(at: 0)!)
         guard size <= IVFHeader.maxFrameSize, let data = file.read(size) else {
-            throw CodecError(.invalidData, "read IVF frame", "frame of \(size) bytes is truncated or too large")
+            throw MediaError(.invalidData, "read IVF frame", "frame of \(size) bytes is truncated or too large")
         }
         return (data, frameHeader.readLE64(at: 4)!)
     }
@@ -54,14 +54,14 @@ public final class IVFWriter {
     private let file: BinaryFile
     private var header: IVFHeader
 
-    public init(path: String, width: Int, height: Int, timebaseDenominator: Int = 90_000, timebaseNumerator: Int = 1) throws(CodecError) {
+    public init(path: String, width: Int, height: Int, timebaseDenominator: Int = 90_000, timebaseNumerator: Int = 1) throws(MediaError) {
         file = try BinaryFile(path: path, mode: "wb")
         header = IVFHeader(fourCC: "VP80", width: width, height: height, timebaseDenominator: timebaseDenominator,
                            timebaseNumerator: timebaseNumerator, frameCount: 0)
         try file.write(Self.serialize(header))
     }
 
-    public func write(_ frame: [UInt8], pts: UInt64) throws(CodecError) {
+    public func write(_ frame: [UInt8], pts: UInt64) throws(MediaError) {
         var bytes: [UInt8] = []
         bytes.writeLE32(UInt32(frame.count))
         bytes.writeLE64(pts)
@@ -70,7 +70,7 @@ public final class IVFWriter {
     }
 
     /// Writes the final frame count into the header and closes the file.
-    public func close() throws(CodecError) {
+    public func close() throws(MediaError) {
         try file.seek(to: 0)
         try file.write(Self.serialize(header))
         try file.close()

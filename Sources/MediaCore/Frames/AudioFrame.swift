@@ -11,12 +11,12 @@ public struct AudioFrame: Sendable, Equatable {
     public var samplesPerChannel: Int { samples.count / channels }
     public var duration: Duration { .microseconds(samplesPerChannel * 1_000_000 / Self.sampleRate) }
 
-    public init(channels: Int, samples: [Int16], timestamp: Duration = .zero) throws(CodecError) {
+    public init(channels: Int, samples: [Int16], timestamp: Duration = .zero) throws(MediaError) {
         guard channels == 1 || channels == 2 else {
-            throw CodecError(.invalidArgument, "make audio frame", "\(channels) channels; supported: 1 (mono) or 2 (stereo)")
+            throw MediaError(.invalidArgument, "make audio frame", "\(channels) channels; supported: 1 (mono) or 2 (stereo)")
         }
         guard samples.count % channels == 0 else {
-            throw CodecError(.invalidArgument, "make audio frame",
+            throw MediaError(.invalidArgument, "make audio frame",
                              "\(samples.count) samples do not divide into \(channels) channels")
         }
         self.channels = channels

@@ -11,9 +11,9 @@ extension VideoFrame {
     }
 
     /// The picture scaled to a new size with libyuv; the timestamp is kept.
-    public func scaled(width newWidth: Int, height newHeight: Int, filter: ScalingFilter = .box) throws(CodecError) -> VideoFrame {
+    public func scaled(width newWidth: Int, height newHeight: Int, filter: ScalingFilter = .box) throws(MediaError) -> VideoFrame {
         guard newWidth > 0, newHeight > 0, newWidth <= 16384, newHeight <= 16384 else {
-            throw CodecError(.invalidArgument, "scale \(width)x\(height) frame", "target size \(newWidth)x\(newHeight) is outside 1 ... 16384")
+            throw MediaError(.invalidArgument, "scale \(width)x\(height) frame", "target size \(newWidth)x\(newHeight) is outside 1 ... 16384")
         }
         if newWidth == width && newHeight == height { return self }
         var out = VideoFrame(width: newWidth, height: newHeight, timestamp: timestamp)
@@ -30,16 +30,16 @@ extension VideoFrame {
             }
         }
         guard result == 0 else {
-            throw CodecError(.library, "scale \(width)x\(height) to \(newWidth)x\(newHeight)", "libyuv returned \(result)")
+            throw MediaError(.library, "scale \(width)x\(height) to \(newWidth)x\(newHeight)", "libyuv returned \(result)")
         }
         return out
     }
 
     /// Peak signal-to-noise ratio of this picture against a reference of the same size, over all
     /// three planes (libyuv I420Psnr); identical pictures give 128 dB.
-    public func psnr(against reference: VideoFrame) throws(CodecError) -> Double {
+    public func psnr(against reference: VideoFrame) throws(MediaError) -> Double {
         guard reference.width == width, reference.height == height else {
-            throw CodecError(.invalidArgument, "compute PSNR", "sizes differ: \(width)x\(height) and \(reference.width)x\(reference.height)")
+            throw MediaError(.invalidArgument, "compute PSNR", "sizes differ: \(width)x\(height) and \(reference.width)x\(reference.height)")
         }
         return withPlanes { ay, au, av in
             reference.withPlanes { by, bu, bv in

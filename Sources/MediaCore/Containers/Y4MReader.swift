@@ -22,15 +22,15 @@ public final class Y4MReader {
 
     public var frameRate: Double { Double(frameRateNumerator) / Double(frameRateDenominator) }
 
-    public init(path: String) throws(CodecError) {
+    public init(path: String) throws(MediaError) {
         file = try BinaryFile(path: path, mode: "rb")
         let operation = "read Y4M header of \(path)"
         guard let line = file.readLine(limit: Self.maxLineLength) else {
-            throw CodecError(.invalidData, operation, "no header line (empty file or header over \(Self.maxLineLength) bytes)")
+            throw MediaError(.invalidData, operation, "no header line (empty file or header over \(Self.maxLineLength) bytes)")
         }
         let fields = String(decoding: line, as: UTF8.self).split(separator: " ")
         guard fields.first == Substring(Self.magic) else {
-            throw CodecError(.invalidData, operation, "does not start with \(Self.magic)")
+            throw MediaError(.invalidData, operation, "does not start with \(Self.magic)")
         }
         var width = 0, height = 0, rate = (30, 1), colorSpace = "420jpeg"
         for field in fields.dropFirst() {
@@ -41,7 +41,7 @@ public final class Y4MReader {
             case "F":
                 let parts = value.split(separator: ":")
                 guard parts.count == 2, let n = Int(parts[0]), let d = Int(parts[1]), n >= 0, d > 0 else {
-                    throw CodecError(.invalidData, operation, "frame rate '\(value)' is not N:D with N ≥ 0 and D > 0")
+                    throw MediaError(.invalidData, operation, "frame rate '\(value)' is not N:D with N ≥ 0 and D > 0")
                 }
                 // GStreamer's y4menc writes F0:1 when the rate is unknown (live RTP): assume 30.
                 rate = n == 0 ? (30, 1) : (n, d)
@@ -50,10 +50,10 @@ public final class Y4MReader {
             }
         }
         guard width > 0, height > 0, width <= 16384, height <= 16384 else {
-            throw CodecError(.invalidData, operation, "size \(width)x\(height) is missing or outside 1 ... 16384")
+            throw MediaError(.invalidData, operation, "size \(width)x\(height) is missing or outside 1 ... 16384")
         }
         guard Self.supportedColorSpaces.contains(colorSpace) else {
-            throw CodecError(.invalidData, operation,
+            throw MediaError(.invalidData, operation,
                              "colour space C\(colorSpace) is not supported; supported: \(Self.supportedColorSpaces.map { "C" + $0 }.joined(separator: ", ")) (convert with ffmpeg -pix_fmt yuv420p)")
         }
         self.width = width
@@ -64,13 +64,13 @@ public final class Y4MReader {
     }
 
     /// The next frame, with a timestamp from its index and the file's frame rate; nil at the end.
-    public func readFrame() throws(CodecError) -> VideoFrame? {
+    public func readFrame() throws(MediaError) -> VideoFrame? {
         guard let line = file.readLine(limit: Self.maxLineLength) else { return nil }
         guard line.starts(with: Array("FRAME".utf8)) else {
-            throw CodecError(.invalidData, "read Y4M frame \(framesRead) of \(file.path)", "frame does not start with FRAME")
+            throw MediaError(.invalidData, "read Y4M frame \(framesRead) of \(file.path)", "frame does not start with FRAME")
         }
         guard let bytes = file.read(frameSize) else {
-            throw CodecError(.invalidData, "read Y4M frame \(framesRead) of \(file.path)", "file ends inside the frame")
+            throw MediaError(.invalidData, "read Y4M frame \(framesRead) of \(file.path)", "file ends inside the frame")
         }
         let timestamp = Duration.seconds(Double(framesRead) * Double(frameRateDenominator) / Double(frameRateNumerator))
         framesRead += 1
@@ -84,9 +84,9 @@ public final class Y4MWriter {
     public let height: Int
     private let file: BinaryFile
 
-    public init(path: String, width: Int, height: Int, frameRate: Int) throws(CodecError) {
+    public init(path: String, width: Int, height: Int, frameRate: Int) throws(MediaError) {
         guard width > 0, height > 0, frameRate > 0 else {
-            throw CodecError(.invalidArgument, "create Y4M file \(path)", "size \(width)x\(height) at \(frameRate) fps is not positive")
+            throw MediaError(.invalidArgument, "create Y4M file \(path)", "size \(width)x\(height) at \(frameRate) fps is not positive")
         }
         file = try BinaryFile(path: path, mode: "wb")
         self.width = width
@@ -94,13 +94,13 @@ public final class Y4MWriter {
         try file.write(Array("YUV4MPEG2 W\(width) H\(height) F\(frameRate):1 Ip A1:1 C420jpeg\n".utf8))
     }
 
-    public func write(_ frame: VideoFrame) throws(CodecError) {
+    public func write(_ frame: VideoFrame) throws(MediaError) {
         guard frame.width == width, frame.height == height else {
-            throw CodecError(.invalidArgument, "write Y4M frame", "frame is \(frame.width)x\(frame.height), file is \(width)x\(height)")
+            throw MediaError(.invalidArgument, "write Y4M frame", "frame is \(frame.width)x\(frame.height), file is \(width)x\(height)")
         }
         try file.write(Array("FRAME\n".utf8))
         try file.write(frame.packedBytes())
     }
 
-    public func close() throws(CodecError) { try file.close() }
+    public func close() throws(MediaError) { try file.close() }
 }

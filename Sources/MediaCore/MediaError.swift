@@ -1,6 +1,6 @@
-/// Every failure in the Codecs module: what was attempted, on what, and what the library or the
-/// input said, so the person reading a log line can act on it.
-public struct CodecError: Error, CustomStringConvertible, Equatable, Sendable {
+/// Every failure of media handling (codecs, containers, pixel conversion): what was attempted, on
+/// what, and what the library or the input said, so the person reading a log line can act on it.
+public struct MediaError: Error, CustomStringConvertible, Equatable, Sendable {
     public enum Kind: Sendable, Equatable {
         /// A parameter the caller chose is outside what the codec supports.
         case invalidArgument

@@ -35,17 +35,17 @@ public struct VideoFrame: Sendable, Equatable {
 
     /// Wraps planes the caller already has; throws if a plane is too small for its stride and size.
     public init(width: Int, height: Int, y: [UInt8], strideY: Int, u: [UInt8], strideU: Int,
-                v: [UInt8], strideV: Int, timestamp: Duration = .zero) throws(CodecError) {
+                v: [UInt8], strideV: Int, timestamp: Duration = .zero) throws(MediaError) {
         let cw = Self.chromaWidth(width), ch = Self.chromaHeight(height)
         guard width > 0, height > 0 else {
-            throw CodecError(.invalidArgument, "make I420 frame", "size \(width)x\(height) is not positive")
+            throw MediaError(.invalidArgument, "make I420 frame", "size \(width)x\(height) is not positive")
         }
         guard strideY >= width, strideU >= cw, strideV >= cw,
               y.count >= strideY * (height - 1) + width,
               u.count >= strideU * (ch - 1) + cw,
               v.count >= strideV * (ch - 1) + cw
         else {
-            throw CodecError(.invalidArgument, "make I420 frame \(width)x\(height)",
+            throw MediaError(.invalidArgument, "make I420 frame \(width)x\(height)",
                              "planes of \(y.count)/\(u.count)/\(v.count) bytes with strides \(strideY)/\(strideU)/\(strideV) are too small")
         }
         self.width = width
@@ -104,10 +104,10 @@ public struct VideoFrame: Sendable, Equatable {
     }
 
     /// Reads a tightly packed I420 picture.
-    public init(packed bytes: some Collection<UInt8>, width: Int, height: Int, timestamp: Duration = .zero) throws(CodecError) {
+    public init(packed bytes: some Collection<UInt8>, width: Int, height: Int, timestamp: Duration = .zero) throws(MediaError) {
         let expected = Self.packedSize(width: width, height: height)
         guard width > 0, height > 0, bytes.count == expected else {
-            throw CodecError(.invalidData, "read packed I420 \(width)x\(height)",
+            throw MediaError(.invalidData, "read packed I420 \(width)x\(height)",
                              "got \(bytes.count) bytes, expected \(expected)")
         }
         let lumaCount = width * height

@@ -5,13 +5,13 @@ public enum PixelConverter {
     /// Converts one picture. `stride` is the bytes per row of the packed or luma plane for raw
     /// formats (0 means tightly packed); it is ignored for MJPEG.
     public static func toI420(_ source: UnsafeRawBufferPointer, format: PixelFormat, width: Int, height: Int,
-                              stride: Int = 0, timestamp: Duration = .zero) throws(CodecError) -> VideoFrame {
+                              stride: Int = 0, timestamp: Duration = .zero) throws(MediaError) -> VideoFrame {
         let operation = "convert \(format.rawValue) \(width)x\(height) to I420"
         guard width > 0, height > 0, width <= 16384, height <= 16384 else {
-            throw CodecError(.invalidArgument, operation, "size is outside 1 ... 16384")
+            throw MediaError(.invalidArgument, operation, "size is outside 1 ... 16384")
         }
         guard let base = source.baseAddress?.assumingMemoryBound(to: UInt8.self), !source.isEmpty else {
-            throw CodecError(.invalidData, operation, "no input bytes")
+            throw MediaError(.invalidData, operation, "no input bytes")
         }
         var frame = VideoFrame(width: width, height: height, timestamp: timestamp)
         let (sy, su, sv) = (Int32(frame.strideY), Int32(frame.strideU), Int32(frame.strideV))
@@ -54,34 +54,34 @@ public enum PixelConverter {
         case .mjpeg:
             var jpegWidth: Int32 = 0, jpegHeight: Int32 = 0
             guard MJPGSize(base, source.count, &jpegWidth, &jpegHeight) == 0 else {
-                throw CodecError(.invalidData, operation, "not a decodable JPEG picture (\(source.count) bytes)")
+                throw MediaError(.invalidData, operation, "not a decodable JPEG picture (\(source.count) bytes)")
             }
             guard jpegWidth == w, jpegHeight == h else {
-                throw CodecError(.invalidData, operation, "the JPEG picture is \(jpegWidth)x\(jpegHeight)")
+                throw MediaError(.invalidData, operation, "the JPEG picture is \(jpegWidth)x\(jpegHeight)")
             }
             result = frame.withMutablePlanes { y, u, v in
                 MJPGToI420(base, source.count, y, sy, u, su, v, sv, w, h, w, h)
             }
         }
         guard result == 0 else {
-            throw CodecError(.invalidData, operation, "libyuv returned \(result) (corrupt or unsupported picture)")
+            throw MediaError(.invalidData, operation, "libyuv returned \(result) (corrupt or unsupported picture)")
         }
         return frame
     }
 
     public static func toI420(_ bytes: [UInt8], format: PixelFormat, width: Int, height: Int,
-                              stride: Int = 0, timestamp: Duration = .zero) throws(CodecError) -> VideoFrame {
-        let result: Result<VideoFrame, CodecError> = bytes.withUnsafeBytes { raw in
-            Result { () throws(CodecError) in
+                              stride: Int = 0, timestamp: Duration = .zero) throws(MediaError) -> VideoFrame {
+        let result: Result<VideoFrame, MediaError> = bytes.withUnsafeBytes { raw in
+            Result { () throws(MediaError) in
                 try toI420(raw, format: format, width: width, height: height, stride: stride, timestamp: timestamp)
             }
         }
         return try result.get()
     }
 
-    private static func requireBytes(_ have: Int, _ need: Int, _ operation: String) throws(CodecError) {
+    private static func requireBytes(_ have: Int, _ need: Int, _ operation: String) throws(MediaError) {
         guard have >= need else {
-            throw CodecError(.invalidData, operation, "\(have) bytes, need at least \(need)")
+            throw MediaError(.invalidData, operation, "\(have) bytes, need at least \(need)")
         }
     }
 }

@@ -7,10 +7,10 @@ final class BinaryFile {
     let path: String
     private var handle: UnsafeMutablePointer<FILE>?
 
-    init(path: String, mode: String) throws(CodecError) {
+    init(path: String, mode: String) throws(MediaError) {
         guard let handle = fopen(path, mode) else {
             let code = errno
-            throw CodecError(.io, "open \(path)", "\(String(cString: strerror(code))) (errno \(code))")
+            throw MediaError(.io, "open \(path)", "\(String(cString: strerror(code))) (errno \(code))")
         }
         self.path = path
         self.handle = handle
@@ -41,27 +41,27 @@ final class BinaryFile {
         return nil
     }
 
-    func write(_ bytes: [UInt8]) throws(CodecError) {
-        guard let handle else { throw CodecError(.io, "write \(path)", "file is closed") }
+    func write(_ bytes: [UInt8]) throws(MediaError) {
+        guard let handle else { throw MediaError(.io, "write \(path)", "file is closed") }
         let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, bytes.count, handle) }
         guard written == bytes.count else {
             let code = errno
-            throw CodecError(.io, "write \(path)", "\(String(cString: strerror(code))) (errno \(code))")
+            throw MediaError(.io, "write \(path)", "\(String(cString: strerror(code))) (errno \(code))")
         }
     }
 
-    func seek(to offset: Int) throws(CodecError) {
+    func seek(to offset: Int) throws(MediaError) {
         guard let handle, fseek(handle, offset, SEEK_SET) == 0 else {
-            throw CodecError(.io, "seek \(path)", "cannot seek to \(offset)")
+            throw MediaError(.io, "seek \(path)", "cannot seek to \(offset)")
         }
     }
 
-    func close() throws(CodecError) {
+    func close() throws(MediaError) {
         guard let handle else { return }
         self.handle = nil
         guard fclose(handle) == 0 else {
             let code = errno
-            throw CodecError(.io, "close \(path)", "\(String(cString: strerror(code))) (errno \(code))")
+            throw MediaError(.io, "close \(path)", "\(String(cString: strerror(code))) (errno \(code))")
         }
     }
 }

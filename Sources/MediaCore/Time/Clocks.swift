@@ -1,0 +1,96 @@
+import Foundation
+import Platform
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A point on the monotonic clock (CLOCK_MONOTONIC, the clock V4L2 drivers stamp frames with),
+/// in microseconds: the one time type below the API. Media pieces take it as `now` and read no
+/// clock; shells read a `MediaClock`. Differences are `Duration`s.
+public struct MediaTime: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var microseconds: Int64
+
+    public init(microseconds: Int64) { self.microseconds = microseconds }
+
+    /// The point `elapsed` after the clock's origin.
+    public init(_ elapsed: Duration) {
+        microseconds = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+    }
+
+    public static let zero = MediaTime(microseconds: 0)
+
+    /// Since the clock's origin.
+    public var sinceOrigin: Duration { .microseconds(microseconds) }
+    public var seconds: Double { Double(microseconds) / 1_000_000 }
+
+    public static func < (a: MediaTime, b: MediaTime) -> Bool { a.microseconds < b.microseconds }
+    public static func + (t: MediaTime, d: Duration) -> MediaTime { MediaTime(microseconds: t.microseconds + MediaTime(d).microseconds) }
+    public static func - (t: MediaTime, d: Duration) -> MediaTime { MediaTime(microseconds: t.microseconds - MediaTime(d).microseconds) }
+    public static func - (a: MediaTime, b: MediaTime) -> Duration { .microseconds(a.microseconds - b.microseconds) }
+    public static func += (t: inout MediaTime, d: Duration) { t = t + d }
+
+    public var description: String { String(format: "%.6f s", seconds) }
+}
+
+/// Where shells read the time: the monotonic clock, or a test's virtual one.
+public protocol MediaClock: Sendable {
+    var now: MediaTime { get }
+}
+
+/// CLOCK_MONOTONIC: the clock V4L2 drivers stamp frames with, so synthetic, file and camera
+/// frames carry comparable capture times, and the media path's one clock.
+public struct MonotonicClock: MediaClock {
+    public init() {}
+    public var now: MediaTime { MediaTime(Self.now) }
+
+    /// Since the clock's origin (boot), as a Duration.
+    public static var now: Duration {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
+    }
+}
+
+
+/// Releases items at their due time on the monotonic clock: the n-th item at start + n × period.
+/// A consumer a little behind gets the next item at once. One more than `maximumLag` periods
+/// behind (the machine was busy, the thread was not scheduled) skips the periods it missed and
+/// goes on from now, as a camera or a sound card drops what nobody took in time: catching up in
+/// a burst would only hand the encoder stale pictures and the network a burst of old audio,
+/// and on a machine that stays busy it never ends.
+public struct RealTimePacer: Sendable {
+    public let period: Duration
+    public let maximumLag: Int
+    private var start: ContinuousClock.Instant?
+    private var index: Int64 = 0
+    /// Periods skipped so far because the caller fell behind.
+    public private(set) var skipped: Int64 = 0
+
+    public init(period: Duration, maximumLag: Int = 2) {
+        self.period = period
+        self.maximumLag = maximumLag
+    }
+
+    /// Sleeps until the next period is due (the first call returns at once).
+    public mutating func waitForNext() {
+        let wait = delay(now: ContinuousClock.now)
+        if wait > .zero { Thread.sleep(forTimeInterval: wait.inSeconds) }
+    }
+
+    /// How long to wait at `now` for the next period, which is then counted as taken.
+    public mutating func delay(now: ContinuousClock.Instant) -> Duration {
+        let origin = start ?? now
+        if start == nil { start = now }
+        var due = origin + period * Int(index)
+        if now - due > period * maximumLag {
+            let behind = Int64((now - due) / period)
+            skipped += behind
+            index += behind
+            due = origin + period * Int(index)
+        }
+        index += 1
+        return due > now ? due - now : .zero
+    }
+}
+
+
