@@ -56,6 +56,30 @@ final class TransportPair: Sendable {
         offerer.close()
         answerer.close()
     }
+
+    /// Both sides restart ICE and trickle before either description lands; returns once both
+    /// have moved media to the new agents (whose credentials the offerer's are then).
+    /// `offered` sees the offerer's new credentials while the old agent still carries media.
+    @discardableResult
+    func restart(offered check: ((ufrag: String, password: String)) -> Void = { _ in }) throws -> (ufrag: String, password: String) {
+        func count(_ side: Side) -> Int { side.events.withLock { $0.filter { if case .restarted = $0 { return true }; return false }.count } }
+        let before = (count(a), count(b))
+        let offered = try offerer.restartICE(controlling: true)
+        check(offered)
+        let answered = try answerer.restartICE(controlling: false)
+        func gathered(_ ufrag: String) -> Bool {
+            (a.events.withLock { $0 } + b.events.withLock { $0 }).contains { if case .gatheringDone(ufrag) = $0 { return true }; return false }
+        }
+        let gathering = Date().addingTimeInterval(20)
+        while Date() < gathering && !(gathered(offered.ufrag) && gathered(answered.ufrag)) { usleep(10_000) }
+        #expect(gathered(offered.ufrag) && gathered(answered.ufrag))
+        try answerer.setRestartRemote(.init(ufrag: offered.ufrag, password: offered.password, fingerprint: offerer.fingerprint, setup: .actpass))
+        try offerer.setRestartRemote(.init(ufrag: answered.ufrag, password: answered.password, fingerprint: answerer.fingerprint, setup: .active))
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline && !(count(a) > before.0 && count(b) > before.1) { usleep(10_000) }
+        #expect(count(a) > before.0 && count(b) > before.1, "\(a.events.withLock { $0 })")
+        return offered
+    }
 }
 
 @Suite(.serialized) struct BundleTransportTests {
@@ -87,24 +111,12 @@ final class TransportPair: Sendable {
         #expect(pair.a.secured.wait(timeout: .now() + 20) == .success && pair.b.secured.wait(timeout: .now() + 20) == .success)
         let keys = try #require(pair.offerer.negotiatedKeys)
         let before = try #require(pair.offerer.selectedPair)
-        let offered = try pair.offerer.restartICE(controlling: true)
-        #expect(offered != pair.offerer.localCredentials, "new credentials, the old ones still in use")
-        #expect(pair.offerer.restartUnderWay == (true, false))
-        let answered = try pair.answerer.restartICE(controlling: false)
-        // Both have gathered and trickled before either description lands.
-        func gathered(_ ufrag: String) -> Bool {
-            (pair.a.events.withLock { $0 } + pair.b.events.withLock { $0 }).contains { if case .gatheringDone(ufrag) = $0 { return true }; return false }
+        let offered = try pair.restart { offered in
+            #expect(offered != pair.offerer.localCredentials, "new credentials, the old ones still in use")
+            #expect(pair.offerer.restartUnderWay == (true, false))
         }
-        let gathering = Date().addingTimeInterval(20)
-        while Date() < gathering && !(gathered(offered.ufrag) && gathered(answered.ufrag)) { usleep(10_000) }
-        #expect(gathered(offered.ufrag) && gathered(answered.ufrag))
         let fingerprint = pair.offerer.fingerprint
-        try pair.answerer.setRestartRemote(.init(ufrag: offered.ufrag, password: offered.password, fingerprint: fingerprint, setup: .actpass))
-        try pair.offerer.setRestartRemote(.init(ufrag: answered.ufrag, password: answered.password, fingerprint: pair.answerer.fingerprint, setup: .active))
-        func restarted(_ side: TransportPair.Side) -> Bool { side.events.withLock { $0.contains { if case .restarted = $0 { return true }; return false } } }
         let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline && !(restarted(pair.a) && restarted(pair.b)) { usleep(10_000) }
-        #expect(restarted(pair.a) && restarted(pair.b), "\(pair.a.events.withLock { $0 })")
         #expect(pair.offerer.localCredentials == offered && pair.offerer.restartUnderWay == (false, false))
         #expect(pair.offerer.selectedPair != before, "a new pair: \(String(describing: pair.offerer.selectedPair)) after \(before)")
         #expect(pair.offerer.negotiatedKeys == keys, "no new DTLS handshake")
@@ -116,6 +128,43 @@ final class TransportPair: Sendable {
         #expect(throws: ICEError.self) {
             try pair.offerer.setRestartRemote(.init(ufrag: "x", password: "y", fingerprint: fingerprint, setup: .active))
         }
+    }
+
+    /// Threads keep sending while restarts replace the agent under them and the old agents are
+    /// freed: a send under way finishes before its agent goes (the gate in ICEAgent), so the
+    /// process survives, and media reaches the peer on each new path.
+    @Test func sendingWhileTheTransportRestartsIsSafe() throws {
+        let pair = try TransportPair()
+        defer { pair.close() }
+        #expect(pair.a.secured.wait(timeout: .now() + 20) == .success && pair.b.secured.wait(timeout: .now() + 20) == .success)
+        let stop = Atomic<Bool>(false)
+        let sent = Atomic<Int>(0)
+        let done = DispatchGroup()
+        for thread in 0..<2 {
+            done.enter()
+            Thread.detachNewThread {
+                var sequence: UInt16 = 0
+                while !stop.load(ordering: .relaxed) {
+                    sequence &+= 1
+                    let rtp = RTPPacket(payloadType: 96, sequenceNumber: sequence, timestamp: 0, ssrc: UInt32(0x100 + thread), payload: [UInt8](repeating: 7, count: 200))
+                    if pair.offerer.sendRTP(rtp.serialized(), kind: .video) { sent.add(1, ordering: .relaxed) }
+                    usleep(100)  // about 10,000 packets a second each: the receiving side keeps them all
+                }
+                done.leave()
+            }
+        }
+        defer {
+            stop.store(true, ordering: .relaxed)
+            done.wait()
+        }
+        for round in 1...3 {
+            try pair.restart()
+            let arrived = pair.b.received.withLock { $0.count }
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline && pair.b.received.withLock({ $0.count }) <= arrived { usleep(5_000) }
+            #expect(pair.b.received.withLock { $0.count } > arrived, "media after restart \(round)")
+        }
+        #expect(sent.load(ordering: .relaxed) > 0)
     }
 
     /// A datagram from anywhere but the selected pair's remote end never reaches the transport:

@@ -1,4 +1,5 @@
 internal import CNice
+import Platform
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -46,7 +47,7 @@ public struct ICECandidatePair: Sendable, Equatable, Codable, CustomStringConver
 /// but `send` is marshalled onto that thread, and events and received data arrive on it. `send`
 /// is called from the sending threads directly: libnice takes its agent lock for it, and
 /// marshalling each packet would add a thread hop to every one.
-public final class ICEAgent: @unchecked Sendable {  // `agent` is set in init and freed once in close(), guarded by `closed`
+public final class ICEAgent: @unchecked Sendable {  // `agent` is set in init and freed once in close(), after `gate` has closed
     public struct Configuration: Sendable {
         /// The controlling agent nominates the pair (RFC 8445 §6.1.1): the offerer, in a call.
         public var controlling: Bool
@@ -68,7 +69,9 @@ public final class ICEAgent: @unchecked Sendable {  // `agent` is set in init an
 
     public let configuration: Configuration
     private let agent: OpaquePointer
-    private let closed = Atomic<Bool>(false)
+    /// Every call into libnice goes through the gate; `close` frees the agent only once no call
+    /// is under way (sending threads call `send` while a restart closes the agent they used).
+    private let gate = UseGate()
     private let handlers: Handlers
     /// The username fragment and password this agent checks with (RFC 8445 §5.3).
     public let localCredentials: (ufrag: String, password: String)
@@ -145,47 +148,44 @@ public final class ICEAgent: @unchecked Sendable {  // `agent` is set in init an
 
     /// Gathers host, server-reflexive and relayed candidates; each arrives as `.localCandidate`.
     public func startGathering() throws(ICEError) {
-        guard !closed.load(ordering: .relaxed) else { throw ICEError("the ICE agent is closed") }
-        guard cnice_agent_gather(agent) == 1 else { throw ICEError("libnice could not start gathering candidates (no usable local address?)") }
+        guard let started = gate.use({ cnice_agent_gather(agent) == 1 }) else { throw ICEError("the ICE agent is closed") }
+        guard started else { throw ICEError("libnice could not start gathering candidates (no usable local address?)") }
     }
 
     /// The peer's username fragment and password (from its session description).
     public func setRemoteCredentials(ufrag: String, password: String) throws(ICEError) {
         guard !ufrag.isEmpty, !password.isEmpty else { throw ICEError("the peer's ICE credentials are empty") }
-        guard !closed.load(ordering: .relaxed), cnice_agent_set_remote_credentials(agent, ufrag, password) == 1 else {
+        guard gate.use({ cnice_agent_set_remote_credentials(agent, ufrag, password) == 1 }) == true else {
             throw ICEError("libnice refused the peer's ICE credentials")
         }
     }
 
     /// One remote candidate, as in SDP ("candidate:..." or "a=candidate:...").
     public func addRemoteCandidate(_ line: String) throws(ICEError) {
-        guard !closed.load(ordering: .relaxed) else { return }
-        if cnice_agent_add_remote_candidate(agent, line) < 0 { throw ICEError("not an ICE candidate libnice can use: \(line)") }
+        if gate.use({ cnice_agent_add_remote_candidate(agent, line) < 0 }) == true { throw ICEError("not an ICE candidate libnice can use: \(line)") }
     }
 
     /// The peer has sent all its candidates (an end-of-candidates indication).
     public func remoteGatheringDone() {
-        guard !closed.load(ordering: .relaxed) else { return }
-        cnice_agent_remote_gathering_done(agent)
+        gate.use { cnice_agent_remote_gathering_done(agent) }
     }
 
     /// After consent was lost: every pair is checked again with the same credentials on both
     /// sides, so the path is found again when it returns, with no signaling.
     public func recheck() {
-        guard !closed.load(ordering: .relaxed) else { return }
-        cnice_agent_recheck(agent)
+        gate.use { cnice_agent_recheck(agent) }
     }
 
     /// Sends one datagram over the selected pair; false when there is none yet (or it failed).
     @discardableResult
     public func send(_ bytes: [UInt8]) -> Bool {
-        guard !closed.load(ordering: .relaxed) else { return false }
-        return bytes.withUnsafeBufferPointer { cnice_agent_send(agent, $0.baseAddress, UInt32($0.count)) } == Int32(bytes.count)
+        gate.use { bytes.withUnsafeBufferPointer { cnice_agent_send(agent, $0.baseAddress, UInt32($0.count)) } == Int32(bytes.count) } ?? false
     }
 
-    /// Releases TURN allocations, stops the agent's thread and frees it. Nothing is reported after.
+    /// Releases TURN allocations, stops the agent's thread and frees it. Nothing is reported
+    /// after, and nothing is sent: a `send` under way finishes first, later ones return false.
     public func close() {
-        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        guard gate.close() else { return }
         cnice_agent_destroy(agent)
     }
 }
