@@ -215,34 +215,42 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         receiving.videoRenderers = media.renderers
         receiving.transportSequenceExtensionID = video?.transportSequenceExtensionID ?? audio?.transportSequenceExtensionID
         receiving.audioPlayout = media.audioPlayout
-        let sender = try MediaSender(configuration: sending, transport: transport, tracks: tracks)
-        let receiver = try MediaReceiver(configuration: receiving, transport: transport)
+        // One media loop for both: what the transport receives is queued to it from libnice's
+        // thread; RTP goes to the receiver, RTCP to both (SR and BYE concern the receiver; RR,
+        // NACK, PLI, FIR and transport-cc feedback the sender).
+        let loop = MediaLoop()
+        let sender = try MediaSender(configuration: sending, transport: transport, tracks: tracks, loop: loop)
+        let receiver = try MediaReceiver(configuration: receiving, transport: transport, loop: loop)
         parts.withLock { $0 = (sender, receiver) }
-        // RTP to the receiver, RTCP to both (SR and BYE concern the receiver; RR, NACK, PLI,
-        // FIR and transport-cc feedback the sender).
         let capture = RTCPCapture()
-        transport.startDelivering { packet in
-            if packet.isRTCP {
-                capture?.keep(packet.bytes)
-                sender.handleRTCP(packet.bytes)
-            }
-            receiver.receive(packet)
+        transport.startDelivering { packet in loop.deliver(packet) }
+        defer {
+            transport.startDelivering { _ in }
+            parts.withLock { $0 = (nil, nil) }
         }
         if stopRequested.load(ordering: .relaxed) { stop() }
-        let sent = Mutex<Result<SenderStatistics, any Error>?>(nil)
-        let senderDone = DispatchSemaphore(value: 0)
-        startThread(named: "media-sender") {
-            let result = Result { try sender.run() }
-            sent.withLock { $0 = result }
-            senderDone.signal()
+        sender.start()
+        try receiver.start()
+        var sent: Result<SenderStatistics, any Error>?
+        loop.run { packets in
+            for packet in packets {
+                if packet.isRTCP {
+                    capture?.keep(packet.bytes)
+                    if sent == nil { sender.handleRTCP(packet.bytes) }
+                }
+                receiver.receive(packet)
+            }
+            // The sender may finish first (the end of its sources): BYE goes, receiving goes on.
+            var wait = receiver.step()
+            if sent == nil {
+                if let next = sender.step() { wait = wait.map { min($0, next) } } else { sent = Result { try sender.finish() } }
+            }
+            return wait
         }
-        var received = try receiver.run()
-        sender.stop()
-        senderDone.wait()
-        transport.startDelivering { _ in }
-        parts.withLock { $0 = (nil, nil) }
+        if sent == nil { sent = Result { try sender.finish() } }
+        var received = receiver.finish()
         if let failure = lateFailure.withLock({ $0 }) { received.endReason = failure }
-        return (try sent.withLock { $0! }.get(), received)
+        return (try sent!.get(), received)
     }
 
     /// Statistics of the running call, or nil before media starts and after it ends.

@@ -94,8 +94,9 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
 /// Receives the streams an SDP describes, each on its own port with RTCP multiplexed: reorders
 /// and reassembles video (asking for lost packets with NACK and for keyframes with PLI), plays
 /// audio through a jitter buffer with FEC and concealment, writes Y4M/IVF and WAV files, and sends
-/// receiver reports. Socket receiving, decoding and audio playout run on dedicated threads.
-public final class MediaReceiver: @unchecked Sendable {  // all mutable state is inside `state`
+/// receiver reports. Decoding and audio playout run on threads of their own; what arrives, the
+/// feedback and the reports on the media loop (`MediaLoop`).
+public final class MediaReceiver: @unchecked Sendable {  // mutable state is inside `state`, `nextReport` is the loop thread's
     public let configuration: MediaReceiverConfiguration
     let videoStream: StreamDescription?
     let audioStream: StreamDescription?
@@ -106,6 +107,7 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     let ownsTransport: Bool
     let clock = StreamClock()
     private let stopping = Atomic<Bool>(false)
+    let loop: MediaLoop
 
     struct State {
         var videoBuffer = VideoJitterBuffer(minimumDelay: .milliseconds(20))
@@ -143,8 +145,14 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     let ownedRenderers: [any VideoRenderer]
     let ownedPlayout: (any AudioDevice)?
 
-    public init(configuration: MediaReceiverConfiguration, transport: (any PacketTransport)? = nil) throws {
+    public convenience init(configuration: MediaReceiverConfiguration, transport: (any PacketTransport)? = nil) throws {
+        try self.init(configuration: configuration, transport: transport, loop: MediaLoop())
+    }
+
+    /// `loop`: the media loop the receiver runs on (a call's, shared with its sender).
+    init(configuration: MediaReceiverConfiguration, transport: (any PacketTransport)?, loop: MediaLoop) throws {
         self.configuration = configuration
+        self.loop = loop
         let streams = configuration.description.streams
         videoStream = streams.first { $0.kind == .video }
         audioStream = streams.first { $0.kind == .audio }
@@ -184,7 +192,10 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
 
     deinit { videoStage.stop(wait: false) }
 
-    public func stop() { stopping.store(true, ordering: .relaxed) }
+    public func stop() {
+        stopping.store(true, ordering: .relaxed)
+        loop.wake()
+    }
 
     /// Time for three NACK attempts (the NACK generator re-asks every max(20 ms, 1.5 RTT)) plus
     /// the feedback tick and reordering grace: how long a hole may take to fill.
@@ -192,48 +203,81 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         .milliseconds(15) + max(.milliseconds(20), roundTripTime * 3 / 2) * 3
     }
 
+    /// Receives until the duration passes, the peer says BYE or goes silent, or `stop()`, on a
+    /// media loop of the receiver's own; returns the summary.
     public func run() throws -> ReceiverSummary {
-        if ownsTransport { transport.startDelivering { [self] packet in receive(packet) } }
+        if ownsTransport { transport.startDelivering { [loop] packet in loop.deliver(packet) } }
+        try start()
+        loop.run { [self] packets in
+            for packet in packets { receive(packet) }
+            return step()
+        }
+        if ownsTransport { transport.close() }
+        return finish()
+    }
+
+    /// Starts audio playout; the media loop then gives `receive` what came and runs `step` until
+    /// it returns nil, and `finish`.
+    func start() throws {
         if audioStream != nil {
             try speaker?.startPlayout()
-            startThread(named: "audio-playout") { [self] in playAudio() }
+            playout.enter()
+            startThread(named: "audio-playout") { [self] in
+                playAudio()
+                playout.leave()
+            }
         }
-        var nextReport = Duration.seconds(1)
-        while !stopping.load(ordering: .relaxed) {
-            clock.sleep(until: clock.now + .milliseconds(10))
-            let now = clock.now
-            if let limit = configuration.duration, now >= limit { break }
-            let (idle, allGone) = state.withLock { s in
-                (s.lastPacket.map { now - $0 > configuration.idleTimeout } ?? false,
-                 !s.goodbyes.isEmpty && s.goodbyes.count >= (videoStream == nil ? 0 : 1) + (audioStream == nil ? 0 : 1))
-            }
-            if allGone || idle && configuration.silenceEndsSession {
-                state.withLock { $0.summary.endReason = allGone ? "peer said bye" : "peer silent for \(configuration.idleTimeout)" }
-                break
-            }
-            if idle {
-                state.withLock { s in
-                    if s.summary.silentSince == nil {
-                        s.summary.silentSince = s.lastPacket
-                        s.summary.outages += 1
-                    }
+    }
+
+    /// One turn of the media loop: the end of the session (duration, BYE, silence), outages,
+    /// feedback, and every second the reports and lip sync. Nil when receiving is over; else how
+    /// long the loop may wait: until the next NACK or transport-cc feedback may be due, the next
+    /// report, or the silence the idle timeout watches for.
+    func step() -> Duration? {
+        guard !stopping.load(ordering: .relaxed) else { return nil }
+        let now = clock.now
+        if let limit = configuration.duration, now >= limit { return nil }
+        let (idle, allGone) = state.withLock { s in
+            (s.lastPacket.map { now - $0 > configuration.idleTimeout } ?? false,
+             !s.goodbyes.isEmpty && s.goodbyes.count >= (videoStream == nil ? 0 : 1) + (audioStream == nil ? 0 : 1))
+        }
+        if allGone || idle && configuration.silenceEndsSession {
+            state.withLock { $0.summary.endReason = allGone ? "peer said bye" : "peer silent for \(configuration.idleTimeout)" }
+            return nil
+        }
+        if idle {
+            state.withLock { s in
+                if s.summary.silentSince == nil {
+                    s.summary.silentSince = s.lastPacket
+                    s.summary.outages += 1
                 }
             }
-            sendFeedback(now: now)
-            if now >= nextReport {
-                sendReports(now: now)
-                alignPlayout()
-                nextReport = now + .seconds(1)
-            }
         }
+        let feedbackDue = sendFeedback(now: now)
+        if now >= nextReport {
+            sendReports(now: now)
+            alignPlayout()
+            nextReport = now + .seconds(1)
+        }
+        var wait = min(nextReport - now, .milliseconds(100))
+        if let feedbackDue { wait = min(wait, max(.milliseconds(1), feedbackDue - now)) }
+        if let limit = configuration.duration { wait = min(wait, limit - now) }
+        return wait
+    }
+
+    /// After the loop: playout and decoding end, owned outputs are closed; the summary.
+    func finish() -> ReceiverSummary {
         stop()
-        if ownsTransport { transport.close() }
-        while audioStream != nil && !playoutDone.load(ordering: .relaxed) { usleep(1000) }
+        playout.wait()
         videoStage.stop()
         for renderer in ownedRenderers { renderer.finish() }
         ownedPlayout?.stopPlayout()
         return state.withLock { summarize($0) }
     }
+
+    /// When the next receiver reports go (used by the loop's thread only).
+    private var nextReport = Duration.seconds(1)
+    private let playout = DispatchGroup()
 
     /// The statistics so far, while receiving.
     public func snapshot() -> ReceiverSummary { state.withLock { summarize($0) } }
@@ -253,7 +297,6 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         return summary
     }
 
-    private let playoutDone = Atomic<Bool>(false)
 
     /// One packet from the transport (clear): RTCP is handled here; RTP goes to the video or
     /// audio path by the kind the transport knows, else by payload type (a bundled transport
@@ -339,10 +382,12 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
         }
     }
 
-    private func sendFeedback(now: Duration) {
-        guard let stream = videoStream else { return }
-        let packets: [RTCPPacket] = state.withLock { s in
-            guard let media = s.videoStats?.ssrc else { return [] }
+    /// NACKs, transport-cc feedback and PLIs that are due; returns when feedback may next be
+    /// due (nil: not before something arrives).
+    private func sendFeedback(now: Duration) -> Duration? {
+        guard let stream = videoStream else { return nil }
+        let (packets, due): ([RTCPPacket], Duration?) = state.withLock { s in
+            guard let media = s.videoStats?.ssrc else { return ([], nil) }
             var out: [RTCPPacket] = []
             if stream.feedback.contains("nack") {
                 let lost = s.nack.due(now: now, roundTripTime: s.roundTripTime)
@@ -367,12 +412,20 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
                 s.videoBuffer.clearKeyframeRequest()
                 s.nack.clearKeyframeRequest()
             }
-            return out
+            // Holes to ask for again, or a keyframe the throttle held back: soon (the NACK
+            // generator's own spacing decides); transport-cc feedback 50 ms after the last.
+            var due: Duration? = s.transportFeedback.map { _ in s.lastTransportFeedback + .milliseconds(50) }
+            if s.nack.missingCount > 0 || s.needKeyframe || s.videoBuffer.keyframeNeeded || s.nack.keyframeNeeded {
+                due = min(due ?? now + .milliseconds(10), now + .milliseconds(10))
+            }
+            return (out, due)
         }
-        guard !packets.isEmpty else { return }
-        // RFC 4585 feedback goes in a compound packet that starts with a report.
-        let report: RTCPPacket = .receiverReport(ReceiverReport(ssrc: ssrc))
-        send([report] + packets, kind: .video)
+        if !packets.isEmpty {
+            // RFC 4585 feedback goes in a compound packet that starts with a report.
+            let report: RTCPPacket = .receiverReport(ReceiverReport(ssrc: ssrc))
+            send([report] + packets, kind: .video)
+        }
+        return due
     }
 
     /// Lip sync, once a second: the stream that plays ahead waits for the other.
@@ -457,7 +510,6 @@ public final class MediaReceiver: @unchecked Sendable {  // all mutable state is
     /// Pulls one 20 ms frame every 20 ms, as a sound card would (one that was not served for a
     /// while skips what it missed rather than playing it back to back).
     private func playAudio() {
-        defer { playoutDone.store(true, ordering: .relaxed) }
         var pacer = RealTimePacer(period: .milliseconds(20))
         while !stopping.load(ordering: .relaxed) {
             pacer.waitForNext()

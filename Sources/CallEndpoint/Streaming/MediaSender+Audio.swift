@@ -53,7 +53,7 @@ extension MediaSender {
                 // stamped with a transport-wide sequence number there, so the estimate sees audio too.
                 s.pacer.enqueue(packet, size: packet.serializedSize, priority: .audio, now: now.inMicroseconds)
             }
-            pacerWake.signal()
+            wakePacer()
             sequence &+= 1
             timestamp &+= UInt32(AudioBlock.frames)
         }

@@ -39,7 +39,7 @@ extension MediaSender {
                         s.pacer.enqueue(rtx, size: rtx.serializedSize, priority: .retransmission, now: now.inMicroseconds)
                     }
                 }
-                pacerWake.signal()
+                wakePacer()
                 if answer.keyframeInstead { keyframeWanted.store(true, ordering: .relaxed) }
             case .pictureLossIndication(let pli) where pli.mediaSSRC == videoSSRC:
                 keyframeWanted.store(true, ordering: .relaxed)

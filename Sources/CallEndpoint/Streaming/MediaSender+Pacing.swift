@@ -11,12 +11,13 @@ import Synchronization
 /// estimate becomes encoder settings.
 extension MediaSender {
     /// Sends what the pacer releases (audio first, then retransmissions, then video), assigning
-    /// transport-wide sequence numbers at the moment of sending, and pads probe clusters; ends
-    /// when the media threads have and the queue is empty.
-    func pace() throws {
+    /// transport-wide sequence numbers at the moment of sending, and pads probe clusters. Returns
+    /// how long until the pacer may release more, and whether it is done: the media threads have
+    /// ended and the queue is empty.
+    func pace(now time: Duration) -> (wait: Duration, done: Bool) {
         let extensionID = configuration.transportSequenceExtensionID
-        while true {
-            let now = clock.now.inMicroseconds
+        do {
+            let now = time.inMicroseconds
             let (batch, done, wait): ([RTPPacket], Bool, Int64) = state.withLock { s in
                 if let estimator = s.estimator {
                     // The congestion controller's rules (SendPolicy): pacing, the congestion window.
@@ -76,8 +77,7 @@ extension MediaSender {
                 return (out, s.pacer.isEmpty && mediaFinished.load(ordering: .relaxed) >= mediaThreads, wait)
             }
             for packet in batch { send(packet, kind: packet.ssrc == audioSSRC ? .audio : .video) }
-            if done || stopping.load(ordering: .relaxed) { return }
-            _ = pacerWake.wait(timeout: .now() + .microseconds(Int(wait)))
+            return (.microseconds(wait), done)
         }
     }
 

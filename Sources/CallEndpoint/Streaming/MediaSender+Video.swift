@@ -158,7 +158,7 @@ extension MediaSender {
                         // The queue was at its bound: what went is lost to the receiver for good.
                         if s.pacer.droppedPackets != dropped { keyframeWanted.store(true, ordering: .relaxed) }
                     }
-                    pacerWake.signal()
+                    wakePacer()
                 }
                 state.withLock { s in
                     s.stats.videoFrames += 1

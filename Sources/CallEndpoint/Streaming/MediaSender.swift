@@ -12,8 +12,9 @@ import Synchronization
 /// (MediaSender+Audio) feed the pacer (MediaSender+Pacing: the congestion controller's pacing,
 /// window and probes, transport-wide numbers), and the peer's RTCP comes back through
 /// MediaSender+Feedback (retransmissions, keyframes, the estimate). SR and SDES go every second.
-/// Capture, encoding and sending run on dedicated threads.
-public final class MediaSender: @unchecked Sendable {  // mutable sending state is behind `state`; the transport is thread-safe
+/// Capture and encoding run on threads of their own; the pacer, reports and the peer's RTCP on
+/// the media loop (`MediaLoop`).
+public final class MediaSender: @unchecked Sendable {  // mutable sending state is behind `state`, `nextReport` is the loop thread's; the transport is thread-safe
     public let configuration: MediaSenderConfiguration
     /// Where packets go: the configuration's two ports (made here), or a call's transport.
     let transport: any PacketTransport
@@ -26,6 +27,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     let clock = StreamClock()
     let keyframeWanted = Atomic<Bool>(false)
     let stopping = Atomic<Bool>(false)
+    let loop: MediaLoop
 
     struct State {
         var history = RetransmissionHistory()
@@ -53,9 +55,16 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     /// `tracks` are a call's published tracks, which outlive one media session; without them the
     /// sender opens the configuration's sources itself and closes them when it ends.
-    public init(configuration: MediaSenderConfiguration, transport: (any PacketTransport)? = nil,
-                tracks: (video: LocalVideoTrack?, audio: LocalAudioTrack?)? = nil) throws {
+    public convenience init(configuration: MediaSenderConfiguration, transport: (any PacketTransport)? = nil,
+                            tracks: (video: LocalVideoTrack?, audio: LocalAudioTrack?)? = nil) throws {
+        try self.init(configuration: configuration, transport: transport, tracks: tracks, loop: MediaLoop())
+    }
+
+    /// `loop`: the media loop the sender's network side runs on (a call's, shared with its receiver).
+    init(configuration: MediaSenderConfiguration, transport: (any PacketTransport)?,
+         tracks: (video: LocalVideoTrack?, audio: LocalAudioTrack?)?, loop: MediaLoop) throws {
         self.configuration = configuration
+        self.loop = loop
         if let tracks {
             (videoTrack, audioTrack) = tracks
             ownsTracks = false
@@ -102,7 +111,10 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
                                       streams: streams)
     }
 
-    public func stop() { stopping.store(true, ordering: .relaxed) }
+    public func stop() {
+        stopping.store(true, ordering: .relaxed)
+        loop.wake()
+    }
 
     /// The statistics so far, while sending.
     public func snapshot() -> SenderStatistics {
@@ -114,38 +126,50 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     }
 
     /// Sends until the duration passes, the sources end, or `stop()`; returns the statistics.
+    /// The peer's RTCP and the pacer run on this thread (a media loop of the sender's own).
     public func run() throws -> SenderStatistics {
-        if ownsTransport {
-            transport.startDelivering { [self] packet in if packet.isRTCP { handleRTCP(packet.bytes) } }
-        }
+        if ownsTransport { transport.startDelivering { [loop] packet in if packet.isRTCP { loop.deliver(packet) } } }
         defer { if ownsTransport { transport.close() } }
-        let errors = Mutex<[any Error]>([])
-        let group = DispatchGroup()
+        start()
+        loop.run { [self] packets in
+            for packet in packets { handleRTCP(packet.bytes) }
+            return step()
+        }
+        return try finish()
+    }
+
+    /// Starts the capture and encoding threads; the media loop then runs `step` until it returns
+    /// nil, and `finish`.
+    func start() {
         func spawn(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
-            group.enter()
-            startThread(named: name) {
+            threads.enter()
+            startThread(named: name) { [self] in
                 do { try body() } catch { errors.withLock { $0.append(error) } }
-                group.leave()
+                threads.leave()
             }
         }
         if videoTrack != nil { spawn("video-send") { [self] in try sendVideo() } }
-        if videoTrack != nil || audioTrack != nil { spawn("pacer") { [self] in try pace() } }
         if audioTrack != nil { spawn("audio-send") { [self] in try sendAudio() } }
-        spawn("rtcp-send") { [self] in
-            var next = Duration.seconds(1)
-            while !stopping.load(ordering: .relaxed) {
-                clock.sleep(until: min(next, clock.now + .milliseconds(50)))
-                if clock.now >= next {
-                    sendReports()
-                    next += .seconds(1)
-                }
-            }
+    }
+
+    /// One turn of the media loop: reports when due, then what the pacer releases. Nil once the
+    /// media threads have ended and the pacer is empty (or on `stop()`); else how long the loop
+    /// may wait before the next turn.
+    func step() -> Duration? {
+        let now = clock.now
+        if now >= nextReport {
+            sendReports()
+            nextReport = max(nextReport + .seconds(1), now)
         }
-        // The media threads end by themselves; the report thread ends when they have.
-        while true {
-            if group.wait(timeout: .now() + 0.05) == .success { break }
-            if mediaFinished.load(ordering: .relaxed) >= mediaThreads { stop() }
-        }
+        let (wait, done) = pace(now: now)
+        if done || stopping.load(ordering: .relaxed) { return nil }
+        return min(wait, nextReport - now)
+    }
+
+    /// After the loop: the media threads are told to stop and waited for, BYE goes out.
+    func finish() throws -> SenderStatistics {
+        stop()
+        threads.wait()
         sendGoodbye()
         if let error = errors.withLock({ $0.first }) { throw error }
         return state.withLock { s in
@@ -156,8 +180,12 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     }
 
     var mediaThreads: Int { (videoTrack != nil ? 1 : 0) + (audioTrack != nil ? 1 : 0) }
-    /// Signalled when packets are queued for the pacer.
-    let pacerWake = DispatchSemaphore(value: 0)
+    /// Wakes the media loop: packets were queued for the pacer.
+    func wakePacer() { loop.wake() }
+    let threads = DispatchGroup()
+    let errors = Mutex<[any Error]>([])
+    /// When the next sender reports go (used by the loop's thread only).
+    var nextReport = Duration.seconds(1)
 
     let mediaFinished = Atomic<Int>(0)
 
