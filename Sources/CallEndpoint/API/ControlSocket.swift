@@ -13,6 +13,8 @@ public final class ControlSocket: Sendable {
     private let listener: Int32
     private let stopping = Atomic<Bool>(false)
     private let clients = Mutex<Set<Int32>>([])
+    /// Entered while a client's thread runs: `stop` waits on it.
+    private let clientThreads = DispatchGroup()
     private let acceptDone = DispatchSemaphore(value: 0)
 
     /// Listens on `path` and answers each line with `handler` (called on a connection's thread).
@@ -68,10 +70,12 @@ public final class ControlSocket: Sendable {
             guard client >= 0 else { continue }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             clients.withLock { _ = $0.insert(client) }
+            clientThreads.enter()
             startThread(named: "control-client") { [self] in
                 serve(client, handler)
                 clients.withLock { _ = $0.remove(client) }
                 close(client)
+                clientThreads.leave()
             }
         }
     }
@@ -115,7 +119,7 @@ public final class ControlSocket: Sendable {
         acceptDone.wait()
         close(listener)
         unlink(path)
-        while !clients.withLock({ $0.isEmpty }) { usleep(5_000) }
+        clientThreads.wait()
     }
 
     deinit { stop() }

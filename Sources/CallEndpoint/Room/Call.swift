@@ -70,8 +70,14 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         static let defaultCapacity = 1024
         let capacity: Int
         private let items = Mutex<(events: [Event], dropped: Int)>(([], 0))
+        /// Signalled on every append: a consumer waits on it instead of polling.
+        private let arrived = DispatchSemaphore(value: 0)
 
         init(capacity: Int = EventQueue.defaultCapacity) { self.capacity = capacity }
+
+        /// Waits until an event is appended or `timeout` passes (an event appended since the
+        /// last wait returns at once).
+        func wait(timeout: Duration) { _ = arrived.wait(timeout: .now() + timeout.inSeconds) }
 
         var count: Int { items.withLock { $0.events.count } }
         var dropped: Int { items.withLock { $0.dropped } }
@@ -85,6 +91,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     q.dropped += 1
                 }
             }
+            arrived.signal()
         }
         func drain() -> [Event] { items.withLock { q in defer { q.events.removeAll() }; return q.events } }
         func contains(where predicate: (Event) -> Bool) -> Bool { items.withLock { $0.events.contains(where: predicate) } }
@@ -393,7 +400,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
             let pending = events.drain()
             if pending.isEmpty {
-                usleep(5_000)
+                events.wait(timeout: .milliseconds(100))
                 continue
             }
             var negotiated: NegotiatedCall?
@@ -499,6 +506,55 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     restartNotBefore = .now + .seconds(1)
                 }
             }
+            // Every 100 ms: track subscriptions (first decoded video / audio); every second: status.
+            var previous: (sent: SenderStatistics, received: ReceiverSummary)?
+            var subscribed = (video: false, audio: false)
+            var tick = 0
+            var outageSince: Duration?
+            var lastPicture: (count: Int, at: Duration?) = (0, nil)
+            // Memory the buffers of an outage filled goes back to the kernel after it, and every
+            // ten minutes (see releaseFreeMemory).
+            var trimAfter = 6000
+            var nextReport = ContinuousClock.now + .milliseconds(100)
+            func report() {
+                tick += 1
+                guard let now = callMedia.statistics() else { return }
+                if let since = now.received.silentSince, outageSince == nil {
+                    outageSince = since
+                    self.log(.warning("peer silent for 4.0 s: waiting for the path to return (outage \(now.received.outages))"))
+                } else if now.received.silentSince == nil, let since = outageSince {
+                    outageSince = nil
+                    self.log(LogMessage(.info, String(format: "media back after %.1f s of silence", (now.received.elapsed - since).inSeconds)))
+                    trimAfter = tick + 50  // once the backlog of the outage has drained
+                }
+                // A stall of a second or more and its end, for whoever reads the log.
+                if now.received.framesDecoded != lastPicture.count {
+                    if let at = lastPicture.at, now.received.elapsed - at >= .seconds(1) {
+                        self.log(LogMessage(.info, String(format: "video: decoding again after %.1f s without a picture", (now.received.elapsed - at).inSeconds)))
+                    }
+                    lastPicture = (now.received.framesDecoded, now.received.elapsed)
+                }
+                if !subscribed.video && now.received.framesDecoded > 0 {
+                    subscribed.video = true
+                    onEvent?(.trackSubscribed(participant: peer, kind: .video))
+                }
+                if !subscribed.audio && now.received.audioDecoded > 0 {
+                    subscribed.audio = true
+                    onEvent?(.trackSubscribed(participant: peer, kind: .audio))
+                }
+                if tick >= trimAfter {
+                    releaseFreeMemory()
+                    trimAfter = tick + 6000
+                }
+                guard tick % 10 == 0 else { return }
+                var status = CallStatus.between(previous, now, participant: participant)
+                status.candidatePair = callMedia.transport.selectedPair?.description
+                status.iceRestarts = restarts.load(ordering: .relaxed)
+                current.withLock { $0.status = status }
+                onStatus?(status)
+                onEvent?(.stats(status))
+                previous = now
+            }
             while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
                 let handled = events.take { event in
                     switch event {
@@ -587,62 +643,17 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 if restartNotBefore.map({ now >= $0 }) ?? true, policy.shouldRestart(at: now, addressesChanged: changed) {
                     restart(changed ? "local addresses changed" : policy.reason(at: now))
                 }
-                usleep(20_000)
+                if now >= nextReport {
+                    report()
+                    nextReport = max(nextReport + .milliseconds(100), now)
+                }
+                // Until the next event or report; while the path is lost, the restart policy's
+                // moments come closer than that.
+                events.wait(timeout: policy.lostSince != nil ? .milliseconds(20) : nextReport - now)
             }
             if stopRequested.load(ordering: .relaxed) { callMedia.stop() }
         }
         current.withLock { $0.media = callMedia }
-        // Every 100 ms: track subscriptions (first decoded video / audio); every second: status.
-        startThread(named: "call-reporter") { [self] in
-            var previous: (sent: SenderStatistics, received: ReceiverSummary)?
-            var subscribed = (video: false, audio: false)
-            var tick = 0
-            var outageSince: Duration?
-            var lastPicture: (count: Int, at: Duration?) = (0, nil)
-            // Memory the buffers of an outage filled goes back to the kernel after it, and every
-            // ten minutes (see releaseFreeMemory).
-            var trimAfter = 6000
-            while !roundOver.load(ordering: .relaxed) {
-                usleep(100_000)
-                tick += 1
-                guard let now = callMedia.statistics() else { continue }
-                if let since = now.received.silentSince, outageSince == nil {
-                    outageSince = since
-                    self.log(.warning("peer silent for 4.0 s: waiting for the path to return (outage \(now.received.outages))"))
-                } else if now.received.silentSince == nil, let since = outageSince {
-                    outageSince = nil
-                    self.log(LogMessage(.info, String(format: "media back after %.1f s of silence", (now.received.elapsed - since).inSeconds)))
-                    trimAfter = tick + 50  // once the backlog of the outage has drained
-                }
-                // A stall of a second or more and its end, for whoever reads the log.
-                if now.received.framesDecoded != lastPicture.count {
-                    if let at = lastPicture.at, now.received.elapsed - at >= .seconds(1) {
-                        self.log(LogMessage(.info, String(format: "video: decoding again after %.1f s without a picture", (now.received.elapsed - at).inSeconds)))
-                    }
-                    lastPicture = (now.received.framesDecoded, now.received.elapsed)
-                }
-                if !subscribed.video && now.received.framesDecoded > 0 {
-                    subscribed.video = true
-                    onEvent?(.trackSubscribed(participant: peer, kind: .video))
-                }
-                if !subscribed.audio && now.received.audioDecoded > 0 {
-                    subscribed.audio = true
-                    onEvent?(.trackSubscribed(participant: peer, kind: .audio))
-                }
-                if tick >= trimAfter {
-                    releaseFreeMemory()
-                    trimAfter = tick + 6000
-                }
-                guard tick % 10 == 0 else { continue }
-                var status = CallStatus.between(previous, now, participant: participant)
-                status.candidatePair = callMedia.transport.selectedPair?.description
-                status.iceRestarts = restarts.load(ordering: .relaxed)
-                current.withLock { $0.status = status }
-                onStatus?(status)
-                onEvent?(.stats(status))
-                previous = now
-            }
-        }
         defer {
             roundOver.store(true, ordering: .relaxed)
             current.withLock { $0.media = nil }

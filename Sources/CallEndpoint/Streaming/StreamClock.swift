@@ -11,14 +11,6 @@ struct StreamClock: Sendable {
     var now: Duration { ContinuousClock.now - origin }
 
     var ntpNow: UInt64 { NTPTimeNow() }
-
-    /// Sleeps until `deadline` (since origin); returns at once if it has passed.
-    func sleep(until deadline: Duration) {
-        let remaining = deadline - now
-        guard remaining > .zero else { return }
-        let micros = remaining.inMicroseconds
-        usleep(UInt32(clamping: micros))
-    }
 }
 
 import RTPTransport

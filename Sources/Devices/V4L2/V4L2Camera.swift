@@ -28,7 +28,10 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
 
     private let pendingMode = Mutex<CameraMode?>(nil)
     private let stopping = Atomic<Bool>(false)
-    private let finished = Mutex<Bool>(true)
+    /// Entered while the capture thread runs: `stop` waits on it.
+    private let running = DispatchGroup()
+    /// Signalled by `stop` for a capture thread waiting to reopen the device.
+    private let stopWake = DispatchSemaphore(value: 0)
     private var session: Session?
     private var mode: CameraMode
 
@@ -136,17 +139,18 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
 
     /// Starts the capture thread; `handler` runs on it for every event.
     public func start(handler: @escaping @Sendable (CameraEvent) -> Void) {
-        finished.withLock { $0 = false }
+        running.enter()
         startThread(named: "camera \(path.split(separator: "/").last ?? "")") { [self] in
             run(handler)
-            finished.withLock { $0 = true }
+            running.leave()
         }
     }
 
     /// Stops capturing and waits for the thread; the device is closed.
     public func stop() {
         stopping.store(true, ordering: .relaxed)
-        while !finished.withLock({ $0 }) { usleep(1000) }
+        stopWake.signal()
+        running.wait()
         session = nil
     }
 
@@ -230,7 +234,8 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
 
     private func reopen(_ handler: @Sendable (CameraEvent) -> Void) {
         let deadline = ContinuousClock.now + reopenInterval
-        while !stopping.load(ordering: .relaxed) && ContinuousClock.now < deadline { usleep(20_000) }
+        // Until the interval has passed, or at once on stop().
+        _ = stopWake.wait(timeout: .now() + (deadline - ContinuousClock.now).inSeconds)
         guard !stopping.load(ordering: .relaxed) else { return }
         if let reopened = try? Self.open(path: path, mode: mode) {
             session = reopened

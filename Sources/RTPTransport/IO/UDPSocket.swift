@@ -55,7 +55,8 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
     public let localPort: Int
     private let stopping = Atomic<Bool>(false)
     private let closed = Atomic<Bool>(false)
-    private let finished = Mutex<Bool>(true)
+    /// Entered while the receive thread runs: `stop` waits on it.
+    private let running = DispatchGroup()
 
     public init(bindHost: String = "0.0.0.0", port: Int = 0, bufferBytes: Int32 = 1 << 21) throws(SystemError) {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -121,7 +122,7 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
     /// the kernel received it (SO_TIMESTAMPNS): a receiver busy decoding reads late, and arrival
     /// times read from its own clock would show that as queueing on the path.
     public func startReceiving(name: String, handler: @escaping @Sendable ([UInt8], UDPAddress, Duration) -> Void) {
-        finished.withLock { $0 = false }
+        running.enter()
         var on: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, socklen_t(MemoryLayout<Int32>.size))
         startThread(named: name) { [self] in
@@ -163,7 +164,7 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
                 }
                 handler(Array(buffer[0..<count]), UDPAddress(from), age)
             }
-            finished.withLock { $0 = true }
+            running.leave()
         }
     }
 
@@ -190,7 +191,7 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
     /// Stops the receive thread and waits for it.
     public func stop() {
         stopping.store(true, ordering: .relaxed)
-        while !finished.withLock({ $0 }) { usleep(1000) }
+        running.wait()
     }
 
     public func close() {
