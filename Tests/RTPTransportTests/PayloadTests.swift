@@ -76,6 +76,31 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(buffer.packetCount == 0 && !buffer.keyframeNeeded)
     }
 
+    /// A first keyframe spread over 30 ms by the sender's pacer is waited for, not given up
+    /// after the 10 ms a reordered first packet gets; a stream that starts mid-frame is asked
+    /// for a keyframe after those 10 ms.
+    @Test func aFirstKeyframeStillArrivingIsNotAskedForAgain() {
+        var buffer = VideoJitterBuffer(minimumDelay: .milliseconds(20))
+        let packets = videoPackets(frames: 2)
+        let keyframe = packets.prefix { $0.timestamp == 0 }
+        #expect(keyframe.count >= 3)
+        var frames: [VideoJitterBuffer.Frame] = []
+        for (i, p) in keyframe.enumerated() {
+            let at = Duration.milliseconds(Int64(i) * 30 / Int64(keyframe.count - 1))
+            _ = buffer.insert(p, arrival: at)
+            frames += buffer.popFrames(now: at)
+            if i < keyframe.count - 1 { #expect(!buffer.keyframeNeeded, "asked at \(at) while the keyframe was arriving") }
+        }
+        #expect(frames.map(\.isKeyframe) == [true] && !buffer.keyframeNeeded)
+        var joinedLate = VideoJitterBuffer(minimumDelay: .milliseconds(20))
+        for (i, p) in packets.drop(while: { $0.timestamp == 0 }).enumerated() {
+            _ = joinedLate.insert(p, arrival: .milliseconds(Int64(i) * 6))
+            _ = joinedLate.popFrames(now: .milliseconds(Int64(i) * 6))
+        }
+        _ = joinedLate.popFrames(now: .milliseconds(40))
+        #expect(joinedLate.keyframeNeeded, "no keyframe at the start: one is asked for")
+    }
+
     @Test func waitsForARetransmissionThenSkipsToAKeyframe() {
         var buffer = VideoJitterBuffer(minimumDelay: .milliseconds(50))
         let packets = videoPackets(frames: 6, keyframeEvery: 4)

@@ -138,8 +138,13 @@ public struct VideoJitterBuffer: Sendable {
                 release(keyframe)
                 return keyframe
             }
-            // A reordered first packet is not a loss: allow a moment before asking.
-            if let first = packets[oldest], now - first.arrival >= Self.startupReorderingGrace { keyframeNeeded = true }
+            // A reordered first packet is not a loss: allow a moment before asking. A first
+            // keyframe still arriving (a pacer spreads a large one over tens of milliseconds) or
+            // being repaired gets as long as any other frame before it is given up.
+            if let first = packets[oldest] {
+                let grace = first.fragment.isKeyframeStart ? max(Self.startupReorderingGrace, targetDelay) : Self.startupReorderingGrace
+                if now - first.arrival >= grace { keyframeNeeded = true }
+            }
             return nil
         }
         // The next frame is not ready: wait, then skip to a complete keyframe.

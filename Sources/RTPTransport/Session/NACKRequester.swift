@@ -1,0 +1,42 @@
+import MediaCore
+/// Asks for lost video packets again (generic NACK, RFC 4585 §6.2.1) and measures the round trip
+/// by how long the retransmissions take: a receive-only endpoint has no other measure. The NACK
+/// generator decides which holes are due; the jitter buffer waits for repairs as long as three
+/// attempts take.
+struct NACKRequester: Sendable {
+    private var generator = NACKGenerator()
+    /// When each outstanding sequence number was last asked for.
+    private var askedAt: [UInt16: MediaTime] = [:]
+    /// Smoothed NACK → retransmission time (1/8 gain, RFC 6298 style).
+    private(set) var roundTripTime: Duration = .milliseconds(50)
+    private(set) var sent = 0
+
+    /// Time for three NACK attempts (the generator re-asks every max(20 ms, 1.5 RTT)) plus the
+    /// feedback tick and reordering grace: how long a hole may take to fill.
+    var retransmissionWait: Duration { .milliseconds(15) + max(.milliseconds(20), roundTripTime * 3 / 2) * 3 }
+
+    var missing: Int { generator.missingCount }
+    /// Too many holes, or holes too old: only a keyframe helps.
+    var keyframeNeeded: Bool { generator.keyframeNeeded }
+    mutating func clearKeyframeRequest() { generator.clearKeyframeRequest() }
+
+    mutating func received(_ sequenceNumber: UInt16, at now: MediaTime) { generator.received(sequenceNumber, now: now.sinceOrigin) }
+
+    /// A retransmission of `sequenceNumber` arrived: true when it was asked for (an RTX packet
+    /// nobody asked for is a probe's padding), and the round trip is updated.
+    mutating func repaired(_ sequenceNumber: UInt16, at now: MediaTime) -> Bool {
+        guard let asked = askedAt.removeValue(forKey: sequenceNumber) else { return false }
+        roundTripTime = roundTripTime * 7 / 8 + (now - asked) / 8
+        return true
+    }
+
+    /// The NACK due now, if any.
+    mutating func due(senderSSRC: UInt32, mediaSSRC: UInt32, at now: MediaTime) -> GenericNACK? {
+        let lost = generator.due(now: now.sinceOrigin, roundTripTime: roundTripTime)
+        guard !lost.isEmpty else { return nil }
+        if askedAt.count > 2000 { askedAt.removeAll() }
+        for sequence in lost { askedAt[sequence] = now }
+        sent += 1
+        return GenericNACK(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC, lost: lost)
+    }
+}

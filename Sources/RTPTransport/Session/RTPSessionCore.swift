@@ -1,0 +1,377 @@
+import MediaCore
+import Platform
+
+/// A media session's network side as a state machine: encoded frames, audio packets, datagrams
+/// and the passing of time go in (`handle`), and what to send, decode, play or change comes
+/// out. No thread, lock, socket or clock inside: the shell (`MediaLoop` in a call, a test's
+/// simulated link) gives each event its time and carries out the actions, and asks
+/// `nextDeadline` when to come back.
+///
+/// The jobs are small pieces composed here: `PacketStamper` (MID and transport-wide numbers),
+/// `CongestionPacer` (pacer and bandwidth estimator), `RetransmissionResponder` (NACK → RTX),
+/// `NACKRequester`, `TransportCCRecorder`, `ReportScheduler` and `LipSyncTracker`. State of the
+/// peer (the path, its estimate, its reports) is kept apart from state of each track (sequence
+/// numbers, packetizer, jitter buffer), so that one encode can later feed several peers.
+public struct RTPSessionCore: Sendable {
+    public let configuration: SessionConfiguration
+
+    /// What the core has done, for the shells' statistics.
+    public struct Counters: Sendable {
+        public var videoFrames = 0, keyframes = 0, videoPackets = 0, videoBytes = 0
+        public var audioPackets = 0, audioBytes = 0
+        public var nacksReceived = 0, retransmitted = 0, retransmissionsRefused = 0, keyframeRequests = 0
+        public var transportFeedbackReceived = 0, paddingBytes = 0
+        public var receivedVideoPackets = 0, receivedAudioPackets = 0, retransmissionsReceived = 0
+        public var nacksSent = 0, pliSent = 0
+    }
+    public private(set) var counters = Counters()
+
+    // MARK: Per track
+
+    struct OutboundVideo: Sendable {
+        let stream: SessionConfiguration.Outbound
+        var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
+        var sequence = UInt16.random(in: 0...UInt16.max)
+        let timestampBase = UInt32.random(in: 0...UInt32.max)
+        var counters = StreamCounters(clockRate: 90_000)
+        var responder: RetransmissionResponder?
+    }
+    struct OutboundAudio: Sendable {
+        let stream: SessionConfiguration.Outbound
+        var sequence = UInt16.random(in: 0...UInt16.max)
+        var timestamp = UInt32.random(in: 0...UInt32.max)
+        var first = true
+        var counters = StreamCounters(clockRate: 48_000)
+    }
+    struct InboundVideo: Sendable {
+        let stream: SessionConfiguration.Inbound
+        var statistics: ReceiverStatistics?
+        var jitter = VideoJitterBuffer(minimumDelay: .milliseconds(20))
+        var nack = NACKRequester()
+        var throttle = KeyframeRequestThrottle()
+        var needKeyframe = false
+        var wantsNACK: Bool { stream.feedback.contains("nack") }
+    }
+    struct InboundAudio: Sendable {
+        let stream: SessionConfiguration.Inbound
+        var statistics: ReceiverStatistics?
+    }
+    private var video: OutboundVideo?
+    private var audio: OutboundAudio?
+    private var receivedVideo: InboundVideo?
+    private var receivedAudio: InboundAudio?
+
+    // MARK: Per peer
+
+    private var stamper: PacketStamper
+    private var pacer: CongestionPacer
+    private var transportCC: TransportCCRecorder?
+    private var reports = ReportScheduler()
+    private var lipSync = LipSyncTracker()
+    private var goodbyes: Set<UInt32> = []
+    private var saidBye = false
+    /// When the peer was last heard (any RTP or RTCP).
+    public private(set) var lastArrival: MediaTime?
+
+    public init(configuration: SessionConfiguration) {
+        self.configuration = configuration
+        video = configuration.video.map { stream in
+            OutboundVideo(stream: stream, responder: configuration.rtx.map { RetransmissionResponder(ssrc: $0.ssrc, payloadType: $0.payloadType) })
+        }
+        audio = configuration.audio.map { OutboundAudio(stream: $0) }
+        receivedVideo = configuration.receivedVideo.map { InboundVideo(stream: $0) }
+        receivedVideo?.jitter.retransmissionWait = NACKRequester().retransmissionWait
+        receivedAudio = configuration.receivedAudio.map { InboundAudio(stream: $0) }
+        var mids: [UInt32: String] = [:]
+        for stream in [configuration.video, configuration.audio].compactMap({ $0 }) { mids[stream.ssrc] = stream.mid }
+        stamper = PacketStamper(transportSequenceID: configuration.transportSequenceExtensionID, midID: configuration.midExtensionID, mids: mids,
+                                rtx: configuration.rtx.flatMap { rtx in configuration.video.map { (rtx.ssrc, $0.ssrc) } })
+        pacer = CongestionPacer(congestion: configuration.transportSequenceExtensionID == nil ? nil : configuration.congestion,
+                                fixedRate: configuration.fixedPacingRate, overhead: configuration.transportOverhead)
+        transportCC = configuration.transportSequenceExtensionID.map { TransportCCRecorder(extensionID: $0, senderSSRC: configuration.receiverSSRC) }
+    }
+
+    // MARK: What the shells read
+
+    /// The bandwidth estimate (auto mode, once video started).
+    public var estimate: Int? { pacer.estimator?.estimate }
+    /// How long the oldest packet in the pacer has waited (µs): encoder pushback reads it.
+    public func pacerQueueDelay(at now: MediaTime) -> Int64 { pacer.queueDelay(now: now.microseconds) }
+    public var pacerIsEmpty: Bool { pacer.isEmpty }
+    /// The round trip by the peer's reports, or by how long retransmissions take.
+    public var roundTripTime: Duration? { reports.roundTripTime }
+    public var peerVideoLoss: Double? { reports.peerVideoLoss }
+    public var receivedVideoLost: Int64 { receivedVideo?.statistics?.cumulativeLost ?? 0 }
+    public var receivedVideoJitter: Double { receivedVideo?.jitter.jitterSeconds ?? 0 }
+    public var framesDroppedByJitterBuffer: Int { receivedVideo?.jitter.framesDropped ?? 0 }
+    public var avOffset: Double? { lipSync.offset }
+    public var holds: (video: Duration, audio: Duration) { lipSync.holds }
+
+    /// When the core wants to be asked again (`.tick`) if nothing else happens first.
+    public func nextDeadline(after now: MediaTime) -> MediaTime {
+        var next = reports.next ?? now + ReportScheduler.interval
+        if let due = transportCC?.nextDue, receivedVideo?.statistics != nil { next = min(next, max(due, now)) }
+        if let inbound = receivedVideo, inbound.statistics != nil,
+           inbound.nack.missing > 0 || inbound.needKeyframe || inbound.jitter.keyframeNeeded || inbound.nack.keyframeNeeded {
+            next = min(next, now + .milliseconds(10))
+        }
+        if !pacer.isEmpty || pacer.estimator != nil {
+            next = min(next, now + .microseconds(pacer.timeUntilNext(now: now.microseconds)))
+        }
+        return next
+    }
+
+    // MARK: Events
+
+    public mutating func handle(_ event: SessionEvent, at now: MediaTime) -> [SessionAction] {
+        var actions: [SessionAction] = []
+        reports.start(at: now)
+        switch event {
+        case .encodedVideo(let data, let isKeyframe, let capturedAt):
+            sendVideo(data, isKeyframe: isKeyframe, capturedAt: capturedAt, now: now, actions: &actions)
+        case .encodedAudio(let payload, let samples, let capturedAt):
+            sendAudio(payload, samples: samples, capturedAt: capturedAt, now: now)
+        case .datagram(let bytes, let isRTCP, let kind, let arrival):
+            if isRTCP { receiveRTCP(bytes, arrival: arrival, actions: &actions) } else { receiveRTP(bytes, kind: kind, arrival: arrival, actions: &actions) }
+        case .videoShown(let rtp): lipSync.videoShown(rtp: rtp, at: now)
+        case .audioPlayed(let rtp): lipSync.audioPlayed(rtp: rtp, at: now)
+        case .keyframeWanted: receivedVideo?.needKeyframe = true
+        case .tick: break
+        }
+        runTimers(now: now, actions: &actions)
+        return actions
+    }
+
+    // MARK: Sending
+
+    private mutating func sendVideo(_ data: [UInt8], isKeyframe: Bool, capturedAt: MediaTime, now: MediaTime, actions: inout [SessionAction]) {
+        guard var track = video else { return }
+        if pacer.startEstimating(), let estimate {
+            actions.append(.estimate(bitrate: estimate, lossFraction: 0, cause: BandwidthEstimator.Cause.start.rawValue))
+        }
+        let timestamp = track.timestampBase &+ UInt32(truncatingIfNeeded: capturedAt.microseconds * 9 / 100)
+        let payloads = track.packetizer.packetize(data)
+        var dropped = false
+        for (i, payload) in payloads.enumerated() {
+            let packet = RTPPacket(payloadType: track.stream.payloadType, sequenceNumber: track.sequence, timestamp: timestamp,
+                                   ssrc: track.stream.ssrc, marker: i == payloads.count - 1, payload: payload)
+            track.sequence &+= 1
+            track.responder?.sent(packet, at: now)
+            track.counters.record(packet, at: capturedAt)  // the time the RTP timestamp says (lip sync)
+            counters.videoPackets += 1
+            counters.videoBytes += packet.serializedSize
+            if !pacer.enqueue(packet, priority: .video, now: now.microseconds) { dropped = true }
+        }
+        counters.videoFrames += 1
+        if isKeyframe { counters.keyframes += 1 }
+        video = track
+        // The pacer's queue was at its bound: what went is lost to the receiver for good.
+        if dropped { actions.append(.keyframeNeeded) }
+    }
+
+    private mutating func sendAudio(_ payload: [UInt8], samples: Int, capturedAt: MediaTime, now: MediaTime) {
+        guard var track = audio else { return }
+        let packet = RTPPacket(payloadType: track.stream.payloadType, sequenceNumber: track.sequence, timestamp: track.timestamp,
+                               ssrc: track.stream.ssrc, marker: track.first, payload: payload)
+        track.first = false
+        track.sequence &+= 1
+        track.timestamp &+= UInt32(samples)
+        track.counters.record(packet, at: capturedAt)
+        counters.audioPackets += 1
+        counters.audioBytes += packet.serializedSize
+        // Through the pacer's first lane: never held by its budget or congestion window, but
+        // stamped with a transport-wide number there, so the estimate sees audio too.
+        _ = pacer.enqueue(packet, priority: .audio, now: now.microseconds)
+        audio = track
+    }
+
+    // MARK: Receiving
+
+    private mutating func receiveRTP(_ bytes: [UInt8], kind: MediaKind?, arrival: MediaTime, actions: inout [SessionAction]) {
+        guard let packet = try? RTPPacket(parsing: bytes) else { return }
+        let isVideo = receivedVideo.map { packet.payloadType == $0.stream.payloadType || packet.payloadType == $0.stream.rtxPayloadType } ?? false
+        let isAudio = receivedAudio.map { packet.payloadType == $0.stream.payloadType } ?? false
+        switch kind {
+        case .video?: if isVideo { receiveVideo(packet, arrival: arrival, actions: &actions) }
+        case .audio?: if isAudio { receiveAudio(packet, arrival: arrival, actions: &actions) }
+        case nil:
+            if isVideo { receiveVideo(packet, arrival: arrival, actions: &actions) } else if isAudio { receiveAudio(packet, arrival: arrival, actions: &actions) }
+        }
+    }
+
+    private mutating func receiveVideo(_ received: RTPPacket, arrival: MediaTime, actions: inout [SessionAction]) {
+        guard var track = receivedVideo else { return }
+        defer { receivedVideo = track }
+        lastArrival = arrival
+        transportCC?.received(received, at: arrival)
+        guard !received.payload.isEmpty else { return }  // padding only (a bandwidth probe)
+        var packet = received
+        if let rtx = track.stream.rtxPayloadType, packet.payloadType == rtx {
+            guard let mediaSSRC = track.statistics?.ssrc,
+                  let original = try? RTX.unwrap(packet, mediaSSRC: mediaSSRC, mediaPayloadType: track.stream.payloadType) else { return }
+            packet = original
+            // An RTX packet nobody asked for is a probe's payload padding: it counted for
+            // congestion control above, and the jitter buffer drops it as a duplicate.
+            if track.nack.repaired(original.sequenceNumber, at: arrival) {
+                counters.retransmissionsReceived += 1
+                track.jitter.retransmissionWait = track.nack.retransmissionWait
+            }
+        } else {
+            guard packet.payloadType == track.stream.payloadType else { return }
+            if track.statistics == nil { track.statistics = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 90_000) }
+            track.statistics?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival.sinceOrigin)
+            counters.receivedVideoPackets += 1
+        }
+        track.nack.received(packet.sequenceNumber, at: arrival)
+        _ = track.jitter.insert(packet, arrival: arrival.sinceOrigin)
+        let frames = track.jitter.popFrames(now: arrival.sinceOrigin)
+        if !frames.isEmpty { actions.append(.decode(frames)) }
+    }
+
+    private mutating func receiveAudio(_ packet: RTPPacket, arrival: MediaTime, actions: inout [SessionAction]) {
+        guard var track = receivedAudio else { return }
+        lastArrival = arrival
+        transportCC?.received(packet, at: arrival)
+        if track.statistics == nil { track.statistics = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 48_000) }
+        track.statistics?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival.sinceOrigin)
+        counters.receivedAudioPackets += 1
+        receivedAudio = track
+        actions.append(.playAudio(packet, arrival: arrival))
+    }
+
+    private mutating func receiveRTCP(_ bytes: [UInt8], arrival: MediaTime, actions: inout [SessionAction]) {
+        guard isRTCP(bytes), let packets = try? RTCPPacket.parseCompound(bytes) else { return }
+        lastArrival = arrival
+        let arrivalNTP = configuration.ntp(arrival)
+        let videoSSRC = configuration.video?.ssrc, audioSSRC = configuration.audio?.ssrc
+        for packet in packets {
+            switch packet {
+            case .nack(let nack) where nack.mediaSSRC == videoSSRC && video?.responder != nil:
+                counters.nacksReceived += 1
+                let answer = video!.responder!.answer(nack.lostSequenceNumbers, roundTripTime: reports.roundTripTime ?? .milliseconds(50),
+                                                      estimate: pacer.estimator?.estimate, pacerQueueDelay: pacer.queueDelay(now: arrival.microseconds),
+                                                      now: arrival)
+                // Retransmissions are paced and counted like media (a burst of them must not
+                // flood the bottleneck it was lost in).
+                for rtx in answer.packets { _ = pacer.enqueue(rtx, priority: .retransmission, now: arrival.microseconds) }
+                counters.retransmitted = video!.responder!.retransmitted
+                counters.retransmissionsRefused = video!.responder!.refused
+                if answer.keyframeInstead { actions.append(.keyframeNeeded) }
+            case .pictureLossIndication(let pli) where pli.mediaSSRC == videoSSRC:
+                counters.keyframeRequests += 1
+                actions.append(.keyframeNeeded)
+            case .fullIntraRequest(let fir) where fir.entries.contains { $0.ssrc == videoSSRC }:
+                counters.keyframeRequests += 1
+                actions.append(.keyframeNeeded)
+            case .transportFeedback(let feedback):
+                counters.transportFeedbackReceived += 1
+                guard let change = pacer.feedback(feedback, now: arrival.microseconds), let estimator = pacer.estimator else { break }
+                actions.append(.estimate(bitrate: estimator.estimate, lossFraction: estimator.lossFraction,
+                                         cause: (change?.cause ?? .increase).rawValue))
+            case .receiverReport(let rr):
+                peerReported(rr.reports, arrivalNTP: arrivalNTP, video: videoSSRC, audio: audioSSRC)
+            case .senderReport(let sr):
+                peerReported(sr.reports, arrivalNTP: arrivalNTP, video: videoSSRC, audio: audioSSRC)
+                if sr.ssrc == receivedVideo?.statistics?.ssrc {
+                    receivedVideo?.statistics?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival.sinceOrigin)
+                    lipSync.videoSenderReport(ntp: sr.ntpTimestamp, rtp: sr.rtpTimestamp)
+                }
+                if sr.ssrc == receivedAudio?.statistics?.ssrc {
+                    receivedAudio?.statistics?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival.sinceOrigin)
+                    lipSync.audioSenderReport(ntp: sr.ntpTimestamp, rtp: sr.rtpTimestamp)
+                }
+            case .goodbye(let bye):
+                let known = [receivedVideo?.statistics?.ssrc, receivedAudio?.statistics?.ssrc].compactMap { $0 }
+                for source in bye.sources where known.contains(source) { goodbyes.insert(source) }
+                let streams = (receivedVideo == nil ? 0 : 1) + (receivedAudio == nil ? 0 : 1)
+                if !saidBye, !goodbyes.isEmpty, goodbyes.count >= streams {
+                    saidBye = true
+                    actions.append(.peerSaidBye)
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    private mutating func peerReported(_ blocks: [ReceptionReport], arrivalNTP: UInt64, video: UInt32?, audio: UInt32?) {
+        for block in blocks where block.ssrc == video || block.ssrc == audio {
+            reports.peerReported(block, arrivalNTP: arrivalNTP, isVideo: block.ssrc == video)
+            stamper.acknowledge(block.ssrc)
+        }
+    }
+
+    // MARK: Timers
+
+    private mutating func runTimers(now: MediaTime, actions: inout [SessionAction]) {
+        // What the pacer releases; probe padding from the RTX stream's history.
+        var responder = video?.responder
+        let released = pacer.release(now: now.microseconds, stamper: &stamper) { bytes in responder?.padding(bytes) }
+        video?.responder = responder
+        counters.paddingBytes = pacer.paddingBytes
+        let audioSSRC = configuration.audio?.ssrc
+        for packet in released { actions.append(.send(bytes: packet.serialized(), isRTCP: false, kind: packet.ssrc == audioSSRC ? .audio : .video)) }
+        feedback(now: now, actions: &actions)
+        if reports.due(at: now) { sendReports(now: now, actions: &actions) }
+    }
+
+    /// NACKs, transport-cc feedback and keyframe requests that are due, in one compound packet
+    /// that starts with a report (RFC 4585).
+    private mutating func feedback(now: MediaTime, actions: inout [SessionAction]) {
+        guard var track = receivedVideo, let media = track.statistics?.ssrc else { return }
+        defer { receivedVideo = track }
+        let me = configuration.receiverSSRC
+        var out: [RTCPPacket] = []
+        if track.wantsNACK, let nack = track.nack.due(senderSSRC: me, mediaSSRC: media, at: now) {
+            out.append(.nack(nack))
+            counters.nacksSent += 1
+        }
+        if var recorder = transportCC {
+            out += recorder.due(at: now).map { .transportFeedback($0) }
+            transportCC = recorder
+        }
+        // Kept until a PLI goes out: the throttle may hold this one back.
+        if track.needKeyframe || track.jitter.keyframeNeeded || track.nack.keyframeNeeded, track.throttle.shouldRequest(now: now.sinceOrigin) {
+            out.append(.pictureLossIndication(PictureLossIndication(senderSSRC: me, mediaSSRC: media)))
+            counters.pliSent += 1
+            track.needKeyframe = false
+            track.jitter.clearKeyframeRequest()
+            track.nack.clearKeyframeRequest()
+        }
+        guard !out.isEmpty else { return }
+        actions.append(.send(bytes: RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: me))] + out), isRTCP: true, kind: .video))
+    }
+
+    /// Every second: SR + SDES per stream sent (RFC 3550 §6.4.1, §6.5), RR + SDES per stream
+    /// heard (§6.4.2); then lip sync's step.
+    private mutating func sendReports(now: MediaTime, actions: inout [SessionAction]) {
+        let ntp = configuration.ntp(now)
+        let cname = configuration.cname
+        if let video {
+            let report = video.counters.report(ssrc: video.stream.ssrc, ntp: ntp, now: now)
+            actions.append(.send(bytes: RTCPPacket.serializeCompound([.senderReport(report), .sourceDescription(SourceDescription(ssrc: video.stream.ssrc, cname: cname))]),
+                                 isRTCP: true, kind: .video))
+        }
+        if let audio {
+            let report = audio.counters.report(ssrc: audio.stream.ssrc, ntp: ntp, now: now)
+            actions.append(.send(bytes: RTCPPacket.serializeCompound([.senderReport(report), .sourceDescription(SourceDescription(ssrc: audio.stream.ssrc, cname: cname))]),
+                                 isRTCP: true, kind: .audio))
+        }
+        let me = configuration.receiverSSRC
+        for (kind, block) in [(MediaKind.video, receivedVideo?.statistics?.makeReport(now: now.sinceOrigin)),
+                              (.audio, receivedAudio?.statistics?.makeReport(now: now.sinceOrigin))] {
+            guard let block else { continue }
+            actions.append(.send(bytes: RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: me, reports: [block])),
+                                                                      .sourceDescription(SourceDescription(ssrc: me, cname: cname))]),
+                                 isRTCP: true, kind: kind))
+        }
+        if let holds = lipSync.adjust() { actions.append(.holds(video: holds.video, audio: holds.audio)) }
+    }
+
+    /// BYE for every stream sent (the session ends).
+    public func goodbye() -> [SessionAction] {
+        [(configuration.video?.ssrc, MediaKind.video), (configuration.audio?.ssrc, .audio)].compactMap { ssrc, kind in
+            ssrc.map { .send(bytes: RTCPPacket.serializeCompound([.goodbye(Goodbye(sources: [$0], reason: "done"))]), isRTCP: true, kind: kind) }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import MediaCore
+
+/// What a media session core is told, and what it asks its shell to do. The core reads no clock
+/// and owns no thread or socket: every event comes with the `MediaTime` it happened at, and the
+/// shell carries out the actions (sends the bytes, decodes, plays, sets the encoder).
+public enum SessionEvent: Sendable {
+    /// One encoded VP8 frame, taken at `capturedAt` (its RTP timestamp follows from that).
+    case encodedVideo(data: [UInt8], isKeyframe: Bool, capturedAt: MediaTime)
+    /// One encoded Opus packet of `samples` samples per channel, its first taken at `capturedAt`.
+    case encodedAudio(payload: [UInt8], samples: Int, capturedAt: MediaTime)
+    /// A clear datagram from the transport (`kind` when the transport knows it by port), with
+    /// the time it arrived.
+    case datagram(bytes: [UInt8], isRTCP: Bool, kind: MediaKind?, arrival: MediaTime)
+    /// A picture with this RTP timestamp was shown (lip sync).
+    case videoShown(rtpTimestamp: UInt32)
+    /// Sound with this RTP timestamp is heard now (played, plus what waits in the device).
+    case audioPlayed(rtpTimestamp: UInt32)
+    /// The decoder (or its backlog) needs a keyframe to go on.
+    case keyframeWanted
+    /// Time passed: whatever is due (pacing, feedback, reports) happens.
+    case tick
+}
+
+public enum SessionAction: Sendable {
+    /// Clear RTP or RTCP for the transport to protect and send.
+    case send(bytes: [UInt8], isRTCP: Bool, kind: MediaKind)
+    /// Complete frames for the decoder, in order.
+    case decode([VideoJitterBuffer.Frame])
+    /// An audio packet for the playout's jitter buffer, with its arrival.
+    case playAudio(RTPPacket, arrival: MediaTime)
+    /// The peer asked for a keyframe (PLI, FIR, a NACK for packets too old, or the pacer had to
+    /// drop video it queued).
+    case keyframeNeeded
+    /// The bandwidth estimate moved (auto mode): what the encoding controller follows.
+    case estimate(bitrate: Int, lossFraction: Double, cause: String)
+    /// Lip sync: how long to hold the picture and to delay the sound, on top of their own delays.
+    case holds(video: Duration, audio: Duration)
+    /// Every stream the peer sent has said BYE.
+    case peerSaidBye
+}
+
+/// How a core is set up: what this side sends, what it receives, and the header extensions and
+/// feedback the two sides agreed on.
+public struct SessionConfiguration: Sendable {
+    public struct Outbound: Sendable {
+        public var ssrc: UInt32
+        public var payloadType: UInt8
+        /// The MID (RFC 8843) the stream's packets carry until the peer reports on it.
+        public var mid: String?
+        public init(ssrc: UInt32, payloadType: UInt8, mid: String? = nil) {
+            (self.ssrc, self.payloadType, self.mid) = (ssrc, payloadType, mid)
+        }
+    }
+    public struct Inbound: Sendable {
+        public var payloadType: UInt8
+        public var rtxPayloadType: UInt8?
+        /// RTCP feedback the stream's description offers ("nack", "nack pli", ...).
+        public var feedback: [String]
+        public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, feedback: [String] = []) {
+            (self.payloadType, self.rtxPayloadType, self.feedback) = (payloadType, rtxPayloadType, feedback)
+        }
+    }
+    public var video: Outbound?
+    /// RTX (RFC 4588) for the video stream: its SSRC and payload type.
+    public var rtx: (ssrc: UInt32, payloadType: UInt8)?
+    public var audio: Outbound?
+    public var receivedVideo: Inbound?
+    public var receivedAudio: Inbound?
+    public var cname: String
+    /// The SSRC this side's receiver reports and feedback come from.
+    public var receiverSSRC: UInt32
+    /// RFC 8285 IDs: the transport-wide sequence number (transport-cc), the MID.
+    public var transportSequenceExtensionID: UInt8?
+    public var midExtensionID: UInt8?
+    /// Auto mode: a bandwidth estimator drives the pacer (and, through `.estimate`, the encoders);
+    /// nil paces at a fixed rate.
+    public var congestion: BandwidthEstimator.Configuration?
+    /// The fixed pacing rate without an estimator.
+    public var fixedPacingRate = 7_500_000
+    /// Bytes the transport adds to each packet (the SRTP tag), for congestion accounting.
+    public var transportOverhead = 0
+    /// The wall clock (NTP, for sender reports) at `MediaTime.zero`: media time plus this is
+    /// the NTP time of a moment.
+    public var ntpAtZero: UInt64
+
+    public init(cname: String, receiverSSRC: UInt32, ntpAtZero: UInt64) {
+        (self.cname, self.receiverSSRC, self.ntpAtZero) = (cname, receiverSSRC, ntpAtZero)
+    }
+
+    /// The NTP timestamp of `time`.
+    func ntp(_ time: MediaTime) -> UInt64 {
+        // NTP fractions are 2^-32 s.
+        let (seconds, micros) = time.microseconds.quotientAndRemainder(dividingBy: 1_000_000)
+        return ntpAtZero &+ UInt64(bitPattern: seconds << 32) &+ UInt64(bitPattern: (micros << 32) / 1_000_000)
+    }
+}
