@@ -108,7 +108,7 @@ public struct CallBenchmark {
                 let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "bench-\(call)", issuedAt: now, expires: now + 600))
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: executable)
-                process.arguments = ["join", "bench-\(call)", "--server", "127.0.0.1:\(service.port)", "--video-size", "640x480", "--fps", "30",
+                process.arguments = ["join", "bench-\(call)", "--measure-latency", "--server", "127.0.0.1:\(service.port)", "--video-size", "640x480", "--fps", "30",
                                      "--duration", "\(seconds)"]
                 process.environment = ProcessInfo.processInfo.environment.merging(["CALLEND_TOKEN": token]) { $1 }
                 let out = Pipe()

@@ -108,7 +108,7 @@ public struct SoakBenchmark: Sendable {
         for (name, ns) in [("a", topology.a), ("b", topology.b)] {
             // Tokens outlive the run: renewal is the signaling tests' business, not this bench's.
             let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: name, room: "soak", issuedAt: now, expires: now + Int64(duration) + 3600))
-            let process = try topology.process(in: ns, options.executable, ["join", "soak", "--server", "tls://\(topology.addressA):7000",
+            let process = try topology.process(in: ns, options.executable, ["join", "soak", "--measure-latency", "--server", "tls://\(topology.addressA):7000",
                                                                             "--duration", "\(duration)", "--no-stdin"] + tls.joinArguments,
                                                environment: ["CALLEND_TOKEN": token])
             let (out, err) = (Lines(), Lines())

@@ -13,7 +13,7 @@ let joinHelp = """
                         [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
                         [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
                         [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
-                        [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
+                        [--measure-latency] [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
     participant to join sends the offer (SDP, trickled ICE candidates), and media flows both ways
@@ -44,6 +44,8 @@ let joinHelp = """
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
+      --measure-latency     read the capture stamps in a peer's test pattern and tone: glass-to-
+                            glass latency in the stats (latencyMs, audioLatencyMs) and the summary
       --ice-server URL      a STUN or TURN server of this endpoint's own (stun:HOST:PORT,
                             turn:HOST:PORT?transport=udp|tcp), beside those the service hands out
       --turn-username U     the username for this endpoint's TURN servers; the credential comes
@@ -144,6 +146,7 @@ func runJoin(_ args: inout Arguments) throws {
     let duration = try args.integer("--duration", in: 1...86_400)
     let control = try args.value("--control")
     let noStdin = args.flag("--no-stdin")
+    let measureLatency = args.flag("--measure-latency")
     let iceURLs = try args.values("--ice-server")
     let turnUsername = try args.value("--turn-username")
     let turnCredentialFile = try args.value("--turn-credential-file")
@@ -219,9 +222,10 @@ func runJoin(_ args: inout Arguments) throws {
     } else {
         try audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
     }
-    let media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true),
+    var media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true),
                            renderers: videoOutput.map { [VideoRenderers.forPath($0)] } ?? [],
                            audioPlayout: playout)
+    media.measuresLatency = measureLatency
     let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }) { logger.write($0) }
     // A live status line on a terminal; one JSON stats object per second otherwise.
     let terminal = isatty(STDOUT_FILENO) == 1

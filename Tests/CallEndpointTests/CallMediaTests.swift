@@ -86,8 +86,10 @@ final class CallMediaPair: Sendable {
         let pair = try CallMediaPair()
         let resultB = Mutex<ReceiverSummary?>(nil)
         let done = DispatchSemaphore(value: 0)
-        Thread {
-            let r = try? pair.b.run(pair.bCall, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(8))
+        var mediaB = try Call.Media.synthetic(width: 320, height: 240)
+        mediaB.measuresLatency = true
+        Thread { [mediaB] in
+            let r = try? pair.b.run(pair.bCall, media: mediaB, duration: .seconds(8))
             resultB.withLock { $0 = r?.received }
             done.signal()
         }.start()
@@ -106,7 +108,9 @@ final class CallMediaPair: Sendable {
                 usleep(100_000)
             }
         }.start()
-        let resultA = try pair.a.run(pair.aCall, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(8))
+        var mediaA = try Call.Media.synthetic(width: 320, height: 240)
+        mediaA.measuresLatency = true
+        let resultA = try pair.a.run(pair.aCall, media: mediaA, duration: .seconds(8))
         #expect(done.wait(timeout: .now() + 40) == .success)
         sampling.store(false, ordering: .relaxed)
         let receivedB = try #require(resultB.withLock { $0 })

@@ -227,9 +227,13 @@ struct SimulatedCall {
             guard side == .b else { return }
             switch action {
             case .decode(let frames):
-                for frame in frames { call.schedule(.videoShown(rtpTimestamp: frame.rtpTimestamp), on: .b, at: call.now + .milliseconds(100)) }
+                for frame in frames {
+                    let shown = call.now + .milliseconds(100)
+                    call.schedule(.videoShown(rtpTimestamp: frame.rtpTimestamp, at: shown), on: .b, at: shown)
+                }
             case .playAudio(let packet, _):
-                call.schedule(.audioPlayed(rtpTimestamp: packet.timestamp), on: .b, at: call.now + .milliseconds(40) + audioHold)
+                let heard = call.now + .milliseconds(40) + audioHold
+                call.schedule(.audioPlayed(rtpTimestamp: packet.timestamp, at: heard), on: .b, at: heard)
             case .holds(_, let audio):
                 audioHold = audio
             default: break

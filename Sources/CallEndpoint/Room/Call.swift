@@ -27,6 +27,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         public var audioTrack: LocalAudioTrack?
         public var renderers: [any VideoRenderer]
         public var audioPlayout: (any AudioDevice)?
+        /// Reads the capture stamps of the peer's test pattern and tone (benches, tests): the
+        /// glass-to-glass latency in the statistics (see `MediaReceiverConfiguration`).
+        public var measuresLatency = false
 
         public init(videoTrack: LocalVideoTrack?, audioTrack: LocalAudioTrack?, renderers: [any VideoRenderer] = [], audioPlayout: (any AudioDevice)? = nil) {
             self.videoTrack = videoTrack

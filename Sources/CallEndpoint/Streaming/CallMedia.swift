@@ -215,39 +215,24 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         receiving.videoRenderers = media.renderers
         receiving.transportSequenceExtensionID = video?.transportSequenceExtensionID ?? audio?.transportSequenceExtensionID
         receiving.audioPlayout = media.audioPlayout
-        // One media loop for both: what the transport receives is queued to it from libnice's
-        // thread; RTP goes to the receiver, RTCP to both (SR and BYE concern the receiver; RR,
-        // NACK, PLI, FIR and transport-cc feedback the sender).
+        receiving.measuresLatency = media.measuresLatency
+        // One media loop and one session core for both directions: what the transport receives
+        // is queued to the loop from libnice's thread.
         let loop = MediaLoop()
         let sender = try MediaSender(configuration: sending, transport: transport, tracks: tracks, loop: loop)
         let receiver = try MediaReceiver(configuration: receiving, transport: transport, loop: loop)
         parts.withLock { $0 = (sender, receiver) }
         let capture = RTCPCapture()
-        transport.startDelivering { packet in loop.deliver(packet) }
+        transport.startDelivering { packet in
+            if packet.isRTCP { capture?.keep(packet.bytes) }
+            loop.deliver(packet)
+        }
         defer {
             transport.startDelivering { _ in }
             parts.withLock { $0 = (nil, nil) }
         }
         if stopRequested.load(ordering: .relaxed) { stop() }
-        sender.start()
-        try receiver.start()
-        var sent: Result<SenderStatistics, any Error>?
-        loop.run { packets in
-            for packet in packets {
-                if packet.isRTCP {
-                    capture?.keep(packet.bytes)
-                    if sent == nil { sender.handleRTCP(packet.bytes) }
-                }
-                receiver.receive(packet)
-            }
-            // The sender may finish first (the end of its sources): BYE goes, receiving goes on.
-            var wait = receiver.step()
-            if sent == nil {
-                if let next = sender.step() { wait = wait.map { min($0, next) } } else { sent = Result { try sender.finish() } }
-            }
-            return wait
-        }
-        if sent == nil { sent = Result { try sender.finish() } }
+        let sent = try MediaSession(transport: transport, loop: loop, sender: sender, receiver: receiver).run()
         var received = receiver.finish()
         if let failure = lateFailure.withLock({ $0 }) { received.endReason = failure }
         return (try sent!.get(), received)

@@ -10,6 +10,8 @@ import RTPTransport
 final class MediaLoop: Sendable {
     enum Input: Sendable {
         case packet(ReceivedPacket, queuedAt: MediaTime)
+        /// From a media thread: an encoded frame, a picture shown, sound played.
+        case event(SessionEvent)
         case wake
     }
     /// About 2 s of a 2.5 Mbit/s call's packets: a loop that falls that far behind drops, it
@@ -23,23 +25,19 @@ final class MediaLoop: Sendable {
         inputs.append(.packet(packet, queuedAt: clock.now))
     }
 
-    /// Makes the loop run its steps now (packets were queued for the pacer, or it must stop).
+    /// An event for the session core, from a media thread.
+    func post(_ event: SessionEvent) { inputs.append(.event(event)) }
+
+    /// Makes the loop run its steps now (it must stop, or look again).
     func wake() { inputs.append(.wake) }
 
-    /// Runs `step` with what came (packets with their age since arrival) until it returns nil;
-    /// otherwise it returns how long the loop may wait for the next input.
-    func run(_ step: ([ReceivedPacket]) -> Duration?) {
+    /// Runs `step` with what came and the time now until it returns nil; otherwise it returns
+    /// how long the loop may wait for the next input.
+    func run(_ step: ([Input], MediaTime) -> Duration?) {
         var wait: Duration = .zero
         while true {
             let batch = inputs.take(timeout: max(wait, .microseconds(100)))
-            let now = clock.now
-            var packets: [ReceivedPacket] = []
-            for input in batch {
-                guard case .packet(var packet, let queuedAt) = input else { continue }
-                packet.age += now - queuedAt
-                packets.append(packet)
-            }
-            guard let next = step(packets) else { return }
+            guard let next = step(batch, clock.now) else { return }
             wait = next
         }
     }

@@ -28,6 +28,10 @@ public struct MediaReceiverConfiguration: Sendable {
     /// (the sender went away); a call counts an outage and waits for the path to return.
     public var idleTimeout: Duration = .seconds(3)
     public var silenceEndsSession = true
+    /// Reads the synthetic sources' capture stamps in the pictures and timing marks in the tone
+    /// (a bench's or a test's probe): glass-to-glass latency and the first frame numbers in the
+    /// summary. Off, no picture or sound is scanned on the receive path.
+    public var measuresLatency = false
 
     public init(description: SessionDescriptionFile) {
         self.description = description
@@ -91,12 +95,13 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     }
 }
 
-/// Receives the streams an SDP describes, each on its own port with RTCP multiplexed: reorders
-/// and reassembles video (asking for lost packets with NACK and for keyframes with PLI), plays
-/// audio through a jitter buffer with FEC and concealment, writes Y4M/IVF and WAV files, and sends
-/// receiver reports. Decoding and audio playout run on threads of their own; what arrives, the
-/// feedback and the reports on the media loop (`MediaLoop`).
-public final class MediaReceiver: @unchecked Sendable {  // mutable state is inside `state`, `nextReport` is the loop thread's
+/// Receives the streams an SDP describes (each on its own port with RTCP multiplexed, or a
+/// call's bundled transport). This is the receiving shell: the session core on the media loop
+/// reorders and reassembles video, asks for lost packets and keyframes, and reports; here the
+/// frames it completes are decoded and rendered (`VideoDecodeStage`, a thread of its own), audio
+/// plays through a jitter buffer with FEC and concealment (the playout thread, as a sound card
+/// pulls), Y4M/IVF and WAV files are written, and the session's end is watched for.
+public final class MediaReceiver: @unchecked Sendable {  // mutable state is inside `state`; `started` and the streams are immutable
     public let configuration: MediaReceiverConfiguration
     let videoStream: StreamDescription?
     let audioStream: StreamDescription?
@@ -105,39 +110,31 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
     let ssrc = UInt32.random(in: 1...UInt32.max)
     /// False when a call owns the transport and routes packets here itself.
     let ownsTransport: Bool
-    let clock = StreamClock()
+    let clock = MonotonicClock()
+    let started: MediaTime
     private let stopping = Atomic<Bool>(false)
     let loop: MediaLoop
 
     struct State {
-        var videoBuffer = VideoJitterBuffer(minimumDelay: .milliseconds(20))
-        /// When each outstanding NACKed sequence number was last asked for, to time the round trip.
-        var nackSentAt: [UInt16: Duration] = [:]
-        /// Smoothed NACK → retransmission time (RFC 6298 style, 1/8 gain); a receiver-only endpoint
-        /// has no other RTT measure.
-        var roundTripTime: Duration = .milliseconds(50)
         var audioBuffer = AudioJitterBuffer(minimumDelay: MediaReceiver.audioBaseDelay)
-        var nack = NACKGenerator()
-        var throttle = KeyframeRequestThrottle()
-        var videoStats: ReceiverStatistics?
-        var audioStats: ReceiverStatistics?
         var audioDecoder: OpusDecoder?
         var summary = ReceiverSummary()
-        var lastPacket: Duration?
+        /// A decode error: a keyframe is needed (told to the core on the loop's next turn).
         var needKeyframe = false
-        var goodbyes = Set<UInt32>()
+        var saidBye = false
         var audioLatency = AudioLatencyMeter()
-        var errors: [String] = []
-        var transportFeedback: TransportFeedbackGenerator?
-        var lastTransportFeedback: Duration = .zero
-        var lipSync = LipSync()
-        /// What lip sync holds back now: the picture, or the sound (s).
-        var holds = (video: 0.0, audio: 0.0)
+        /// What the core knows of the streams, as of the loop's last turn.
+        var videoLost: Int64 = 0
+        var videoJitter = 0.0
+        var framesDroppedByJitterBuffer = 0
+        var avOffset: Double?
+        var holds: (video: Duration, audio: Duration) = (.zero, .zero)
+        var counters = RTPSessionCore.Counters()
     }
     /// The audio jitter buffer's own least delay, before lip sync adds to it.
     static let audioBaseDelay = Duration.milliseconds(40)
     private let state: Mutex<State>
-    /// Decoding and rendering, off the network thread and the lock.
+    /// Decoding and rendering, off the loop and the lock.
     private let videoStage: VideoDecodeStage
     let renderers: [any VideoRenderer]
     let speaker: (any AudioDevice)?
@@ -149,10 +146,11 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         try self.init(configuration: configuration, transport: transport, loop: MediaLoop())
     }
 
-    /// `loop`: the media loop the receiver runs on (a call's, shared with its sender).
+    /// `loop`: the media loop the session runs on (a call's, shared with its sender).
     init(configuration: MediaReceiverConfiguration, transport: (any PacketTransport)?, loop: MediaLoop) throws {
         self.configuration = configuration
         self.loop = loop
+        started = loop.clock.now
         let streams = configuration.description.streams
         videoStream = streams.first { $0.kind == .video }
         audioStream = streams.first { $0.kind == .audio }
@@ -178,7 +176,6 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
             self.transport = try UDPPairTransport(sockets: sockets, keys: keys)
         }
         var initial = State()
-        initial.videoBuffer.retransmissionWait = Self.retransmissionWait(roundTripTime: initial.roundTripTime)
         initial.audioDecoder = try OpusDecoder(channels: 2)
         state = Mutex(initial)
         ownedRenderers = configuration.videoOutput.map { [VideoRenderers.forPath($0)] } ?? []
@@ -197,27 +194,19 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         loop.wake()
     }
 
-    /// Time for three NACK attempts (the NACK generator re-asks every max(20 ms, 1.5 RTT)) plus
-    /// the feedback tick and reordering grace: how long a hole may take to fill.
-    static func retransmissionWait(roundTripTime: Duration) -> Duration {
-        .milliseconds(15) + max(.milliseconds(20), roundTripTime * 3 / 2) * 3
-    }
+    /// Time since the receiver was made: what the summary's times count from.
+    var elapsed: Duration { clock.now - started }
 
     /// Receives until the duration passes, the peer says BYE or goes silent, or `stop()`, on a
     /// media loop of the receiver's own; returns the summary.
     public func run() throws -> ReceiverSummary {
         if ownsTransport { transport.startDelivering { [loop] packet in loop.deliver(packet) } }
-        try start()
-        loop.run { [self] packets in
-            for packet in packets { receive(packet) }
-            return step()
-        }
+        _ = try MediaSession(transport: transport, loop: loop, sender: nil, receiver: self).run()
         if ownsTransport { transport.close() }
         return finish()
     }
 
-    /// Starts audio playout; the media loop then gives `receive` what came and runs `step` until
-    /// it returns nil, and `finish`.
+    /// Starts audio playout (the session does, before its loop).
     func start() throws {
         if audioStream != nil {
             try speaker?.startPlayout()
@@ -229,39 +218,30 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         }
     }
 
-    /// One turn of the media loop: the end of the session (duration, BYE, silence), outages,
-    /// feedback, and every second the reports and lip sync. Nil when receiving is over; else how
-    /// long the loop may wait: until the next NACK or transport-cc feedback may be due, the next
-    /// report, or the silence the idle timeout watches for.
-    func step() -> Duration? {
+    /// One turn of the media loop: the end of the session (duration, BYE, silence) and outages.
+    /// Nil when receiving is over; else how long the loop may wait before the idle timeout or
+    /// the duration needs another look.
+    func step(now: MediaTime, lastArrival: MediaTime?) -> Duration? {
         guard !stopping.load(ordering: .relaxed) else { return nil }
-        let now = clock.now
-        if let limit = configuration.duration, now >= limit { return nil }
-        let (idle, allGone) = state.withLock { s in
-            (s.lastPacket.map { now - $0 > configuration.idleTimeout } ?? false,
-             !s.goodbyes.isEmpty && s.goodbyes.count >= (videoStream == nil ? 0 : 1) + (audioStream == nil ? 0 : 1))
-        }
-        if allGone || idle && configuration.silenceEndsSession {
-            state.withLock { $0.summary.endReason = allGone ? "peer said bye" : "peer silent for \(configuration.idleTimeout)" }
-            return nil
-        }
-        if idle {
-            state.withLock { s in
-                if s.summary.silentSince == nil {
-                    s.summary.silentSince = s.lastPacket
-                    s.summary.outages += 1
-                }
+        let elapsed = now - started
+        if let limit = configuration.duration, elapsed >= limit { return nil }
+        let idle = lastArrival.map { now - $0 > configuration.idleTimeout } ?? false
+        let over = state.withLock { s -> Bool in
+            if s.saidBye || idle && configuration.silenceEndsSession {
+                s.summary.endReason = s.saidBye ? "peer said bye" : "peer silent for \(configuration.idleTimeout)"
+                return true
             }
+            if idle, s.summary.silentSince == nil, let lastArrival {
+                s.summary.silentSince = lastArrival - started
+                s.summary.outages += 1
+            } else if !idle {
+                s.summary.silentSince = nil
+            }
+            return false
         }
-        let feedbackDue = sendFeedback(now: now)
-        if now >= nextReport {
-            sendReports(now: now)
-            alignPlayout()
-            nextReport = now + .seconds(1)
-        }
-        var wait = min(nextReport - now, .milliseconds(100))
-        if let feedbackDue { wait = min(wait, max(.milliseconds(1), feedbackDue - now)) }
-        if let limit = configuration.duration { wait = min(wait, limit - now) }
+        if over { return nil }
+        var wait: Duration = .milliseconds(100)
+        if let limit = configuration.duration { wait = min(wait, limit - elapsed) }
         return wait
     }
 
@@ -275,8 +255,6 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         return state.withLock { summarize($0) }
     }
 
-    /// When the next receiver reports go (used by the loop's thread only).
-    private var nextReport = Duration.seconds(1)
     private let playout = DispatchGroup()
 
     /// The statistics so far, while receiving.
@@ -284,73 +262,64 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
 
     private func summarize(_ s: State) -> ReceiverSummary {
         var summary = s.summary
-        summary.elapsed = clock.now
-        summary.videoPacketsLost = s.videoStats?.cumulativeLost ?? 0
+        summary.elapsed = elapsed
+        summary.videoPackets = s.counters.receivedVideoPackets
+        summary.audioPackets = s.counters.receivedAudioPackets
+        summary.retransmissionsReceived = s.counters.retransmissionsReceived
+        summary.nacksSent = s.counters.nacksSent
+        summary.pliSent = s.counters.pliSent
+        summary.videoPacketsLost = s.videoLost
         let stage = videoStage.counts
-        summary.framesDropped = s.videoBuffer.framesDropped + stage.skipped
+        summary.framesDropped = s.framesDroppedByJitterBuffer + stage.skipped
         summary.picturesNotRendered = stage.notRendered
-        summary.videoJitterMs = s.videoBuffer.jitterSeconds * 1000
+        summary.videoJitterMs = s.videoJitter * 1000
         summary.audioRecoveredByFEC = s.audioBuffer.recoveredByFEC
         summary.audioConcealed = s.audioBuffer.concealed
-        summary.avOffsetMs = s.lipSync.offset.map { $0 * 1000 }
-        summary.lipSyncHoldMs = (s.holds.video * 1000, s.holds.audio * 1000)
+        summary.avOffsetMs = s.avOffset.map { $0 * 1000 }
+        summary.lipSyncHoldMs = (s.holds.video.inSeconds * 1000, s.holds.audio.inSeconds * 1000)
         return summary
     }
 
+    // MARK: From the loop's thread
 
-    /// One packet from the transport (clear): RTCP is handled here; RTP goes to the video or
-    /// audio path by the kind the transport knows, else by payload type (a bundled transport
-    /// carries both); anything that does not parse or belongs to neither is dropped.
-    public func receive(_ received: ReceivedPacket) {
-        // When the kernel stamped the datagram, when known, not when this thread got to it.
-        let arrival = clock.now - received.age
-        if received.isRTCP {
-            handleRTCP(received.bytes, arrival: arrival)
-            return
-        }
-        guard let packet = try? RTPPacket(parsing: received.bytes) else { return }
-        let video = videoStream.map { packet.payloadType == $0.payloadType || packet.payloadType == $0.rtxPayloadType } ?? false
-        let audio = audioStream.map { packet.payloadType == $0.payloadType } ?? false
-        switch received.kind {
-        case .video?: if video { receiveVideo(packet, arrival: arrival) }
-        case .audio?: if audio { receiveAudio(packet, arrival: arrival) }
-        case nil:
-            if video { receiveVideo(packet, arrival: arrival) } else if audio { receiveAudio(packet, arrival: arrival) }
-        }
-    }
-
-    // MARK: Video
-
-    private func receiveVideo(_ received: RTPPacket, arrival: Duration) {
-        guard let stream = videoStream else { return }
-        var packet = received
+    /// What the core knows of the streams, after each turn.
+    func absorb(_ core: RTPSessionCore) {
         state.withLock { s in
-            s.lastPacket = arrival
-            s.summary.silentSince = nil
-            recordTransportSequence(packet, arrival: arrival, state: &s)
-            guard !packet.payload.isEmpty else { return }  // padding only (a bandwidth probe)
-            if let rtx = stream.rtxPayloadType, packet.payloadType == rtx {
-                guard let mediaSSRC = s.videoStats?.ssrc,
-                      let original = try? RTX.unwrap(packet, mediaSSRC: mediaSSRC, mediaPayloadType: stream.payloadType) else { return }
-                packet = original
-                // An RTX packet nobody asked for is a probe's payload padding: it counts for
-                // congestion control above, and the jitter buffer drops it as a duplicate.
-                if let asked = s.nackSentAt.removeValue(forKey: original.sequenceNumber) {
-                    s.summary.retransmissionsReceived += 1
-                    s.roundTripTime = s.roundTripTime * 7 / 8 + (arrival - asked) / 8
-                    s.videoBuffer.retransmissionWait = Self.retransmissionWait(roundTripTime: s.roundTripTime)
-                }
-            } else {
-                guard packet.payloadType == stream.payloadType else { return }
-                if s.videoStats == nil { s.videoStats = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 90_000) }
-                s.videoStats?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival)
-                s.summary.videoPackets += 1
-            }
-            s.nack.received(packet.sequenceNumber, now: arrival)
-            _ = s.videoBuffer.insert(packet, arrival: arrival)
-            videoStage.submit(s.videoBuffer.popFrames(now: arrival))
+            s.counters = core.counters
+            s.videoLost = core.receivedVideoLost
+            s.videoJitter = core.receivedVideoJitter
+            s.framesDroppedByJitterBuffer = core.framesDroppedByJitterBuffer
+            s.avOffset = core.avOffset
         }
     }
+
+    /// Complete frames the core's jitter buffer released.
+    func decode(_ frames: [VideoJitterBuffer.Frame]) { videoStage.submit(frames) }
+
+    /// An audio packet for the playout's jitter buffer.
+    func play(_ packet: RTPPacket, arrival: MediaTime) {
+        state.withLock { $0.audioBuffer.insert(packet, arrival: arrival - started) }
+    }
+
+    /// Lip sync's holds: the picture waits in the decode stage, the sound in its jitter buffer.
+    func hold(video: Duration, audio: Duration) {
+        state.withLock { s in
+            s.holds = (video, audio)
+            s.audioBuffer.setExtraDelay(audio, base: Self.audioBaseDelay)
+        }
+        videoStage.holdTime = video
+    }
+
+    func peerSaidBye() { state.withLock { $0.saidBye = true } }
+
+    /// Whether decoding needs a keyframe (a decode error, or frames skipped without one); clears it.
+    func takeKeyframeRequest() -> Bool {
+        let stage = videoStage.takeKeyframeRequest()
+        let decoder = state.withLock { s in defer { s.needKeyframe = false }; return s.needKeyframe }
+        return stage || decoder
+    }
+
+    // MARK: Decoding and playout threads
 
     /// What the decode stage made of a frame (on its thread).
     private func decoded(_ outcome: VideoDecodeStage.Outcome) {
@@ -359,21 +328,24 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
                 s.summary.decodeErrors += 1
                 s.needKeyframe = true
             }
+            loop.wake()
             return
         }
-        let latency = TestPatternSource.captureAge(of: picture).map { Double($0.inMilliseconds) }
-        let wantsNumber = state.withLock { $0.summary.firstFrameNumbers.count < 5 }
-        let number = wantsNumber ? TestPatternReader.frameNumber(in: picture) : nil
+        let shownAt = clock.now
+        loop.post(.videoShown(rtpTimestamp: rtpTimestamp, at: shownAt))
+        let probe = configuration.measuresLatency
+        let latency = probe ? TestPatternSource.captureAge(of: picture).map { Double($0.inMilliseconds) } : nil
+        let wantsNumber = probe && state.withLock { $0.summary.firstFrameNumbers.count < 5 }
+        let number = wantsNumber ? TestPatternSource.frameNumber(in: picture) : nil
         state.withLock { s in
             s.summary.framesDecoded += 1
-            let at = clock.now
+            let at = shownAt - started
             if let last = s.summary.lastFrameAt, at - last >= .milliseconds(300) {
                 s.summary.freezes += 1
                 s.summary.longestFreeze = max(s.summary.longestFreeze, at - last)
             }
             s.summary.lastFrameAt = at
-            s.lipSync.videoShown(rtp: rtpTimestamp, at: Date().timeIntervalSince1970)
-            if s.summary.firstFrameAt == nil { s.summary.firstFrameAt = clock.now }
+            if s.summary.firstFrameAt == nil { s.summary.firstFrameAt = at }
             if isKeyframe { s.summary.keyframes += 1 }
             if let latency { s.summary.videoLatencyMs.add(latency) }
             if let number, s.summary.firstFrameNumbers.count < 5 { s.summary.firstFrameNumbers.append(number) }
@@ -382,157 +354,35 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         }
     }
 
-    /// NACKs, transport-cc feedback and PLIs that are due; returns when feedback may next be
-    /// due (nil: not before something arrives).
-    private func sendFeedback(now: Duration) -> Duration? {
-        guard let stream = videoStream else { return nil }
-        let (packets, due): ([RTCPPacket], Duration?) = state.withLock { s in
-            guard let media = s.videoStats?.ssrc else { return ([], nil) }
-            var out: [RTCPPacket] = []
-            if stream.feedback.contains("nack") {
-                let lost = s.nack.due(now: now, roundTripTime: s.roundTripTime)
-                if !lost.isEmpty {
-                    if s.nackSentAt.count > 2000 { s.nackSentAt.removeAll() }
-                    for sequence in lost { s.nackSentAt[sequence] = now }
-                    out.append(.nack(GenericNACK(senderSSRC: ssrc, mediaSSRC: media, lost: lost)))
-                    s.summary.nacksSent += 1
-                }
-            }
-            if now - s.lastTransportFeedback >= .milliseconds(50), let feedback = s.transportFeedback?.makeFeedback(), !feedback.isEmpty {
-                out += feedback.map { .transportFeedback($0) }
-                s.lastTransportFeedback = now
-            }
-            // Kept until a PLI goes out: the throttle may hold this one back.
-            if videoStage.takeKeyframeRequest() { s.needKeyframe = true }
-            let wantsKeyframe = s.needKeyframe || s.videoBuffer.keyframeNeeded || s.nack.keyframeNeeded
-            if wantsKeyframe, s.throttle.shouldRequest(now: now) {
-                out.append(.pictureLossIndication(PictureLossIndication(senderSSRC: ssrc, mediaSSRC: media)))
-                s.summary.pliSent += 1
-                s.needKeyframe = false
-                s.videoBuffer.clearKeyframeRequest()
-                s.nack.clearKeyframeRequest()
-            }
-            // Holes to ask for again, or a keyframe the throttle held back: soon (the NACK
-            // generator's own spacing decides); transport-cc feedback 50 ms after the last.
-            var due: Duration? = s.transportFeedback.map { _ in s.lastTransportFeedback + .milliseconds(50) }
-            if s.nack.missingCount > 0 || s.needKeyframe || s.videoBuffer.keyframeNeeded || s.nack.keyframeNeeded {
-                due = min(due ?? now + .milliseconds(10), now + .milliseconds(10))
-            }
-            return (out, due)
-        }
-        if !packets.isEmpty {
-            // RFC 4585 feedback goes in a compound packet that starts with a report.
-            let report: RTCPPacket = .receiverReport(ReceiverReport(ssrc: ssrc))
-            send([report] + packets, kind: .video)
-        }
-        return due
-    }
-
-    /// Lip sync, once a second: the stream that plays ahead waits for the other.
-    private func alignPlayout() {
-        let video = state.withLock { s -> Double? in
-            let holds = s.lipSync.adjust(videoHold: s.holds.video, audioHold: s.holds.audio)
-            guard holds != s.holds else { return nil }
-            s.holds = holds
-            s.audioBuffer.setExtraDelay(.microseconds(Int64(holds.audio * 1e6)), base: Self.audioBaseDelay)
-            return holds.video
-        }
-        if let video { videoStage.holdTime = .microseconds(Int64(video * 1e6)) }
-    }
-
-    /// A receiver report per stream heard from, every second (RFC 3550 §6.4.2).
-    private func sendReports(now: Duration) {
-        let (video, audio) = state.withLock { s in (s.videoStats?.makeReport(now: now), s.audioStats?.makeReport(now: now)) }
-        for (kind, block) in [(MediaKind.video, video), (.audio, audio)] {
-            guard let block else { continue }
-            send([.receiverReport(ReceiverReport(ssrc: ssrc, reports: [block])), .sourceDescription(SourceDescription(ssrc: ssrc, cname: "callend-receiver"))], kind: kind)
-        }
-    }
-
-    private func send(_ packets: [RTCPPacket], kind: MediaKind) {
-        transport.sendRTCP(RTCPPacket.serializeCompound(packets), kind: kind)
-    }
-
-    private func handleRTCP(_ bytes: [UInt8], arrival: Duration) {
-        guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
-        state.withLock { s in
-            s.lastPacket = arrival
-            s.summary.silentSince = nil
-            for packet in packets {
-                switch packet {
-                case .senderReport(let sr):
-                    if sr.ssrc == s.videoStats?.ssrc {
-                        s.videoStats?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival)
-                        s.lipSync.video.senderReport(ntpTimestamp: sr.ntpTimestamp, rtpTimestamp: sr.rtpTimestamp)
-                    }
-                    if sr.ssrc == s.audioStats?.ssrc {
-                        s.audioStats?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival)
-                        s.lipSync.audio.senderReport(ntpTimestamp: sr.ntpTimestamp, rtpTimestamp: sr.rtpTimestamp)
-                    }
-                case .goodbye(let bye):
-                    for source in bye.sources where source == s.videoStats?.ssrc || source == s.audioStats?.ssrc { s.goodbyes.insert(source) }
-                default: break
-                }
-            }
-        }
-    }
-
-    // MARK: Audio
-
-    /// Every packet that carries a transport-wide sequence number counts for congestion control:
-    /// video, RTX, probe padding and audio, all numbered in one sequence by the sender's pacer.
-    private func recordTransportSequence(_ packet: RTPPacket, arrival: Duration, state s: inout State) {
-        guard let id = configuration.transportSequenceExtensionID, let data = packet.headerExtension(id: id),
-              let sequence = TransportSequenceNumber.decode(data) else { return }
-        if s.transportFeedback == nil { s.transportFeedback = TransportFeedbackGenerator(senderSSRC: ssrc, mediaSSRC: packet.ssrc) }
-        s.transportFeedback?.received(sequence: sequence, arrivalMicroseconds: arrival.inMicroseconds)
-    }
-
-    private func receiveAudio(_ packet: RTPPacket, arrival: Duration) {
-        guard audioStream != nil else { return }
-        state.withLock { s in
-            recordTransportSequence(packet, arrival: arrival, state: &s)
-            s.lastPacket = arrival
-            s.summary.silentSince = nil
-            if s.audioStats == nil { s.audioStats = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 48_000) }
-            s.audioStats?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival)
-            s.audioBuffer.insert(packet, arrival: arrival)
-            s.summary.audioPackets += 1
-        }
-    }
-
-    /// Finds the sender's timing marks in the audio as it is played (see `AudioLatencyMeter`).
-    private func measureAudioLatency(_ samples: [Int16], channels: Int, playedAt: Duration, state s: inout State) {
-        let mono = stride(from: 0, to: samples.count, by: channels).map { samples[$0] }
-        s.summary.audioLatencyMs.add(contentsOf: s.audioLatency.played(mono, at: playedAt))
-    }
-
     /// Pulls one 20 ms frame every 20 ms, as a sound card would (one that was not served for a
-    /// while skips what it missed rather than playing it back to back).
+    /// while skips what it missed rather than playing it back to back). Decoding and the
+    /// speaker happen outside the lock; only the jitter buffer's answer is taken under it.
     private func playAudio() {
         var pacer = RealTimePacer(period: .milliseconds(20))
         while !stopping.load(ordering: .relaxed) {
             pacer.waitForNext()
+            let (playout, played) = state.withLock { s in (s.audioBuffer.nextPlayout(), s.audioBuffer.lastPlayedTimestamp) }
+            guard let decoder = state.withLock({ $0.audioDecoder }) else { continue }
+            let samples: [Int16]?
+            switch playout {
+            case .buffering: samples = nil
+            case .decode(let payload): samples = try? decoder.decode(payload)
+            case .decodeFEC(let next): samples = try? decoder.decodeFEC(from: next, samplesPerChannel: 960)
+            case .conceal: samples = try? decoder.decodeLoss(samplesPerChannel: 960)
+            }
+            guard let samples else { continue }
+            speaker?.play(samples)
+            let now = clock.now
+            // Only sound that came from the stream says when it was taken: concealment during an
+            // outage would pin a stale timestamp to a later and later time.
+            if case .conceal = playout {} else if let played {
+                // Heard once what waits in the device ahead of it has played.
+                loop.post(.audioPlayed(rtpTimestamp: played, at: now + (speaker?.playoutDelay ?? .zero)))
+            }
+            let mono = configuration.measuresLatency ? stride(from: 0, to: samples.count, by: decoder.channels).map { samples[$0] } : nil
             state.withLock { s in
-                guard let decoder = s.audioDecoder else { return }
-                let playout = s.audioBuffer.nextPlayout()
-                let samples: [Int16]?
-                switch playout {
-                case .buffering: samples = nil
-                case .decode(let payload): samples = try? decoder.decode(payload)
-                case .decodeFEC(let next): samples = try? decoder.decodeFEC(from: next, samplesPerChannel: 960)
-                case .conceal: samples = try? decoder.decodeLoss(samplesPerChannel: 960)
-                }
-                guard let samples else { return }
                 if case .decode = playout { s.summary.audioDecoded += 1 }
-                speaker?.play(samples)
-                // Only sound that came from the stream says when it was taken: concealment
-                // during an outage would pin a stale timestamp to a later and later time.
-                if case .conceal = playout {} else if let rtp = s.audioBuffer.lastPlayedTimestamp {
-                    // Heard once what waits in the device ahead of it has played.
-                    s.lipSync.audioPlayed(rtp: rtp, at: Date().timeIntervalSince1970 + (speaker?.playoutDelay ?? .zero).inSeconds)
-                }
-                measureAudioLatency(samples, channels: decoder.channels, playedAt: MonotonicClock.now, state: &s)
+                if let mono { s.summary.audioLatencyMs.add(contentsOf: s.audioLatency.played(mono, at: now.sinceOrigin)) }
             }
         }
     }

@@ -6,10 +6,9 @@ import Platform
 import RTPTransport
 import Synchronization
 
-/// The video stage: capture → camera mode and ladder → encoder (with pushback) → packetizer → pacer.
+/// The video stage: capture → camera mode and ladder → encoder (with pushback) → the media loop.
 extension MediaSender {
     func sendVideo() throws {
-        defer { mediaFinished.add(1, ordering: .relaxed) }
         guard let track = videoTrack else { return }
         let source = track.source
         let frames = CaptureQueue<VideoFrame?>(capacity: 1)  // the newest picture only: an encoder that falls behind skips
@@ -45,37 +44,34 @@ extension MediaSender {
         /// The time libvpx was last told, and the sender's clock then.
         var shown: (encoder: Duration, clock: Duration)?
         var encoder: VP8Encoder?
-        var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
-        var sequence = UInt16.random(in: 0...UInt16.max)
-        let timestampBase = UInt32.random(in: 0...UInt32.max)
-        while shouldContinue(clock.now) {
+        while shouldContinue() {
             guard let item = frames.take(timeout: .milliseconds(100)) else { continue }
             guard var frame = item else { break }
             if !track.isEnabled { frame = VideoFrame(width: frame.width, height: frame.height, timestamp: frame.timestamp, luma: 16) }
-            let now = clock.now
+            let now = elapsed
             if auto {
                 // The ladder comes from what the source really offers, once it delivers.
                 let input = identity(source.input, frame)
                 let rebuild = ladderInput != input
                 ladderInput = input
-                let (bitrate, mode, activeLadder) = state.withLock { s -> (Int, VideoMode, ModeLadder) in
-                    if rebuild, let estimator = s.estimator, let old = s.controller {
-                        s.controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: old.maxVideoBitrate, startBitrate: old.videoBitrate)
-                        adapt(estimator: estimator, cause: "switch", state: &s)
+                let (bitrate, mode, activeLadder, made) = encoding.withLock { e -> (Int, VideoMode, ModeLadder, [EncodingDecision]) in
+                    var made: [EncodingDecision] = []
+                    if rebuild, let old = e.controller {
+                        var controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: old.maxVideoBitrate, startBitrate: old.videoBitrate)
+                        let estimate = e.estimate ?? (old.videoBitrate, 0)
+                        made = publish(controller.update(estimate: estimate.bitrate, lossFraction: estimate.lossFraction, cause: "switch", now: now),
+                                       controller: controller, in: &e)
                     }
-                    if s.controller == nil {
-                        let estimator = BandwidthEstimator(configuration: {
-                            var c = BandwidthEstimator.Configuration()
-                            c.startBitrate = min(800_000, configuration.maxVideoBitrate)
-                            c.maxBitrate = configuration.maxVideoBitrate + 64_000
-                            return c
-                        }())
-                        s.controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: estimator.estimate)
-                        s.estimator = estimator
-                        adapt(estimator: estimator, cause: BandwidthEstimator.Cause.start.rawValue, state: &s)
+                    if e.controller == nil {
+                        // The session core's estimator starts with the first frame, at this rate.
+                        let start = min(800_000, configuration.maxVideoBitrate)
+                        var controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: start)
+                        made = publish(controller.update(estimate: start, lossFraction: 0, cause: BandwidthEstimator.Cause.start.rawValue, now: now),
+                                       controller: controller, in: &e)
                     }
-                    return (s.controller!.videoBitrate, s.controller!.mode, s.controller!.ladder)
+                    return (e.controller!.videoBitrate, e.controller!.mode, e.controller!.ladder, made)
                 }
+                report(made)
                 if mode != appliedMode {
                     if activeLadder.usesCameraModes, case .device(let path, _) = source.input {
                         // A real mode change: the camera delivers the new size (one keyframe follows).
@@ -113,13 +109,13 @@ extension MediaSender {
             // Encoder pushback: while the pacer still holds more than 100 ms of earlier frames, a
             // picture would only wait behind them; skip it (the rate controller sees the gap in
             // timestamps and the next frame carries the motion).
-            if auto, state.withLock({ s in
-                guard SendPolicy.skipsPicture(pacerQueueDelay: s.pacer.queueDelay(now: now.inMicroseconds)) else { return false }
-                s.stats.framesHeldBack += 1
-                return true
-            }) { continue }
+            if auto, SendPolicy.skipsPicture(pacerQueueDelay: pacerQueueDelay.load(ordering: .relaxed)) {
+                encoding.withLock { $0.stats.framesHeldBack += 1 }
+                continue
+            }
             if modeChanged.exchange(false, ordering: .relaxed) || keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
-            let timestamp = timestampBase &+ UInt32(truncatingIfNeeded: Int64(now.inSeconds * 90_000))
+            // The RTP timestamp the core gives the frame follows this moment (90 kHz).
+            let capturedAt = clock.now
             // The time libvpx is told follows the sender's clock, not the source's timestamps (a
             // looping file repeats them, and auto mode skips pictures to lower the frame rate);
             // but a gap of more than one and a half frame intervals (pictures held back by
@@ -135,36 +131,19 @@ extension MediaSender {
                 // The encoder's own state may step the mode down: too slow for the frame rate
                 // (cpu) or at its coarsest quantizer (qp).
                 let took = ContinuousClock.now - encodeStart
-                state.withLock { s in
-                    guard var controller = s.controller else { return }
-                    let made = controller.encoderReport(quantizer: encodedFrames.first?.quantizer, encodeTime: took, now: now)
-                    publish(made, controller: controller, state: &s)
+                let made = encoding.withLock { e -> [EncodingDecision] in
+                    guard var controller = e.controller else { return [] }
+                    return publish(controller.encoderReport(quantizer: encodedFrames.first?.quantizer, encodeTime: took, now: now), controller: controller, in: &e)
                 }
+                report(made)
             }
             for encoded in encodedFrames {
-                let payloads = packetizer.packetize(encoded.data)
-                for (i, payload) in payloads.enumerated() {
-                    let packet = RTPPacket(payloadType: configuration.payloadTypes.video, sequenceNumber: sequence, timestamp: timestamp,
-                                           ssrc: videoSSRC, marker: i == payloads.count - 1, payload: payload)
-                    sequence &+= 1
-                    let sentAt = clock.now
-                    state.withLock { s in
-                        s.history.store(packet, sentAt: sentAt)
-                        s.video.record(packet, at: now)  // the time the RTP timestamp says (lip sync)
-                        s.stats.videoPackets += 1
-                        s.stats.videoBytes += packet.serializedSize
-                        let dropped = s.pacer.droppedPackets
-                        s.pacer.enqueue(packet, size: packet.serializedSize, priority: .video, now: sentAt.inMicroseconds)
-                        // The queue was at its bound: what went is lost to the receiver for good.
-                        if s.pacer.droppedPackets != dropped { keyframeWanted.store(true, ordering: .relaxed) }
-                    }
-                    wakePacer()
-                }
-                state.withLock { s in
-                    s.stats.videoFrames += 1
-                    if encoded.isKeyframe { s.stats.keyframes += 1 }
-                    s.stats.videoWidth = frame.width
-                    s.stats.videoHeight = frame.height
+                loop.post(.encodedVideo(data: encoded.data, isKeyframe: encoded.isKeyframe, capturedAt: capturedAt))
+            }
+            if !encodedFrames.isEmpty {
+                encoding.withLock { e in
+                    e.stats.videoWidth = frame.width
+                    e.stats.videoHeight = frame.height
                 }
             }
         }

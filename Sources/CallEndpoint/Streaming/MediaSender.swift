@@ -7,14 +7,13 @@ import RTPTransport
 import Synchronization
 
 /// Sends VP8 and Opus over RTP through a `PacketTransport` (two UDP ports for SDP files, the
-/// bundled ICE/DTLS-SRTP transport in a call). Its stages, each in its own file, read in one
-/// direction: video (MediaSender+Video: capture, mode, encoder, packetizer) and audio
-/// (MediaSender+Audio) feed the pacer (MediaSender+Pacing: the congestion controller's pacing,
-/// window and probes, transport-wide numbers), and the peer's RTCP comes back through
-/// MediaSender+Feedback (retransmissions, keyframes, the estimate). SR and SDES go every second.
-/// Capture and encoding run on threads of their own; the pacer, reports and the peer's RTCP on
-/// the media loop (`MediaLoop`).
-public final class MediaSender: @unchecked Sendable {  // mutable sending state is behind `state`, `nextReport` is the loop thread's; the transport is thread-safe
+/// bundled ICE/DTLS-SRTP transport in a call). This is the sending shell: capture and encoding
+/// run on threads of their own (MediaSender+Video: capture, mode, encoder; MediaSender+Audio)
+/// and hand each encoded frame to the media loop, where the session core (`RTPSessionCore`)
+/// packetizes, paces, stamps, retransmits and reports. What the core learns comes back here:
+/// keyframe requests, and the bandwidth estimate, which the encoding controller turns into
+/// encoder settings and camera modes (MediaSender+Encoding).
+public final class MediaSender: @unchecked Sendable {  // mutable state is behind `encoding` and `network`; the transport is thread-safe
     public let configuration: MediaSenderConfiguration
     /// Where packets go: the configuration's two ports (made here), or a call's transport.
     let transport: any PacketTransport
@@ -24,30 +23,32 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
     /// False when a call owns the transport and routes the peer's RTCP here itself.
     let ownsTransport: Bool
     let cname = "callend-\(UInt32.random(in: 1...UInt32.max))"
-    let clock = StreamClock()
+    let clock = MonotonicClock()
+    let started: MediaTime
     let keyframeWanted = Atomic<Bool>(false)
     let stopping = Atomic<Bool>(false)
     let loop: MediaLoop
 
-    struct State {
-        var history = RetransmissionHistory()
-        var rtxSequence = UInt16.random(in: 0...UInt16.max)
-        var probePaddingCursor = 0
-        var stats = SenderStatistics()
-        var video = StreamCounters(clockRate: 90_000)
-        var audio = StreamCounters(clockRate: 48_000)
-        var roundTripTime: Duration = .milliseconds(50)
-        var pacer = Pacer<RTPPacket>(pacingRate: 3_000_000)
-        var adapter = TransportFeedbackAdapter()
-        var transportSequence: UInt16 = 0
-        var estimator: BandwidthEstimator?
+    /// The encoding controller and what it decided (auto mode), shared by the encoding threads
+    /// and the loop, which brings the estimate.
+    struct Encoding {
         var controller: EncodingController?
-        var decisions: [EncodingDecision] = []
-        var retransmissionBudget = RetransmissionBudget()
-        /// Streams whose first receiver report came back: their packets no longer carry the MID.
-        var midAcknowledged: Set<UInt32> = []
+        /// The latest estimate and loss, for a controller built anew (a new input).
+        var estimate: (bitrate: Int, lossFraction: Double)?
+        var stats = SenderStatistics()
     }
-    let state = Mutex(State())
+    let encoding = Mutex(Encoding())
+    /// What the core has counted, as of the loop's last turn.
+    struct Network {
+        var counters = RTPSessionCore.Counters()
+        var roundTripTime: Duration?
+        var peerVideoLoss: Double?
+        var sendErrors = 0
+    }
+    let network = Mutex(Network())
+    /// How long the pacer's oldest packet has waited (µs), as of the loop's last turn: encoder
+    /// pushback reads it.
+    let pacerQueueDelay = Atomic<Int64>(0)
     let videoTrack: LocalVideoTrack?
     let audioTrack: LocalAudioTrack?
     /// True when the tracks were made here from the configuration (and are closed here).
@@ -60,11 +61,12 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         try self.init(configuration: configuration, transport: transport, tracks: tracks, loop: MediaLoop())
     }
 
-    /// `loop`: the media loop the sender's network side runs on (a call's, shared with its receiver).
+    /// `loop`: the media loop the session runs on (a call's, shared with its receiver).
     init(configuration: MediaSenderConfiguration, transport: (any PacketTransport)?,
          tracks: (video: LocalVideoTrack?, audio: LocalAudioTrack?)?, loop: MediaLoop) throws {
         self.configuration = configuration
         self.loop = loop
+        started = loop.clock.now
         if let tracks {
             (videoTrack, audioTrack) = tracks
             ownsTracks = false
@@ -93,6 +95,9 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         }
     }
 
+    /// Time since the sender was made: what the encoding controller's hold-downs count in.
+    var elapsed: Duration { clock.now - started }
+
     /// The SDP a receiver (GStreamer, ffmpeg, VLC, `callend receive`) needs.
     public var sessionDescription: SessionDescriptionFile {
         var streams: [StreamDescription] = []
@@ -118,33 +123,45 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
 
     /// The statistics so far, while sending.
     public func snapshot() -> SenderStatistics {
-        state.withLock { s in
-            var stats = s.stats
-            stats.elapsed = clock.now
-            return stats
-        }
+        var stats = encoding.withLock { $0.stats }
+        let net = network.withLock { $0 }
+        let c = net.counters
+        stats.videoFrames = c.videoFrames
+        stats.keyframes = c.keyframes
+        stats.videoPackets = c.videoPackets
+        stats.videoBytes = c.videoBytes
+        stats.audioPackets = c.audioPackets
+        stats.audioBytes = c.audioBytes
+        stats.nacksReceived = c.nacksReceived
+        stats.retransmitted = c.retransmitted
+        stats.retransmissionsRefused = c.retransmissionsRefused
+        stats.keyframeRequests = c.keyframeRequests
+        stats.transportFeedbackReceived = c.transportFeedbackReceived
+        stats.paddingBytes = c.paddingBytes
+        stats.roundTripTime = net.roundTripTime
+        stats.receiverLossFraction = net.peerVideoLoss
+        stats.sendErrors = net.sendErrors
+        stats.elapsed = elapsed
+        return stats
     }
 
     /// Sends until the duration passes, the sources end, or `stop()`; returns the statistics.
-    /// The peer's RTCP and the pacer run on this thread (a media loop of the sender's own).
+    /// The peer's RTCP and the session core run on this thread (a media loop of the sender's own).
     public func run() throws -> SenderStatistics {
         if ownsTransport { transport.startDelivering { [loop] packet in if packet.isRTCP { loop.deliver(packet) } } }
         defer { if ownsTransport { transport.close() } }
-        start()
-        loop.run { [self] packets in
-            for packet in packets { handleRTCP(packet.bytes) }
-            return step()
-        }
-        return try finish()
+        let session = MediaSession(transport: transport, loop: loop, sender: self, receiver: nil)
+        return try session.run()!.get()
     }
 
-    /// Starts the capture and encoding threads; the media loop then runs `step` until it returns
-    /// nil, and `finish`.
+    /// Starts the capture and encoding threads (the session does, before its loop).
     func start() {
         func spawn(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
             threads.enter()
             startThread(named: name) { [self] in
                 do { try body() } catch { errors.withLock { $0.append(error) } }
+                mediaFinished.add(1, ordering: .relaxed)
+                loop.wake()
                 threads.leave()
             }
         }
@@ -152,113 +169,40 @@ public final class MediaSender: @unchecked Sendable {  // mutable sending state 
         if audioTrack != nil { spawn("audio-send") { [self] in try sendAudio() } }
     }
 
-    /// One turn of the media loop: reports when due, then what the pacer releases. Nil once the
-    /// media threads have ended and the pacer is empty (or on `stop()`); else how long the loop
-    /// may wait before the next turn.
-    func step() -> Duration? {
-        let now = clock.now
-        if now >= nextReport {
-            sendReports()
-            nextReport = max(nextReport + .seconds(1), now)
-        }
-        let (wait, done) = pace(now: now)
-        if done || stopping.load(ordering: .relaxed) { return nil }
-        return min(wait, nextReport - now)
+    /// Whether sending is over: stopped, or the media threads have ended and the pacer is empty.
+    func isFinished(pacerEmpty: Bool) -> Bool {
+        stopping.load(ordering: .relaxed) || mediaFinished.load(ordering: .relaxed) >= mediaThreads && pacerEmpty
     }
 
-    /// After the loop: the media threads are told to stop and waited for, BYE goes out.
+    /// The media threads are told to stop and waited for; the statistics (the session sends BYE).
     func finish() throws -> SenderStatistics {
-        stop()
+        stopping.store(true, ordering: .relaxed)
         threads.wait()
-        sendGoodbye()
         if let error = errors.withLock({ $0.first }) { throw error }
-        return state.withLock { s in
-            var stats = s.stats
-            stats.elapsed = clock.now
-            return stats
+        return snapshot()
+    }
+
+    /// On the loop's thread, after each turn: what the core counted.
+    func absorb(_ core: RTPSessionCore, sendErrors: Int, at now: MediaTime) {
+        pacerQueueDelay.store(core.pacerQueueDelay(at: now), ordering: .relaxed)
+        network.withLock { n in
+            n.counters = core.counters
+            n.roundTripTime = core.roundTripTime
+            n.peerVideoLoss = core.peerVideoLoss
+            n.sendErrors = sendErrors
         }
     }
+
+    /// The peer (or the pacer) needs a keyframe: the next picture is one.
+    func keyframeNeeded() { keyframeWanted.store(true, ordering: .relaxed) }
 
     var mediaThreads: Int { (videoTrack != nil ? 1 : 0) + (audioTrack != nil ? 1 : 0) }
-    /// Wakes the media loop: packets were queued for the pacer.
-    func wakePacer() { loop.wake() }
     let threads = DispatchGroup()
     let errors = Mutex<[any Error]>([])
-    /// When the next sender reports go (used by the loop's thread only).
-    var nextReport = Duration.seconds(1)
-
     let mediaFinished = Atomic<Int>(0)
 
-    func shouldContinue(_ elapsed: Duration) -> Bool {
+    func shouldContinue() -> Bool {
         !stopping.load(ordering: .relaxed) && configuration.duration.map { elapsed < $0 } ?? true
-    }
-
-    /// The MID header extension element for a packet of `ssrc` (media or its RTX), while the peer
-    /// has not yet reported on the stream.
-    func midElement(for ssrc: UInt32, state s: State) -> HeaderExtensionElement? {
-        guard let mid = configuration.midExtension else { return nil }
-        let media = ssrc == rtxSSRC ? videoSSRC : ssrc
-        guard !s.midAcknowledged.contains(media) else { return nil }
-        return HeaderExtensionElement(id: mid.id, data: Array((media == audioSSRC ? mid.audio : mid.video).utf8))
-    }
-
-    /// A packet the transport cannot send is counted: a network that is down for a while must
-    /// not end the direction.
-    func send(_ packet: RTPPacket, kind: MediaKind) {
-        if !transport.sendRTP(packet.serialized(), kind: kind) { state.withLock { $0.stats.sendErrors += 1 } }
-    }
-
-    /// SR + SDES per stream (RFC 3550 §6.4.1, §6.5), RTP time extrapolated to now.
-    func sendReports() {
-        let now = clock.now
-        let ntp = clock.ntpNow
-        let (video, audio) = state.withLock { s in
-            (s.video.report(ssrc: videoSSRC, ntp: ntp, now: now), s.audio.report(ssrc: audioSSRC, ntp: ntp, now: now))
-        }
-        if videoTrack != nil {
-            sendRTCP([.senderReport(video), .sourceDescription(SourceDescription(ssrc: videoSSRC, cname: cname))], kind: .video)
-        }
-        if audioTrack != nil {
-            sendRTCP([.senderReport(audio), .sourceDescription(SourceDescription(ssrc: audioSSRC, cname: cname))], kind: .audio)
-        }
-    }
-
-    func sendGoodbye() {
-        if videoTrack != nil {
-            sendRTCP([.goodbye(Goodbye(sources: [videoSSRC], reason: "done"))], kind: .video)
-        }
-        if audioTrack != nil {
-            sendRTCP([.goodbye(Goodbye(sources: [audioSSRC], reason: "done"))], kind: .audio)
-        }
-    }
-
-    func sendRTCP(_ packets: [RTCPPacket], kind: MediaKind) {
-        transport.sendRTCP(RTCPPacket.serializeCompound(packets), kind: kind)
-    }
-}
-
-/// What a sender report says about one stream (RFC 3550 §6.4.1): packets and payload octets sent,
-/// and the RTP time of the last packet, extrapolated to the moment of the report.
-struct StreamCounters {
-    let clockRate: Double
-    var packets: UInt32 = 0
-    var octets: UInt32 = 0
-    var lastTimestamp: UInt32 = 0
-    var lastTime: Duration = .zero
-
-    init(clockRate: Double) { self.clockRate = clockRate }
-
-    mutating func record(_ packet: RTPPacket, at time: Duration) {
-        packets &+= 1
-        octets &+= UInt32(packet.payload.count)
-        lastTimestamp = packet.timestamp
-        lastTime = time
-    }
-
-    func report(ssrc: UInt32, ntp: UInt64, now: Duration) -> SenderReport {
-        SenderReport(ssrc: ssrc, ntpTimestamp: ntp,
-                     rtpTimestamp: lastTimestamp &+ UInt32(truncatingIfNeeded: Int64((now - lastTime).inSeconds * clockRate)),
-                     packetCount: packets, octetCount: octets)
     }
 }
 

@@ -20,7 +20,7 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
     private let wake = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
-    private let clock: StreamClock
+    private let clock: MonotonicClock
     private let renderers: [any VideoRenderer]
     private let decoder: DecoderBox
     /// How long each frame waits after it is complete before it is decoded and shown (µs): lip
@@ -32,7 +32,7 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
         set { hold.store(max(0, newValue.inMicroseconds), ordering: .relaxed) }
     }
 
-    init(renderers: [any VideoRenderer], clock: StreamClock) throws {
+    init(renderers: [any VideoRenderer], clock: MonotonicClock) throws {
         self.renderers = renderers
         self.clock = clock
         decoder = DecoderBox(try VP8Decoder())
@@ -46,13 +46,13 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
                 let held = holdTime
                 // The oldest frame is due once it has waited the hold (at once when stopping).
                 if held > .zero, !stopping.load(ordering: .relaxed), let queued = backlog.withLock({ $0.oldestQueuedAt }) {
-                    let early = queued + held - clock.now
+                    let early = queued + held - clock.now.sinceOrigin
                     if early > .zero {
                         _ = wake.wait(timeout: .now() + .microseconds(Int(early.inMicroseconds)))
                         continue
                     }
                 }
-                guard let item = backlog.withLock({ $0.pop(now: clock.now - held) }) else {
+                guard let item = backlog.withLock({ $0.pop(now: clock.now.sinceOrigin - held) }) else {
                     if stopping.load(ordering: .relaxed) { break }
                     _ = wake.wait(timeout: .now() + .milliseconds(100))
                     continue
@@ -74,7 +74,7 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
     /// Queues frames the jitter buffer released (called on the network thread).
     func submit(_ frames: [VideoJitterBuffer.Frame]) {
         guard !frames.isEmpty else { return }
-        let now = clock.now
+        let now = clock.now.sinceOrigin
         backlog.withLock { b in for frame in frames { b.push(frame, now: now) } }
         wake.signal()
     }

@@ -23,6 +23,7 @@ public struct RTPSessionCore: Sendable {
         public var transportFeedbackReceived = 0, paddingBytes = 0
         public var receivedVideoPackets = 0, receivedAudioPackets = 0, retransmissionsReceived = 0
         public var nacksSent = 0, pliSent = 0
+        public init() {}
     }
     public private(set) var counters = Counters()
 
@@ -133,8 +134,8 @@ public struct RTPSessionCore: Sendable {
             sendAudio(payload, samples: samples, capturedAt: capturedAt, now: now)
         case .datagram(let bytes, let isRTCP, let kind, let arrival):
             if isRTCP { receiveRTCP(bytes, arrival: arrival, actions: &actions) } else { receiveRTP(bytes, kind: kind, arrival: arrival, actions: &actions) }
-        case .videoShown(let rtp): lipSync.videoShown(rtp: rtp, at: now)
-        case .audioPlayed(let rtp): lipSync.audioPlayed(rtp: rtp, at: now)
+        case .videoShown(let rtp, let at): lipSync.videoShown(rtp: rtp, at: at)
+        case .audioPlayed(let rtp, let at): lipSync.audioPlayed(rtp: rtp, at: at)
         case .keyframeWanted: receivedVideo?.needKeyframe = true
         case .tick: break
         }

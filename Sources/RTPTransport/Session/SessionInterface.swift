@@ -11,10 +11,10 @@ public enum SessionEvent: Sendable {
     /// A clear datagram from the transport (`kind` when the transport knows it by port), with
     /// the time it arrived.
     case datagram(bytes: [UInt8], isRTCP: Bool, kind: MediaKind?, arrival: MediaTime)
-    /// A picture with this RTP timestamp was shown (lip sync).
-    case videoShown(rtpTimestamp: UInt32)
-    /// Sound with this RTP timestamp is heard now (played, plus what waits in the device).
-    case audioPlayed(rtpTimestamp: UInt32)
+    /// A picture with this RTP timestamp was shown at `at` (lip sync).
+    case videoShown(rtpTimestamp: UInt32, at: MediaTime)
+    /// Sound with this RTP timestamp is heard at `at` (played, plus what waits in the device).
+    case audioPlayed(rtpTimestamp: UInt32, at: MediaTime)
     /// The decoder (or its backlog) needs a keyframe to go on.
     case keyframeWanted
     /// Time passed: whatever is due (pacing, feedback, reports) happens.
@@ -88,9 +88,12 @@ public struct SessionConfiguration: Sendable {
     }
 
     /// The NTP timestamp of `time`.
-    func ntp(_ time: MediaTime) -> UInt64 {
-        // NTP fractions are 2^-32 s.
+    func ntp(_ time: MediaTime) -> UInt64 { ntpAtZero &+ Self.ntpUnits(time) }
+
+    /// A media time as an NTP duration (units of 2^-32 s) since the clock's origin: what
+    /// `ntpAtZero` is the wall clock's NTP time minus.
+    public static func ntpUnits(_ time: MediaTime) -> UInt64 {
         let (seconds, micros) = time.microseconds.quotientAndRemainder(dividingBy: 1_000_000)
-        return ntpAtZero &+ UInt64(bitPattern: seconds << 32) &+ UInt64(bitPattern: (micros << 32) / 1_000_000)
+        return UInt64(bitPattern: seconds << 32) &+ UInt64(bitPattern: (micros << 32) / 1_000_000)
     }
 }

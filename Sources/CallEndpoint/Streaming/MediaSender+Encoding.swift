@@ -1,0 +1,35 @@
+import MediaCore
+import RTPTransport
+
+/// The estimate becomes encoder settings: the encoding controller (auto mode) follows what the
+/// session core's bandwidth estimator says, and the encoding threads apply what it decides.
+extension MediaSender {
+    /// A new estimate, from the loop's thread.
+    func estimated(bitrate: Int, lossFraction: Double, cause: String) {
+        let made = encoding.withLock { e -> [EncodingDecision] in
+            e.estimate = (bitrate, lossFraction)
+            e.stats.estimateBitrate = bitrate
+            guard var controller = e.controller else { return [] }
+            let made = controller.update(estimate: bitrate, lossFraction: lossFraction, cause: cause, now: elapsed)
+            return publish(made, controller: controller, in: &e)
+        }
+        report(made)
+    }
+
+    /// Keeps the controller's new state and what it decided in the statistics; returns the
+    /// decisions, which the caller reports once out of the lock.
+    func publish(_ made: [EncodingDecision], controller: EncodingController, in e: inout Encoding) -> [EncodingDecision] {
+        e.controller = controller
+        e.stats.videoTargetBitrate = controller.videoBitrate
+        e.stats.audioTargetBitrate = controller.audioBitrate
+        e.stats.mode = controller.mode.description
+        if !made.isEmpty { e.stats.decisions = Array((e.stats.decisions + made).suffix(20)) }
+        return made
+    }
+
+    /// The decision log, written outside every lock.
+    func report(_ made: [EncodingDecision]) {
+        guard let onDecision = configuration.onDecision else { return }
+        for decision in made { onDecision(decision) }
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import MediaCore
+import Platform
+import RTPTransport
+import Synchronization
+
+/// The shell around one `RTPSessionCore`: it runs the core on the media loop's thread, which
+/// alone touches it, feeds it what the transport received and what the media threads posted,
+/// and carries out its actions: packets to the transport, frames to the decoder, audio to the
+/// playout, keyframe requests and estimates to the sender's encoders, holds to the receiver.
+/// A call has one with both a sender and a receiver; `callend send` and `receive` have one with
+/// either.
+final class MediaSession {
+    let transport: any PacketTransport
+    let loop: MediaLoop
+    let sender: MediaSender?
+    let receiver: MediaReceiver?
+    private var core: RTPSessionCore
+    private var sendErrors = 0
+
+    init(transport: any PacketTransport, loop: MediaLoop, sender: MediaSender?, receiver: MediaReceiver?) {
+        self.transport = transport
+        self.loop = loop
+        self.sender = sender
+        self.receiver = receiver
+        core = RTPSessionCore(configuration: Self.configuration(sender: sender, receiver: receiver, overhead: transport.overhead))
+    }
+
+    static func configuration(sender: MediaSender?, receiver: MediaReceiver?, overhead: Int) -> SessionConfiguration {
+        // The wall clock (NTP) at the media clock's origin, for sender reports.
+        let ntpAtZero = NTPTime.timestamp(unixSeconds: Date().timeIntervalSince1970) &- SessionConfiguration.ntpUnits(MonotonicClock().now)
+        var c = SessionConfiguration(cname: sender?.cname ?? "callend-receiver", receiverSSRC: receiver?.ssrc ?? UInt32.random(in: 1...UInt32.max),
+                                     ntpAtZero: ntpAtZero)
+        c.transportOverhead = overhead
+        if let sender {
+            let s = sender.configuration
+            if sender.videoTrack != nil {
+                c.video = .init(ssrc: sender.videoSSRC, payloadType: s.payloadTypes.video, mid: s.midExtension?.video)
+                if let rtx = s.payloadTypes.rtx { c.rtx = (sender.rtxSSRC, rtx) }
+            }
+            if sender.audioTrack != nil { c.audio = .init(ssrc: sender.audioSSRC, payloadType: s.payloadTypes.audio, mid: s.midExtension?.audio) }
+            c.midExtensionID = s.midExtension?.id
+            c.transportSequenceExtensionID = s.transportSequenceExtensionID
+            c.fixedPacingRate = max(s.videoBitrate, s.maxVideoBitrate) * 3
+            if s.encodingMode == .auto {
+                var congestion = BandwidthEstimator.Configuration()
+                congestion.startBitrate = min(800_000, s.maxVideoBitrate)
+                congestion.maxBitrate = s.maxVideoBitrate + 64_000
+                c.congestion = congestion
+            }
+        }
+        if let receiver {
+            if let v = receiver.videoStream { c.receivedVideo = .init(payloadType: v.payloadType, rtxPayloadType: v.rtxPayloadType, feedback: v.feedback) }
+            if let a = receiver.audioStream { c.receivedAudio = .init(payloadType: a.payloadType) }
+            c.transportSequenceExtensionID = c.transportSequenceExtensionID ?? receiver.configuration.transportSequenceExtensionID
+        }
+        return c
+    }
+
+    /// Runs until the receiver is done (or, without one, the sender): the sender finishes first
+    /// when its sources end, and its BYE goes while receiving goes on. Returns the sender's result.
+    func run() throws -> Result<SenderStatistics, any Error>? {
+        sender?.start()
+        try receiver?.start()
+        var sent: Result<SenderStatistics, any Error>?
+        var deadline = loop.clock.now
+        loop.run { inputs, now in
+            var actions: [SessionAction] = []
+            for input in inputs {
+                switch input {
+                case .packet(let packet, let queuedAt):
+                    // When the kernel stamped the datagram, when known, not when this thread got to it.
+                    actions += core.handle(.datagram(bytes: packet.bytes, isRTCP: packet.isRTCP, kind: packet.kind, arrival: queuedAt - packet.age), at: now)
+                case .event(let event):
+                    actions += core.handle(event, at: now)
+                case .wake:
+                    break
+                }
+            }
+            if receiver?.takeKeyframeRequest() == true { actions += core.handle(.keyframeWanted, at: now) }
+            if now >= deadline || inputs.isEmpty { actions += core.handle(.tick, at: now) }
+            perform(actions)
+            deadline = core.nextDeadline(after: now)
+            sender?.absorb(core, sendErrors: sendErrors, at: now)
+            receiver?.absorb(core)
+            var wait = deadline - now
+            if let receiver {
+                guard let next = receiver.step(now: now, lastArrival: core.lastArrival) else { return nil }
+                wait = min(wait, next)
+            }
+            if let sender, sent == nil, sender.isFinished(pacerEmpty: core.pacerIsEmpty) {
+                sent = Result { try sender.finish() }
+                perform(core.goodbye())
+                if receiver == nil { return nil }
+            }
+            return max(wait, .zero)
+        }
+        if let sender, sent == nil {
+            sent = Result { try sender.finish() }
+            perform(core.goodbye())
+        }
+        return sent
+    }
+
+    private func perform(_ actions: [SessionAction]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes, let isRTCP, let kind):
+                let ok = isRTCP ? transport.sendRTCP(bytes, kind: kind) : transport.sendRTP(bytes, kind: kind)
+                // A network that is down for a while must not end the session: counted.
+                if !ok && !isRTCP { sendErrors += 1 }
+            case .decode(let frames): receiver?.decode(frames)
+            case .playAudio(let packet, let arrival): receiver?.play(packet, arrival: arrival)
+            case .keyframeNeeded: sender?.keyframeNeeded()
+            case .estimate(let bitrate, let loss, let cause): sender?.estimated(bitrate: bitrate, lossFraction: loss, cause: cause)
+            case .holds(let video, let audio): receiver?.hold(video: video, audio: audio)
+            case .peerSaidBye: receiver?.peerSaidBye()
+            }
+        }
+    }
+}
