@@ -283,7 +283,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
     // MARK: From the loop's thread
 
     /// What the core knows of the streams, after each turn.
-    func absorb(_ core: RTPSessionCore) {
+    func absorb(_ core: RTPSessionCore.Snapshot) {
         state.withLock { s in
             s.counters = core.counters
             s.videoLost = core.receivedVideoLost

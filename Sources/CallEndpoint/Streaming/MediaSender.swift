@@ -183,8 +183,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
     }
 
     /// On the loop's thread, after each turn: what the core counted.
-    func absorb(_ core: RTPSessionCore, sendErrors: Int, at now: MediaTime) {
-        pacerQueueDelay.store(core.pacerQueueDelay(at: now), ordering: .relaxed)
+    func absorb(_ core: RTPSessionCore.Snapshot, pacerQueueDelay delay: Int64, sendErrors: Int) {
+        pacerQueueDelay.store(delay, ordering: .relaxed)
         network.withLock { n in
             n.counters = core.counters
             n.roundTripTime = core.roundTripTime

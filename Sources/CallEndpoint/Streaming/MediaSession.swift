@@ -15,7 +15,9 @@ final class MediaSession {
     let loop: MediaLoop
     let sender: MediaSender?
     let receiver: MediaReceiver?
-    private var core: RTPSessionCore
+    /// Until `run` takes it onto the loop's thread (as a local there: a struct in a class
+    /// property is copied on some accesses, and the core is large).
+    private var initialCore: RTPSessionCore?
     private var sendErrors = 0
 
     init(transport: any PacketTransport, loop: MediaLoop, sender: MediaSender?, receiver: MediaReceiver?) {
@@ -23,7 +25,7 @@ final class MediaSession {
         self.loop = loop
         self.sender = sender
         self.receiver = receiver
-        core = RTPSessionCore(configuration: Self.configuration(sender: sender, receiver: receiver, overhead: transport.overhead))
+        initialCore = RTPSessionCore(configuration: Self.configuration(sender: sender, receiver: receiver, overhead: transport.overhead))
     }
 
     static func configuration(sender: MediaSender?, receiver: MediaReceiver?, overhead: Int) -> SessionConfiguration {
@@ -60,6 +62,8 @@ final class MediaSession {
     /// Runs until the receiver is done (or, without one, the sender): the sender finishes first
     /// when its sources end, and its BYE goes while receiving goes on. Returns the sender's result.
     func run() throws -> Result<SenderStatistics, any Error>? {
+        guard var core = initialCore else { return nil }
+        initialCore = nil
         sender?.start()
         try receiver?.start()
         var sent: Result<SenderStatistics, any Error>?
@@ -81,11 +85,12 @@ final class MediaSession {
             if now >= deadline || inputs.isEmpty { actions += core.handle(.tick, at: now) }
             perform(actions)
             deadline = core.nextDeadline(after: now)
-            sender?.absorb(core, sendErrors: sendErrors, at: now)
-            receiver?.absorb(core)
+            let snapshot = core.snapshot
+            sender?.absorb(snapshot, pacerQueueDelay: core.pacerQueueDelay(at: now), sendErrors: sendErrors)
+            receiver?.absorb(snapshot)
             var wait = deadline - now
             if let receiver {
-                guard let next = receiver.step(now: now, lastArrival: core.lastArrival) else { return nil }
+                guard let next = receiver.step(now: now, lastArrival: snapshot.lastArrival) else { return nil }
                 wait = min(wait, next)
             }
             if let sender, sent == nil, sender.isFinished(pacerEmpty: core.pacerIsEmpty) {

@@ -79,12 +79,12 @@ public struct TransportFeedbackAdapter: Sendable {
     /// From sending a packet to the feedback that covers it, over the last 10 s.
     private var feedbackDelays: [(at: Int64, delay: Int64)] = []
     /// The shortest of those: the path's round trip plus the feedback interval, without queueing.
-    public var shortestFeedbackDelay: Int64? { feedbackDelays.map(\.delay).min() }
+    public var shortestFeedbackDelay: Int64? { feedbackDelays.lazy.map { $0.delay }.min() }
     /// The shortest over the last second only: with a queue another flow keeps full, the round
     /// trip the path has now.
     public var recentFeedbackDelay: Int64? {
         guard let newest = feedbackDelays.last?.at else { return nil }
-        return feedbackDelays.lazy.filter { $0.at >= newest - 1_000_000 }.map(\.delay).min()
+        return feedbackDelays.lazy.filter { $0.at >= newest - 1_000_000 }.map { $0.delay }.min()
     }
 
     public init() {}

@@ -41,6 +41,7 @@ struct CongestionPacer: Sendable {
     /// Transport-cc feedback: the estimator's step; returns the estimate's change, if any.
     mutating func feedback(_ feedback: TransportCCFeedback, now: Int64) -> BandwidthEstimator.Change?? {
         guard var estimator, let results = try? adapter.results(for: feedback, now: now) else { return nil }
+        self.estimator = nil  // the only reference while it changes: no copy of its history
         let change = estimator.onFeedback(results, now: now)
         self.estimator = estimator
         return .some(change)

@@ -94,6 +94,25 @@ public struct RTPSessionCore: Sendable {
 
     // MARK: What the shells read
 
+    /// What the shells' statistics need, in one small value (the core itself is large: copied
+    /// for every turn of the loop, it cost more than the turn).
+    public struct Snapshot: Sendable {
+        public var counters: Counters
+        public var roundTripTime: Duration?
+        public var peerVideoLoss: Double?
+        public var receivedVideoLost: Int64
+        public var receivedVideoJitter: Double
+        public var framesDroppedByJitterBuffer: Int
+        public var avOffset: Double?
+        public var lastArrival: MediaTime?
+    }
+
+    public var snapshot: Snapshot {
+        Snapshot(counters: counters, roundTripTime: reports.roundTripTime, peerVideoLoss: reports.peerVideoLoss,
+                 receivedVideoLost: receivedVideoLost, receivedVideoJitter: receivedVideoJitter,
+                 framesDroppedByJitterBuffer: framesDroppedByJitterBuffer, avOffset: lipSync.offset, lastArrival: lastArrival)
+    }
+
     /// The bandwidth estimate (auto mode, once video started).
     public var estimate: Int? { pacer.estimator?.estimate }
     /// How long the oldest packet in the pacer has waited (µs): encoder pushback reads it.
@@ -146,7 +165,9 @@ public struct RTPSessionCore: Sendable {
     // MARK: Sending
 
     private mutating func sendVideo(_ data: [UInt8], isKeyframe: Bool, capturedAt: MediaTime, now: MediaTime, actions: inout [SessionAction]) {
+        // Taken out while it changes, so its buffers are not copied (copy-on-write).
         guard var track = video else { return }
+        video = nil
         if pacer.startEstimating(), let estimate {
             actions.append(.estimate(bitrate: estimate, lossFraction: 0, cause: BandwidthEstimator.Cause.start.rawValue))
         }
@@ -172,6 +193,7 @@ public struct RTPSessionCore: Sendable {
 
     private mutating func sendAudio(_ payload: [UInt8], samples: Int, capturedAt: MediaTime, now: MediaTime) {
         guard var track = audio else { return }
+        audio = nil
         let packet = RTPPacket(payloadType: track.stream.payloadType, sequenceNumber: track.sequence, timestamp: track.timestamp,
                                ssrc: track.stream.ssrc, marker: track.first, payload: payload)
         track.first = false
@@ -202,6 +224,7 @@ public struct RTPSessionCore: Sendable {
 
     private mutating func receiveVideo(_ received: RTPPacket, arrival: MediaTime, actions: inout [SessionAction]) {
         guard var track = receivedVideo else { return }
+        receivedVideo = nil
         defer { receivedVideo = track }
         lastArrival = arrival
         transportCC?.received(received, at: arrival)
@@ -231,6 +254,7 @@ public struct RTPSessionCore: Sendable {
 
     private mutating func receiveAudio(_ packet: RTPPacket, arrival: MediaTime, actions: inout [SessionAction]) {
         guard var track = receivedAudio else { return }
+        receivedAudio = nil
         lastArrival = arrival
         transportCC?.received(packet, at: arrival)
         if track.statistics == nil { track.statistics = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 48_000) }
@@ -307,6 +331,7 @@ public struct RTPSessionCore: Sendable {
     private mutating func runTimers(now: MediaTime, actions: inout [SessionAction]) {
         // What the pacer releases; probe padding from the RTX stream's history.
         var responder = video?.responder
+        video?.responder = nil
         let released = pacer.release(now: now.microseconds, stamper: &stamper) { bytes in responder?.padding(bytes) }
         video?.responder = responder
         counters.paddingBytes = pacer.paddingBytes
@@ -320,6 +345,7 @@ public struct RTPSessionCore: Sendable {
     /// that starts with a report (RFC 4585).
     private mutating func feedback(now: MediaTime, actions: inout [SessionAction]) {
         guard var track = receivedVideo, let media = track.statistics?.ssrc else { return }
+        receivedVideo = nil
         defer { receivedVideo = track }
         let me = configuration.receiverSSRC
         var out: [RTCPPacket] = []
@@ -327,10 +353,7 @@ public struct RTPSessionCore: Sendable {
             out.append(.nack(nack))
             counters.nacksSent += 1
         }
-        if var recorder = transportCC {
-            out += recorder.due(at: now).map { .transportFeedback($0) }
-            transportCC = recorder
-        }
+        out += transportCC?.due(at: now).map { .transportFeedback($0) } ?? []
         // Kept until a PLI goes out: the throttle may hold this one back.
         if track.needKeyframe || track.jitter.keyframeNeeded || track.nack.keyframeNeeded, track.throttle.shouldRequest(now: now.sinceOrigin) {
             out.append(.pictureLossIndication(PictureLossIndication(senderSSRC: me, mediaSSRC: media)))

@@ -45,7 +45,7 @@ public struct Pacer<Item: Sendable>: Sendable {
 
     public init(pacingRate: Int) { self.pacingRate = pacingRate }
 
-    public var isEmpty: Bool { queues.allSatisfy(\.isEmpty) }
+    public var isEmpty: Bool { queues.allSatisfy { $0.isEmpty } }  // a closure: a key path on this generic type is built at run time on every call
     public var count: Int { queues.reduce(0) { $0 + $1.count } }
 
     public mutating func enqueue(_ item: Item, size: Int, priority: Priority, now: Int64) {
