@@ -200,12 +200,10 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.maxVideoBitrate = encoding.maxVideoBitrate
         sending.videoBitrate = min(sending.videoBitrate, encoding.maxVideoBitrate)
         sending.onDecision = encoding.onDecision
-        let streams: [StreamDescription] = call.streams.filter(\.receives).map { s in
-            StreamDescription(kind: s.kind == .video ? .video : .audio, port: 9, payloadType: s.codec.payloadType, encodingName: s.codec.name,
-                              clockRate: s.codec.clockRate, channels: s.codec.channels, feedback: s.codec.feedback, rtcpMux: true,
-                              ssrc: s.remoteSSRC, rtxPayloadType: s.codec.rtxPayloadType)
-        }
-        var receiving = MediaReceiverConfiguration(description: SessionDescriptionFile(connectionAddress: "0.0.0.0", streams: streams))
+        let incoming = (video: call.stream(.video).flatMap { $0.receives ? $0 : nil }, audio: call.stream(.audio).flatMap { $0.receives ? $0 : nil })
+        var receiving = MediaReceiverConfiguration(
+            video: incoming.video.map { .init(payloadType: $0.codec.payloadType, rtxPayloadType: $0.codec.rtxPayloadType, feedback: $0.codec.feedback) },
+            audio: incoming.audio.map { .init(payloadType: $0.codec.payloadType) })
         receiving.duration = duration.map { $0 + .seconds(2) }
         // Silence of 4 s (reports come every second) is an outage: the round goes on, and media
         // resumes when the path returns (or after an ICE restart). A peer that comes back as a

@@ -6,9 +6,14 @@ import Platform
 import RTPTransport
 import Synchronization
 
-/// What `callend receive` listens for (from an SDP file) and where the media goes.
+/// What a receiver takes (a call's negotiated streams, or an SDP file's) and where the media goes.
 public struct MediaReceiverConfiguration: Sendable {
-    public var description: SessionDescriptionFile
+    /// The streams received: payload types and the RTCP feedback they allow.
+    public var video: SessionConfiguration.Inbound?
+    public var audio: SessionConfiguration.Inbound?
+    /// The file peer: when the streams come from an SDP file rather than a call, the file, whose
+    /// ports the receiver listens on (with its SDES keys) and whose codecs it checks.
+    public var file: SessionDescriptionFile?
     public var listenHost = "0.0.0.0"
     /// The key this side protects its RTCP with, when it is not the stream's (a call: our own key).
     public var srtpSendKey: [UInt8]?
@@ -33,8 +38,16 @@ public struct MediaReceiverConfiguration: Sendable {
     /// summary. Off, no picture or sound is scanned on the receive path.
     public var measuresLatency = false
 
+    /// A call's streams (the transport is the call's).
+    public init(video: SessionConfiguration.Inbound?, audio: SessionConfiguration.Inbound?) {
+        (self.video, self.audio) = (video, audio)
+    }
+
+    /// The streams an SDP file describes (`callend receive`, GStreamer or ffmpeg as the sender).
     public init(description: SessionDescriptionFile) {
-        self.description = description
+        file = description
+        video = description.streams.first { $0.kind == .video }.map { .init(payloadType: $0.payloadType, rtxPayloadType: $0.rtxPayloadType, feedback: $0.feedback) }
+        audio = description.streams.first { $0.kind == .audio }.map { .init(payloadType: $0.payloadType) }
     }
 }
 
@@ -103,8 +116,6 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
 /// pulls), Y4M/IVF and WAV files are written, and the session's end is watched for.
 public final class MediaReceiver: @unchecked Sendable {  // mutable state is inside `state`; `started` and the streams are immutable
     public let configuration: MediaReceiverConfiguration
-    let videoStream: StreamDescription?
-    let audioStream: StreamDescription?
     /// Where packets come from: the SDP file's two ports (made here), or a call's transport.
     let transport: any PacketTransport
     let ssrc = UInt32.random(in: 1...UInt32.max)
@@ -151,9 +162,8 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         self.configuration = configuration
         self.loop = loop
         started = loop.clock.now
-        let streams = configuration.description.streams
-        videoStream = streams.first { $0.kind == .video }
-        audioStream = streams.first { $0.kind == .audio }
+        let streams = configuration.file?.streams ?? []
+        let videoStream = streams.first { $0.kind == .video }, audioStream = streams.first { $0.kind == .audio }
         if let v = videoStream, v.encodingName.uppercased() != "VP8" {
             throw ParseError("SDP", "video is \(v.encodingName); callend receives VP8")
         }
@@ -164,6 +174,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         if let transport {
             self.transport = transport
         } else {
+            guard configuration.file != nil else { throw ParseError("receiver", "no transport and no SDP file to listen by") }
             // The SDP file's ports; RTCP goes back to whoever sends, under the stream's own key.
             var sockets: [MediaKind: UDPSocket] = [:], keys: [MediaKind: UDPPairTransport.Keys] = [:]
             for (kind, stream) in [(MediaKind.video, videoStream), (.audio, audioStream)] {
@@ -208,7 +219,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
 
     /// Starts audio playout (the session does, before its loop).
     func start() throws {
-        if audioStream != nil {
+        if configuration.audio != nil {
             try speaker?.startPlayout()
             playout.enter()
             startThread(named: "audio-playout") { [self] in

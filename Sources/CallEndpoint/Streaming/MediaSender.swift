@@ -154,7 +154,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
         return try session.run()!.get()
     }
 
-    /// Starts the capture and encoding threads (the session does, before its loop).
+    /// Starts the video thread and the audio encoding on the capture thread (the session does,
+    /// before its loop).
     func start() {
         func spawn(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
             threads.enter()
@@ -166,7 +167,10 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
             }
         }
         if videoTrack != nil { spawn("video-send") { [self] in try sendVideo() } }
-        if audioTrack != nil { spawn("audio-send") { [self] in try sendAudio() } }
+        do { try startAudio() } catch {
+            errors.withLock { $0.append(error) }
+            endAudio()
+        }
     }
 
     /// Whether sending is over: stopped, or the media threads have ended and the pacer is empty.
@@ -178,6 +182,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
     func finish() throws -> SenderStatistics {
         stopping.store(true, ordering: .relaxed)
         threads.wait()
+        stopAudio()
         if let error = errors.withLock({ $0.first }) { throw error }
         return snapshot()
     }
@@ -200,6 +205,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
     let threads = DispatchGroup()
     let errors = Mutex<[any Error]>([])
     let mediaFinished = Atomic<Int>(0)
+    let audioEnded = Atomic<Bool>(false)
 
     func shouldContinue() -> Bool {
         !stopping.load(ordering: .relaxed) && configuration.duration.map { elapsed < $0 } ?? true

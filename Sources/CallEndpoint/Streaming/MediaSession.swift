@@ -52,8 +52,8 @@ final class MediaSession {
             }
         }
         if let receiver {
-            if let v = receiver.videoStream { c.receivedVideo = .init(payloadType: v.payloadType, rtxPayloadType: v.rtxPayloadType, feedback: v.feedback) }
-            if let a = receiver.audioStream { c.receivedAudio = .init(payloadType: a.payloadType) }
+            c.receivedVideo = receiver.configuration.video
+            c.receivedAudio = receiver.configuration.audio
             c.transportSequenceExtensionID = c.transportSequenceExtensionID ?? receiver.configuration.transportSequenceExtensionID
         }
         return c
