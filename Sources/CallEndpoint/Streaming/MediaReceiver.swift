@@ -251,9 +251,12 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
             return false
         }
         if over { return nil }
-        var wait: Duration = .milliseconds(100)
+        // Until the silence would pass the idle timeout, or the duration ends (a packet that
+        // comes first starts the next turn anyway; during an outage, the core's reports do).
+        var wait: Duration = .seconds(1)
+        if !idle, let lastArrival { wait = min(wait, lastArrival + configuration.idleTimeout - now + .milliseconds(1)) }
         if let limit = configuration.duration { wait = min(wait, limit - elapsed) }
-        return wait
+        return max(wait, .zero)
     }
 
     /// After the loop: playout and decoding end, owned outputs are closed; the summary.

@@ -11,7 +11,7 @@ extension MediaSender {
     func sendVideo() throws {
         guard let track = videoTrack else { return }
         let source = track.source
-        let frames = CaptureQueue<VideoFrame?>(capacity: 1)  // the newest picture only: an encoder that falls behind skips
+        let frames = videoFrames
         let modeChanged = Atomic<Bool>(false)
         source.start { output in
             switch output {
@@ -45,7 +45,8 @@ extension MediaSender {
         var shown: (encoder: Duration, clock: Duration)?
         var encoder: VP8Encoder?
         while shouldContinue() {
-            guard let item = frames.take(timeout: .milliseconds(100)) else { continue }
+            // Until a picture comes, the source ends, stop(), or the duration is over.
+            guard let item = frames.take(timeout: configuration.duration.map { $0 - elapsed }) else { continue }
             guard var frame = item else { break }
             if !track.isEnabled { frame = VideoFrame(width: frame.width, height: frame.height, timestamp: frame.timestamp, luma: 16) }
             let now = elapsed

@@ -118,6 +118,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
 
     public func stop() {
         stopping.store(true, ordering: .relaxed)
+        videoFrames.put(nil)  // the video thread, waiting for a picture, ends
         loop.wake()
     }
 
@@ -180,7 +181,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
 
     /// The media threads are told to stop and waited for; the statistics (the session sends BYE).
     func finish() throws -> SenderStatistics {
-        stopping.store(true, ordering: .relaxed)
+        stop()
         threads.wait()
         stopAudio()
         if let error = errors.withLock({ $0.first }) { throw error }
@@ -206,6 +207,9 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
     let errors = Mutex<[any Error]>([])
     let mediaFinished = Atomic<Int>(0)
     let audioEnded = Atomic<Bool>(false)
+    /// The newest picture only: an encoder that falls behind skips. Nil ends the video thread
+    /// (the source ended, or stop()).
+    let videoFrames = CaptureQueue<VideoFrame?>(capacity: 1)
 
     func shouldContinue() -> Bool {
         !stopping.load(ordering: .relaxed) && configuration.duration.map { elapsed < $0 } ?? true
@@ -231,9 +235,13 @@ final class CaptureQueue<Item: Sendable>: Sendable {
         if !dropped { available.signal() }
     }
 
-    /// The oldest item, waiting up to `timeout`; nil when none came.
-    func take(timeout: Duration) -> Item? {
-        guard available.wait(timeout: .now() + timeout.inSeconds) == .success else { return nil }
+    /// The oldest item, waiting up to `timeout` (for ever when nil); nil when none came.
+    func take(timeout: Duration?) -> Item? {
+        if let timeout {
+            guard available.wait(timeout: .now() + timeout.inSeconds) == .success else { return nil }
+        } else {
+            available.wait()
+        }
         return items.withLock { $0.isEmpty ? nil : $0.removeFirst() }
     }
 }

@@ -54,7 +54,8 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
                 }
                 guard let item = backlog.withLock({ $0.pop(now: clock.now.sinceOrigin - held) }) else {
                     if stopping.load(ordering: .relaxed) { break }
-                    _ = wake.wait(timeout: .now() + .milliseconds(100))
+                    // Until frames are submitted, or stop() (both signal).
+                    wake.wait()
                     continue
                 }
                 let frame = item.frame

@@ -57,6 +57,8 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
     private let closed = Atomic<Bool>(false)
     /// Entered while the receive thread runs: `stop` waits on it.
     private let running = DispatchGroup()
+    /// A pipe `stop` writes to: the receive thread waits on it beside the socket (no timeout).
+    private let wake: (read: Int32, write: Int32)
 
     public init(bindHost: String = "0.0.0.0", port: Int = 0, bufferBytes: Int32 = 1 << 21) throws(SystemError) {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -81,6 +83,14 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else {
+            let error = SystemError("create the UDP socket's wake pipe")
+            Glibc.close(fd)
+            throw error
+        }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        wake = (ends[0], ends[1])
         self.fd = fd
         self.localPort = Int(UInt16(bigEndian: actual.sin_port))
     }
@@ -128,10 +138,15 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
         startThread(named: name) { [self] in
             var buffer = [UInt8](repeating: 0, count: 65536)
             var control = [UInt8](repeating: 0, count: 128)
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            var waiting = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
             while !stopping.load(ordering: .relaxed) {
-                // Wake every 100 ms to notice stop().
-                guard poll(&pfd, 1, 100) > 0 else { continue }
+                // Until a datagram comes or stop() writes to the wake pipe.
+                guard poll(&waiting, 2, -1) > 0 else { continue }
+                if waiting[1].revents != 0 {
+                    var byte: UInt8 = 0
+                    _ = read(wake.read, &byte, 1)
+                    continue
+                }
                 var from = sockaddr_in()
                 var stamp: timespec?
                 let count = buffer.withUnsafeMutableBytes { raw in
@@ -190,7 +205,11 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
 
     /// Stops the receive thread and waits for it.
     public func stop() {
+        // After close() the pipe's descriptors may already be another file's.
+        guard !closed.load(ordering: .relaxed) else { return }
         stopping.store(true, ordering: .relaxed)
+        var one: UInt8 = 1
+        _ = write(wake.write, &one, 1)
         running.wait()
     }
 
@@ -198,5 +217,7 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
         stop()
         guard !closed.exchange(true, ordering: .relaxed) else { return }
         Glibc.close(fd)
+        Glibc.close(wake.read)
+        Glibc.close(wake.write)
     }
 }
