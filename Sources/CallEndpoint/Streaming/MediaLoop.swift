@@ -31,13 +31,13 @@ final class MediaLoop: Sendable {
     /// Makes the loop run its steps now (it must stop, or look again).
     func wake() { inputs.append(.wake) }
 
-    /// Runs `step` with what came and the time now until it returns nil; otherwise it returns
-    /// how long the loop may wait for the next input.
-    func run(_ step: ([Input], MediaTime) -> Duration?) {
+    /// Runs `step` with what came until it returns nil; otherwise it returns how long the loop
+    /// may wait for the next input.
+    func run(_ step: ([Input]) -> Duration?) {
         var wait: Duration = .zero
         while true {
             let batch = inputs.take(timeout: max(wait, .microseconds(100)))
-            guard let next = step(batch, clock.now) else { return }
+            guard let next = step(batch) else { return }
             wait = next
         }
     }

@@ -68,22 +68,26 @@ final class MediaSession {
         try receiver?.start()
         var sent: Result<SenderStatistics, any Error>?
         var deadline = loop.clock.now
-        loop.run { inputs, now in
-            var actions: [SessionAction] = []
+        loop.run { inputs in
+            // Each input at the moment it is handled, and what it released sent at once: a packet
+            // is stamped for transport-cc with the time it really leaves, not the time the batch
+            // it came in began (the delay detector reads the difference as queueing).
             for input in inputs {
                 switch input {
                 case .packet(let packet, let queuedAt):
                     // When the kernel stamped the datagram, when known, not when this thread got to it.
-                    actions += core.handle(.datagram(bytes: packet.bytes, isRTCP: packet.isRTCP, kind: packet.kind, arrival: queuedAt - packet.age), at: now)
+                    perform(core.handle(.datagram(bytes: packet.bytes, isRTCP: packet.isRTCP, kind: packet.kind, arrival: queuedAt - packet.age),
+                                        at: loop.clock.now))
                 case .event(let event):
-                    actions += core.handle(event, at: now)
+                    perform(core.handle(event, at: loop.clock.now))
                 case .wake:
                     break
                 }
             }
-            if receiver?.takeKeyframeRequest() == true { actions += core.handle(.keyframeWanted, at: now) }
-            if now >= deadline || inputs.isEmpty { actions += core.handle(.tick, at: now) }
-            perform(actions)
+            var now = loop.clock.now
+            if receiver?.takeKeyframeRequest() == true { perform(core.handle(.keyframeWanted, at: now)) }
+            if now >= deadline || inputs.isEmpty { perform(core.handle(.tick, at: now)) }
+            now = loop.clock.now
             deadline = core.nextDeadline(after: now)
             let snapshot = core.snapshot
             sender?.absorb(snapshot, pacerQueueDelay: core.pacerQueueDelay(at: now), sendErrors: sendErrors)
