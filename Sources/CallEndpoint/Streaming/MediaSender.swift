@@ -118,7 +118,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
 
     public func stop() {
         stopping.store(true, ordering: .relaxed)
-        videoFrames.put(nil)  // the video thread, waiting for a picture, ends
+        videoFrames.put(nil)  // the video and audio threads, waiting for media, end
+        audioBlocks.put([])
         loop.wake()
     }
 
@@ -155,8 +156,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
         return try session.run()!.get()
     }
 
-    /// Starts the video thread and the audio encoding on the capture thread (the session does,
-    /// before its loop).
+    /// Starts the capture and encoding threads (the session does, before its loop).
     func start() {
         func spawn(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
             threads.enter()
@@ -168,10 +168,9 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
             }
         }
         if videoTrack != nil { spawn("video-send") { [self] in try sendVideo() } }
-        do { try startAudio() } catch {
-            errors.withLock { $0.append(error) }
-            endAudio()
-        }
+        // Its own thread: the capture thread then only fills a queue, and a moment of encoding
+        // late on a busy machine never makes the capture skip a period (a gap in the sound).
+        if audioTrack != nil { spawn("audio-send") { [self] in try sendAudio() } }
     }
 
     /// Whether sending is over: stopped, or the media threads have ended and the pacer is empty.
@@ -183,7 +182,6 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
     func finish() throws -> SenderStatistics {
         stop()
         threads.wait()
-        stopAudio()
         if let error = errors.withLock({ $0.first }) { throw error }
         return snapshot()
     }
@@ -206,10 +204,11 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
     let threads = DispatchGroup()
     let errors = Mutex<[any Error]>([])
     let mediaFinished = Atomic<Int>(0)
-    let audioEnded = Atomic<Bool>(false)
     /// The newest picture only: an encoder that falls behind skips. Nil ends the video thread
     /// (the source ended, or stop()).
     let videoFrames = CaptureQueue<VideoFrame?>(capacity: 1)
+    /// 200 ms of sound: a stalled encoder drops the oldest. An empty block ends the audio thread.
+    let audioBlocks = CaptureQueue<[Int16]>(capacity: 10)
 
     func shouldContinue() -> Bool {
         !stopping.load(ordering: .relaxed) && configuration.duration.map { elapsed < $0 } ?? true
