@@ -39,6 +39,9 @@ stage() {
 }
 
 summary() {
+  # The failed tests again at the end, where a reader of the output's tail (CI's record keeps
+  # only the tail) finds them.
+  [ -s "$failed_tests" ] && { echo "test.sh: swift test failed in:"; cat "$failed_tests"; }
   [ ${#failures[@]} -eq 0 ] || echo "test.sh: failed: ${failures[*]}"
   [ ${#skips[@]} -eq 0 ] || echo "test.sh: skipped: ${skips[*]}"
   echo "$passed passed, $failed failed, $skipped skipped"
@@ -49,7 +52,8 @@ summary() {
 # that builds, so none of them rebuilds what another built.
 swift_flags=(-Xswiftc -warnings-as-errors)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+failed_tests=$(mktemp)
+trap 'rm -f "$log" "$failed_tests"' EXIT
 build() {
   swift build --build-tests "${swift_flags[@]}" 2>&1 | tee "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
@@ -68,7 +72,13 @@ fi
 # stage runs those) makes the stage skipped, not passed.
 unit_tests() {
   swift test "${swift_flags[@]}" 2>&1 | tee "$log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+    # The failing tests and their issues (swift-testing's ✘ lines, XCTest's "error:" lines), at
+    # most 40 lines, or the output's last lines when the runner itself died.
+    grep -E '^✘ Test .*(failed|recorded an issue)|: error: |Fatal error|signal code' "$log" | head -40 > "$failed_tests"
+    [ -s "$failed_tests" ] || tail -20 "$log" > "$failed_tests"
+    return 1
+  fi
   local hidden
   hidden=$(grep -E '^➜ (Test|Suite) .* skipped' "$log" | grep -v "device lab VM")
   if [ -n "$hidden" ]; then

@@ -137,7 +137,7 @@ cnice_agent *cnice_agent_create(int controlling, int relay_only, void *user, cni
     a->context = g_main_context_new();
     a->loop = g_main_loop_new(a->context, FALSE);
     a->agent = nice_agent_new_full(a->context, NICE_COMPATIBILITY_RFC5245,
-                                   NICE_AGENT_OPTION_REGULAR_NOMINATION | NICE_AGENT_OPTION_ICE_TRICKLE | NICE_AGENT_OPTION_CONSENT_FRESHNESS);
+                                   NICE_AGENT_OPTION_REGULAR_NOMINATION | NICE_AGENT_OPTION_ICE_TRICKLE);
     if (!a->agent) {
         g_main_loop_unref(a->loop);
         g_main_context_unref(a->context);
@@ -145,9 +145,14 @@ cnice_agent *cnice_agent_create(int controlling, int relay_only, void *user, cni
         return NULL;
     }
     /* No UPnP requests to the LAN's router; no ICE-TCP host candidates (TURN over TCP is what
-       crosses a firewall that blocks UDP). */
+       crosses a firewall that blocks UDP). Keepalives are binding requests every 4-6 s (they keep
+       NAT bindings and the peer's consent to us fresh); libnice's own consent freshness is off:
+       libnice 0.1.21 sends one unretransmitted check every 4-6 s and ends consent 10 s after the
+       last answer, so two checks lost at random (1 % of the time at 5 % loss each way) stopped
+       the call. The transport keeps consent itself (BundleTransport); libnice still fails the
+       pair after 50 s without an answered keepalive. */
     g_object_set(a->agent, "controlling-mode", controlling ? TRUE : FALSE, "upnp", FALSE, "ice-tcp", FALSE,
-                 "force-relay", relay_only ? TRUE : FALSE, NULL);
+                 "force-relay", relay_only ? TRUE : FALSE, "keepalive-conncheck", TRUE, NULL);
     a->stream = nice_agent_add_stream(a->agent, 1);
     g_signal_connect(a->agent, "new-candidate-full", G_CALLBACK(on_candidate), a);
     g_signal_connect(a->agent, "candidate-gathering-done", G_CALLBACK(on_gathering_done), a);

@@ -4,15 +4,16 @@ import Testing
 struct ICERestartPolicyTests {
     let t0 = ContinuousClock.now
 
-    @Test func aLostPathIsRestartedAfterThirtySecondsOfOutageThenEveryThirty() {
+    @Test func aLostPathIsRestartedAfterTwoSecondsOfRechecksThenEveryThirty() {
         var policy = ICERestartPolicy(offerer: true)
         #expect(!policy.shouldRestart(at: t0, addressesChanged: false), "nothing lost, nothing changed")
-        policy.pathLost(at: t0)  // consent lost: 10 s into the outage
-        #expect(!policy.shouldRestart(at: t0 + .seconds(19), addressesChanged: false), "rechecks first")
-        #expect(policy.shouldRestart(at: t0 + .seconds(20), addressesChanged: false))
-        policy.restarted(at: t0 + .seconds(20))
-        #expect(!policy.shouldRestart(at: t0 + .seconds(49), addressesChanged: false), "one restart at a time")
-        #expect(policy.shouldRestart(at: t0 + .seconds(50), addressesChanged: false), "tried again while still lost")
+        policy.pathLost(at: t0)  // consent expired: 30 s into the outage
+        #expect(!policy.shouldRestart(at: t0 + .milliseconds(1_999), addressesChanged: false), "rechecks first")
+        #expect(policy.shouldRestart(at: t0 + .seconds(2), addressesChanged: false))
+        #expect(policy.reason(at: t0 + .seconds(2)) == "no path for 32 s")
+        policy.restarted(at: t0 + .seconds(2))
+        #expect(!policy.shouldRestart(at: t0 + .seconds(31), addressesChanged: false), "one restart at a time")
+        #expect(policy.shouldRestart(at: t0 + .seconds(32), addressesChanged: false), "tried again while still lost")
         policy.pathRestored()
         #expect(!policy.shouldRestart(at: t0 + .seconds(500), addressesChanged: false))
     }
@@ -21,9 +22,9 @@ struct ICERestartPolicyTests {
         var offerer = ICERestartPolicy(offerer: true), answerer = ICERestartPolicy(offerer: false)
         offerer.pathLost(at: t0)
         answerer.pathLost(at: t0)
-        #expect(offerer.shouldRestart(at: t0 + .seconds(20), addressesChanged: false))
-        #expect(!answerer.shouldRestart(at: t0 + .seconds(24), addressesChanged: false))
-        #expect(answerer.shouldRestart(at: t0 + .seconds(25), addressesChanged: false))
+        #expect(offerer.shouldRestart(at: t0 + .seconds(2), addressesChanged: false))
+        #expect(!answerer.shouldRestart(at: t0 + .milliseconds(4_999), addressesChanged: false))
+        #expect(answerer.shouldRestart(at: t0 + .seconds(5), addressesChanged: false))
     }
 
     @Test func aNewLocalAddressRestartsAtOnceButNotTwiceInASecond() {
@@ -34,10 +35,11 @@ struct ICERestartPolicyTests {
         #expect(policy.shouldRestart(at: t0 + .seconds(1), addressesChanged: true))
         // A path lost after that restart gets its own, once the outage is long enough.
         policy.pathLost(at: t0 + .seconds(2))
-        #expect(policy.shouldRestart(at: t0 + .seconds(27), addressesChanged: false))
+        #expect(!policy.shouldRestart(at: t0 + .seconds(6), addressesChanged: false))
+        #expect(policy.shouldRestart(at: t0 + .seconds(7), addressesChanged: false))
     }
 
-    @Test func consentLostWhileThePeersMediaArrivesRestartsAQuarterOfASecondLater() {
+    @Test func aPathLostWhileThePeersMediaArrivesRestartsAQuarterOfASecondLater() {
         var policy = ICERestartPolicy(offerer: false)
         policy.heard(at: t0)
         policy.pathLost(at: t0)
@@ -45,7 +47,7 @@ struct ICERestartPolicyTests {
         #expect(!policy.shouldRestart(at: t0 + .milliseconds(200), addressesChanged: false), "the recheck goes first")
         policy.heard(at: t0 + .seconds(1))
         #expect(policy.shouldRestart(at: t0 + .seconds(1), addressesChanged: false))
-        #expect(policy.reason(at: t0 + .seconds(1)) == "consent lost while the peer's media arrives")
+        #expect(policy.reason(at: t0 + .seconds(1)) == "the path lost while the peer's media arrives")
         policy.restarted(at: t0 + .seconds(1))
         policy.heard(at: t0 + .seconds(3))
         #expect(!policy.shouldRestart(at: t0 + .seconds(3), addressesChanged: false), "one restart at a time")
@@ -54,7 +56,7 @@ struct ICERestartPolicyTests {
         var quiet = ICERestartPolicy(offerer: false)
         quiet.heard(at: t0)
         quiet.pathLost(at: t0)
-        #expect(!quiet.shouldRestart(at: t0 + .seconds(10), addressesChanged: false))
-        #expect(quiet.reason(at: t0 + .seconds(15)) == "no path for 25 s")
+        #expect(!quiet.shouldRestart(at: t0 + .seconds(4), addressesChanged: false))
+        #expect(quiet.reason(at: t0 + .seconds(4)) == "no path for 34 s")
     }
 }

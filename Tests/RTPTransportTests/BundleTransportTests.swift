@@ -28,14 +28,15 @@ final class TransportPair: Sendable {
     let offerer: BundleTransport, answerer: BundleTransport
     let a = Side(), b = Side()
 
-    init(localAddresses: [String] = ["127.0.0.1"], answererCertificate: DTLSCertificate? = nil, announcedAnswererFingerprint: DTLSFingerprint? = nil) throws {
+    init(localAddresses: [String] = ["127.0.0.1"], answererCertificate: DTLSCertificate? = nil, announcedAnswererFingerprint: DTLSFingerprint? = nil,
+         consentExpiry: Duration = PathConsent.defaultExpiry) throws {
         var ice = ICEAgent.Configuration(controlling: true)
         ice.localAddresses = localAddresses
         let (a, b) = (a, b)
-        offerer = try BundleTransport(configuration: .init(ice: ice, certificate: try DTLSCertificate()), onEvent: { a.event($0) })
+        offerer = try BundleTransport(configuration: .init(ice: ice, certificate: try DTLSCertificate(), consentExpiry: consentExpiry), onEvent: { a.event($0) })
         ice.controlling = false
         let answererCertificate = try answererCertificate ?? DTLSCertificate()
-        answerer = try BundleTransport(configuration: .init(ice: ice, certificate: answererCertificate), onEvent: { b.event($0) })
+        answerer = try BundleTransport(configuration: .init(ice: ice, certificate: answererCertificate, consentExpiry: consentExpiry), onEvent: { b.event($0) })
         offerer.startDelivering { p in a.received.withLock { $0.append(p) } }
         answerer.startDelivering { p in b.received.withLock { $0.append(p) } }
         try offerer.start()
@@ -128,6 +129,49 @@ final class TransportPair: Sendable {
         #expect(throws: ICEError.self) {
             try pair.offerer.setRestartRemote(.init(ufrag: "x", password: "y", fingerprint: fingerprint, setup: .active))
         }
+    }
+
+    /// Consent to send (RFC 7675) lives on the peer's authenticated packets, not on libnice's
+    /// checks: while the peer's media arrives the path stays (at any loss it survives), and once
+    /// nothing came for the expiry, sending stops (`pathLost`) until a recheck or the peer's
+    /// packets bring it back. The expiry is 30 s in a call; 400 ms here.
+    @Test func consentLivesOnThePeersPacketsAndExpiresWithoutThem() throws {
+        let pair = try TransportPair(consentExpiry: .milliseconds(400))
+        defer { pair.close() }
+        #expect(pair.a.secured.wait(timeout: .now() + 20) == .success && pair.b.secured.wait(timeout: .now() + 20) == .success)
+        func lost(_ side: TransportPair.Side) -> Int { side.events.withLock { $0.filter { $0 == .pathLost }.count } }
+        // A new sequence number each time: SRTP refuses a replayed packet, and a refused one is no sign.
+        var sequence: UInt16 = 0
+        func rtp() -> [UInt8] {
+            sequence &+= 1
+            return RTPPacket(payloadType: 96, sequenceNumber: sequence, timestamp: 1, ssrc: 0xabc, payload: [1]).serialized()
+        }
+        // 1.2 s of packets both ways, each way every 20 ms: three expiries long, and no loss of consent.
+        for _ in 0..<60 {
+            pair.offerer.sendRTP(rtp(), kind: .video)
+            pair.answerer.sendRTP(rtp(), kind: .video)
+            usleep(20_000)
+        }
+        #expect(lost(pair.a) == 0 && lost(pair.b) == 0, "\(pair.a.events.withLock { $0 })")
+        // Now only the offerer sends: its consent expires, the answerer's (which hears it) stays.
+        let silent = Date()
+        while Date() < silent.addingTimeInterval(10) && lost(pair.a) == 0 {
+            pair.offerer.sendRTP(rtp(), kind: .video)
+            usleep(20_000)
+        }
+        #expect(lost(pair.a) >= 1, "the offerer lost the path once the answerer went silent")
+        #expect(Date().timeIntervalSince(silent) >= 0.38, "not before the expiry: \(Date().timeIntervalSince(silent)) s")
+        #expect(lost(pair.b) == 0, "the answerer kept hearing the offerer")
+        #expect(pair.offerer.pathLostSince != nil || pair.a.events.withLock { $0.contains(.pathRestored) })
+        // The answerer speaks again (and the recheck runs): the offerer sends again.
+        let back = Date()
+        var delivered = false
+        while Date() < back.addingTimeInterval(10) && !delivered {
+            pair.answerer.sendRTP(rtp(), kind: .video)
+            delivered = pair.offerer.sendRTP(rtp(), kind: .video) && pair.offerer.pathLostSince == nil
+            usleep(20_000)
+        }
+        #expect(delivered && pair.a.events.withLock { $0.contains(.pathRestored) }, "\(pair.a.events.withLock { $0 })")
     }
 
     /// Threads keep sending while restarts replace the agent under them and the old agents are

@@ -1,7 +1,7 @@
 #ifndef CALLEND_CNICE_H
 #define CALLEND_CNICE_H
-/* One libnice ICE agent (RFC 8445 full ICE, regular nomination, trickle, RFC 7675 consent
-   freshness) with one stream of one component, running on a GLib main loop on a thread of its
+/* One libnice ICE agent (RFC 8445 full ICE, regular nomination, trickle, binding requests as
+   keepalives; consent freshness is kept by the caller) with one stream of one component, running on a GLib main loop on a thread of its
    own ("ice"). Plain C types only, so that Swift never imports GLib's headers. Calls run on the
    agent's thread: most wait for it; adding remote candidates and their end does not (an event
    handler may add a candidate to another agent), and cnice_agent_send runs on the caller's
@@ -35,7 +35,7 @@ int cnice_agent_set_remote_credentials(cnice_agent *agent, const char *ufrag, co
    added on the agent's thread without waiting. */
 int cnice_agent_add_remote_candidate(cnice_agent *agent, const char *line);
 void cnice_agent_remote_gathering_done(cnice_agent *agent);
-/* Checks every pair again with the same credentials on both sides (after consent was lost):
+/* Checks every pair again with the same credentials on both sides (after the path was lost):
    the path is found again when it returns, without signaling. Waits for the agent's thread. */
 void cnice_agent_recheck(cnice_agent *agent);
 /* The bytes sent, or -1 (no selected pair yet, or it failed). Any thread. */

@@ -370,7 +370,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         case .secured(let profile): log("dtls: connected, SRTP \(profile.rawValue)")
         case .failed(let why), .untrusted(let why): log(.warning(why))
         case .closedByPeer: log("dtls: the peer closed the connection")
-        case .pathLost: log(.warning("ice: the peer stopped answering consent checks (RFC 7675): sending paused, checking the path again every second"))
+        case .pathLost: log(.warning("ice: consent expired (RFC 7675: nothing authenticated from the peer for 30 s, or no keepalive answered for 50 s): sending paused, checking the path again every second"))
         case .pathRestored: log("ice: the path works again")
         case .restarted: log("ice: restart done, the new path carries the media")
         }

@@ -1,3 +1,5 @@
+import RTPTransport
+
 /// When a call restarts ICE through signaling (RFC 8445 §9). A lost path is first looked for
 /// again without signaling (the transport rechecks every second, which is what brings media back
 /// after a stall of a few seconds); a restart gathers new candidates and so answers what rechecks
@@ -5,24 +7,27 @@
 /// outage. Both sides run this; the round's offerer restarts first after an outage and its peer a
 /// little later, so that the two rarely offer at once (and when they do, the offerer's wins).
 ///
-/// One case does not wait: consent lost while the peer's media keeps arriving. libnice ends
-/// consent 10 s after the last answered check, so a check lost in a short outage can end it just
-/// after the path came back; the controlling side's recheck nominates again at once, but the
-/// controlled side's waits for the peer's next check (up to 6 s). A restart brings it back in
-/// one signaling round trip; the recheck gets a quarter of a second first (it is immediate).
+/// A path is lost only when consent expires (`PathConsent`: 30 s without anything authenticated
+/// from the peer, so never from random loss) or libnice fails the pair (50 s without an answered
+/// keepalive): by then the path is really gone, and a restart follows a few seconds of rechecks.
+///
+/// One case does not wait: the path lost while the peer's media arrives again (an outage one
+/// way only, or one that ended just as consent expired) and the recheck has not found a pair:
+/// the controlling side's recheck nominates again at once, but the controlled side's waits for
+/// the peer's next keepalive (up to 6 s). A restart brings it back in one signaling round trip;
+/// the recheck gets a quarter of a second first (it is immediate).
 struct ICERestartPolicy: Sendable {
     /// The round's offerer (the controlling agent).
     let offerer: Bool
-    /// After consent was lost (libnice: 10 s of silence), this much more before a restart: about
-    /// 30 s of outage in all.
-    var afterLoss: Duration { offerer ? .seconds(20) : .seconds(25) }
+    /// After the path was lost (30 s of silence), this much more of rechecks before a restart.
+    var afterLoss: Duration { offerer ? .seconds(2) : .seconds(5) }
     /// A restart that has not brought the path back is tried again after this.
     static let retry: Duration = .seconds(30)
 
     private(set) var lostSince: ContinuousClock.Instant?
     private(set) var lastRestart: ContinuousClock.Instant?
     private(set) var lastHeard: ContinuousClock.Instant?
-    /// Consent lost while the peer is heard: this long for the recheck before a restart.
+    /// The path lost while the peer is heard: this long for the recheck before a restart.
     static let heardGrace: Duration = .milliseconds(250)
     /// ... and a restart for that reason at most this often.
     static let heardRetry: Duration = .seconds(5)
@@ -36,8 +41,8 @@ struct ICERestartPolicy: Sendable {
     /// Why `shouldRestart` says yes for a lost path, for the log.
     func reason(at now: ContinuousClock.Instant) -> String {
         guard let lostSince else { return "local addresses changed" }
-        if peerHeardSinceLoss { return "consent lost while the peer's media arrives" }
-        return "no path for \(Int(((now - lostSince) + .seconds(10)).inSeconds)) s"
+        if peerHeardSinceLoss { return "the path lost while the peer's media arrives" }
+        return "no path for \(Int(((now - lostSince) + PathConsent.defaultExpiry).inSeconds)) s"
     }
     private var peerHeardSinceLoss: Bool {
         guard let lostSince, let lastHeard else { return false }

@@ -12,9 +12,12 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     public struct Configuration: Sendable {
         public var ice: ICEAgent.Configuration
         public var certificate: DTLSCertificate
-        public init(ice: ICEAgent.Configuration, certificate: DTLSCertificate) {
+        /// How long without a sign of the peer's consent before sending stops (RFC 7675: 30 s).
+        public var consentExpiry: Duration
+        public init(ice: ICEAgent.Configuration, certificate: DTLSCertificate, consentExpiry: Duration = PathConsent.defaultExpiry) {
             self.ice = ice
             self.certificate = certificate
+            self.consentExpiry = consentExpiry
         }
     }
 
@@ -34,10 +37,13 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         case untrusted(String)
         /// The peer closed DTLS (close_notify).
         case closedByPeer
-        /// Media flowed, then the peer stopped answering consent checks (RFC 7675): nothing is
-        /// sent until a check finds a path again. Rechecks run every second meanwhile.
+        /// Media flowed, then consent expired (RFC 7675: nothing authenticated came from the peer
+        /// for `consentExpiry`), or libnice failed the pair (no keepalive answered for 50 s):
+        /// nothing is sent until the peer is heard again or a check finds a path. Rechecks run
+        /// every second meanwhile.
         case pathLost
-        /// A path works again after `pathLost`, found by a recheck or an ICE restart.
+        /// A path works again after `pathLost`: the peer's media arrived again, or a recheck or
+        /// an ICE restart found a path.
         case pathRestored
         /// An ICE restart's agent found a path and took over from the previous one.
         case restarted(ufrag: String)
@@ -79,6 +85,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         var finished = false
         /// Since when the path has been lost (consent gone after media flowed); nil while it works.
         var lostSince: ContinuousClock.Instant?
+        var consent: PathConsent
         var rechecking = false
         /// Candidates (and ends of candidates, "") under credentials no agent knows yet: a
         /// restart's, trickled before its description was taken. Kept until it is (32 at most).
@@ -114,7 +121,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         let me = Weak()
         self.me = me
         let agent = try Self.makeAgent(configuration.ice, generation: 0, me: me)
-        state = Mutex(State(current: Leg(agent: agent, generation: 0)))
+        state = Mutex(State(current: Leg(agent: agent, generation: 0), consent: PathConsent(expiry: configuration.consentExpiry)))
         me.transport = self
     }
 
@@ -255,8 +262,22 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     @discardableResult
     public func sendRTCP(_ packet: [UInt8], kind: MediaKind) -> Bool { send(packet) { try $0.protectRTCP($1) } }
 
+    /// Nothing goes out once consent has expired (RFC 7675 §5.1), which the sending threads
+    /// notice here: they send RTCP at least every second.
     private func send(_ packet: [UInt8], protect: (SRTPSession, [UInt8]) throws -> [UInt8]) -> Bool {
-        let (session, observer, agent) = state.withLock { ($0.outbound, $0.sentObserver, $0.current.agent) }
+        let now = ContinuousClock.now
+        let (session, observer, agent, expired) = state.withLock { s in
+            var expired = false
+            if s.lostSince == nil, s.profile != nil, s.consent.expired(at: now) {
+                s.lostSince = now
+                expired = true
+            }
+            return (s.lostSince == nil ? s.outbound : nil, s.sentObserver, s.current.agent, expired)
+        }
+        if expired {
+            onEvent(.pathLost)
+            startRechecking()
+        }
         guard let session, let protected = try? protect(session, packet), agent.send(protected) else {
             state.withLock { $0.counters.notSent += 1 }
             return false
@@ -317,6 +338,8 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
             let (start, restored, lost) = state.withLock { s -> (Bool, Bool, Bool) in
                 s.current.state = new
                 if s.current.isUp {
+                    // A check was answered: consent (RFC 7675 §5.1).
+                    s.consent.signOfLife(at: .now)
                     defer { s.iceConnected = true; s.lostSince = nil }
                     return (!s.iceConnected && s.dtls != nil, s.lostSince != nil, false)
                 }
@@ -332,7 +355,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
                 onEvent(.pathLost)
                 startRechecking()
             } else if new == .failed, state.withLock({ $0.profile == nil }) {
-                onEvent(.failed("ICE failed: no candidate pair works, or the peer stopped answering consent checks (RFC 7675)"))
+                onEvent(.failed("ICE failed: no candidate pair works"))
             }
         }
     }
@@ -344,6 +367,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
             let old = s.current.agent
             s.current = next
             s.next = nil
+            s.consent.signOfLife(at: .now)
             defer { s.lostSince = nil }
             return (old, next, s.lostSince != nil)
         }) else { return }
@@ -354,7 +378,8 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     }
 
     /// While the path is lost, every pair is checked again each second with the same
-    /// credentials (the peer does the same), so media resumes soon after the path returns.
+    /// credentials (the peer does the same), so media resumes soon after the path returns; the
+    /// first recheck goes at once.
     private func startRechecking() {
         guard state.withLock({ s in defer { s.rechecking = true }; return !s.rechecking }) else { return }
         startThread(named: "ice-recheck") { [weak self] in
@@ -391,6 +416,16 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
                 return
             }
             authenticated.add(1, ordering: .relaxed)
+            // Only the peer holds the keys: its consent, and the path works again if it was lost
+            // (once the agent can send again: a recheck that reset its pairs has to find one).
+            let now = ContinuousClock.now
+            let restored = state.withLock { s -> Bool in
+                s.consent.signOfLife(at: now)
+                guard s.lostSince != nil, !s.closed, s.current.isUp else { return false }
+                s.lostSince = nil
+                return true
+            }
+            if restored { onEvent(.pathRestored) }
             handler?(ReceivedPacket(bytes: clear, isRTCP: rtcp, kind: nil, age: .zero))
         default:
             state.withLock { $0.counters.refused += 1 }
@@ -426,6 +461,9 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
                 let inbound = try SRTPSession(profile: keys.profile, keyMaterial: keys.remoteKeyMaterial, direction: .inbound)
                 state.withLock { s in
                     (s.outbound, s.inbound, s.profile, s.finished, s.keys) = (outbound, inbound, keys.profile, true, keys)
+                    // The peer finished the handshake with its certificate: consent, from now on
+                    // kept by its SRTP (the handshake may have taken long on a lossy path).
+                    s.consent.signOfLife(at: .now)
                 }
                 timerWake.signal()
                 onEvent(.secured(keys.profile))

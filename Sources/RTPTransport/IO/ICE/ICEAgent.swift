@@ -39,9 +39,9 @@ public struct ICECandidatePair: Sendable, Equatable, Codable, CustomStringConver
 
 /// One ICE agent (RFC 8445, full ICE, regular nomination, trickle) with one stream of one
 /// component: audio, video, RTX and RTCP share it (BUNDLE and rtcp-mux), so a call holds one NAT
-/// binding and one TURN allocation. Consent freshness (RFC 7675) is on: without answers to its
-/// consent checks for 10 s (libnice's fixed limit, inside RFC 7675's 30 s), the agent fails the
-/// pair and stops sending on it; `recheck()` looks for the path again.
+/// binding and one TURN allocation. Keepalives are binding requests every 4-6 s; libnice fails
+/// the pair after 50 s without an answer to any. Consent freshness (RFC 7675) is kept by the
+/// transport above (`BundleTransport`), not by libnice; `recheck()` looks for a lost path again.
 ///
 /// libnice runs on a GLib main loop on a thread of its own ("ice", see CNice); every libnice call
 /// but `send` is marshalled onto that thread, and events and received data arrive on it. `send`
