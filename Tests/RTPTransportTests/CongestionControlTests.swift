@@ -541,6 +541,27 @@ struct EstimatorSimulation {
         #expect(sim.changes.contains { $0.cause == .loss })
     }
 
+    /// Loss the path has by itself (12.5 %, with no queue: a radio link) is learned as the
+    /// path's own within seconds and then cuts nothing: the rate stays where the capacity is,
+    /// where the old rule (any loss above 10 %) cut every 0.3 s down to the minimum.
+    @Test func steadyLossWithoutAQueueIsNotCongestion() {
+        var sim = EstimatorSimulation(capacity: 3_000_000)
+        sim.run(seconds: 8)
+        let before = sim.estimator.estimate
+        sim.link.lossEvery = 8
+        sim.run(seconds: 10)
+        let settled = sim.now
+        sim.run(seconds: 20)
+        let late = sim.changes.filter { $0.time > settled && $0.cause == .loss }
+        #expect(late.isEmpty, "loss cuts after the loss was learned: \(late)")
+        #expect(sim.estimator.inherentLoss > 0.1 && sim.estimator.inherentLoss < 0.15, "\(sim.estimator.inherentLoss)")
+        #expect(sim.estimator.estimate >= before * 8 / 10, "\(before) -> \(sim.estimator.estimate)")
+        // A queue that overflows on top of it is still congestion: the capacity halves.
+        sim.link.capacity = 1_000_000
+        sim.run(seconds: 5)
+        #expect(sim.estimator.estimate < 1_000_000, "\(sim.estimator.estimate)")
+    }
+
     @Test func lightLossDoesNotCutIt() {
         var sim = EstimatorSimulation(capacity: 10_000_000)
         sim.link.lossEvery = 100  // 1 %

@@ -232,6 +232,23 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(nack.keyframeNeeded && nack.gaveUp == 1 && nack.recovered == 1)
     }
 
+    /// In a call a hole is asked for with the packet that shows it (no wait, no tick), and again
+    /// a round trip and a quarter later; `nextDue` tells the core when to come back.
+    @Test func theFirstNACKGoesWithThePacketThatShowsTheGap() {
+        var nack = NACKGenerator()
+        let rtt = Duration.milliseconds(100)
+        nack.received(10, now: .zero)
+        #expect(nack.nextDue(roundTripTime: rtt) == nil, "nothing missing, nothing due")
+        nack.received(12, now: .milliseconds(33))
+        #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(33))
+        #expect(nack.due(now: .milliseconds(33), roundTripTime: rtt) == [11])
+        #expect(NACKGenerator.retryInterval(roundTripTime: rtt) == .milliseconds(125))
+        #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(158))
+        #expect(nack.due(now: .milliseconds(157), roundTripTime: rtt).isEmpty)
+        #expect(nack.due(now: .milliseconds(158), roundTripTime: rtt) == [11])
+        #expect(NACKGenerator.retryInterval(roundTripTime: .milliseconds(1)) == .milliseconds(10), "10 ms at least")
+    }
+
     /// A sender that skips on purpose (every other sequence number, 499 ahead each time) cannot
     /// grow the missing set past its bound, and no NACK outgrows one MTU.
     @Test func theMissingSetAndEachNACKStayBounded() throws {

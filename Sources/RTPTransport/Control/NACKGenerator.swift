@@ -17,6 +17,8 @@ public struct NACKGenerator: Sendable {
     /// one MTU with SRTCP's overhead. The rest wait for the next feedback interval.
     public static let maxPerRequest = 250
     /// Wait this long before the first request, so ordinary reordering is not mistaken for loss.
+    /// Zero in a call: the NACK goes out with the packet that showed the gap (a reordered
+    /// packet costs one needless resend; a wait costs every real loss its length).
     public var reorderingDelay: Duration
 
     private var unwrapper = SequenceUnwrapper()
@@ -28,7 +30,7 @@ public struct NACKGenerator: Sendable {
     public private(set) var recovered = 0
     public private(set) var gaveUp = 0
 
-    public init(maxRetries: Int = 10, maxAge: Duration = .seconds(1), maxMissing: Int = 500, reorderingDelay: Duration = .milliseconds(5)) {
+    public init(maxRetries: Int = 10, maxAge: Duration = .seconds(1), maxMissing: Int = 500, reorderingDelay: Duration = .zero) {
         self.maxRetries = maxRetries
         self.maxAge = maxAge
         self.maxMissing = maxMissing
@@ -66,10 +68,24 @@ public struct NACKGenerator: Sendable {
         self.highest = sequence
     }
 
+    /// How long after a request the same sequence number is asked for again: a round trip and a
+    /// quarter (at least 5 ms) for the sender's pacing, 10 ms at least.
+    public static func retryInterval(roundTripTime: Duration) -> Duration {
+        max(.milliseconds(10), roundTripTime + max(.milliseconds(5), roundTripTime / 4))
+    }
+
+    /// When the next request (or giving up) is due, if anything is missing: the caller comes back
+    /// then rather than on a fixed tick.
+    public func nextDue(roundTripTime: Duration) -> Duration? {
+        let interval = Self.retryInterval(roundTripTime: roundTripTime)
+        return missing.values.lazy.map { entry in
+            min(entry.firstSeen + self.maxAge, entry.lastRequested.map { $0 + interval } ?? entry.firstSeen + self.reorderingDelay)
+        }.min()
+    }
+
     /// The sequence numbers to NACK now, given the current round-trip time.
     public mutating func due(now: Duration, roundTripTime: Duration) -> [UInt16] {
-        // Re-ask after a round trip plus a margin for the sender's pacing.
-        let interval = max(.milliseconds(20), roundTripTime + roundTripTime / 2)
+        let interval = Self.retryInterval(roundTripTime: roundTripTime)
         var out: [UInt16] = []
         for sequence in missing.keys.sorted() {
             guard out.count < Self.maxPerRequest else { break }

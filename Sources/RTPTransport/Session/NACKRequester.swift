@@ -11,9 +11,15 @@ struct NACKRequester: Sendable {
     private(set) var roundTripTime: Duration = .milliseconds(50)
     private(set) var sent = 0
 
-    /// Time for three NACK attempts (the generator re-asks every max(20 ms, 1.5 RTT)) plus the
-    /// feedback tick and reordering grace: how long a hole may take to fill.
-    var retransmissionWait: Duration { .milliseconds(15) + max(.milliseconds(20), roundTripTime * 3 / 2) * 3 }
+    /// Time for four NACK attempts (the first goes at once, the generator re-asks every
+    /// `retryInterval`) and the last one's round trip, plus 15 ms of spread: how long a hole may
+    /// take to fill before only a keyframe helps.
+    var retransmissionWait: Duration {
+        .milliseconds(15) + roundTripTime + NACKGenerator.retryInterval(roundTripTime: roundTripTime) * 3
+    }
+
+    /// When the next NACK (or giving up on a hole) is due, if any packet is missing.
+    var nextDue: MediaTime? { generator.nextDue(roundTripTime: roundTripTime).map { MediaTime($0) } }
 
     var missing: Int { generator.missingCount }
     /// Too many holes, or holes too old: only a keyframe helps.

@@ -131,9 +131,13 @@ public struct RTPSessionCore: Sendable {
     public func nextDeadline(after now: MediaTime) -> MediaTime {
         var next = reports.next ?? now + ReportScheduler.interval
         if let due = transportCC?.nextDue, receivedVideo?.statistics != nil { next = min(next, max(due, now)) }
-        if let inbound = receivedVideo, inbound.statistics != nil,
-           inbound.nack.missing > 0 || inbound.needKeyframe || inbound.jitter.keyframeNeeded || inbound.nack.keyframeNeeded {
-            next = min(next, now + .milliseconds(10))
+        if let inbound = receivedVideo, inbound.statistics != nil {
+            // A NACK's retry when it is due, not on a tick; the jitter buffer's wait for a hole
+            // (it gives up on a frame by time) within 10 ms, as keyframe requests the throttle held.
+            if inbound.wantsNACK, let due = inbound.nack.nextDue { next = min(next, max(due, now)) }
+            if inbound.nack.missing > 0 || inbound.needKeyframe || inbound.jitter.keyframeNeeded || inbound.nack.keyframeNeeded {
+                next = min(next, now + .milliseconds(10))
+            }
         }
         if !pacer.isEmpty || pacer.estimator != nil {
             next = min(next, now + .microseconds(pacer.timeUntilNext(now: now.microseconds)))

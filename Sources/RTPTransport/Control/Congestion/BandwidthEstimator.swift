@@ -61,6 +61,15 @@ public struct BandwidthEstimator: Sendable {
     public private(set) var recentBitrate: Int?
     /// Loss fraction over the last second of feedback.
     public private(set) var lossFraction = 0.0
+    /// The loss the path has without any queue (a radio link, a lossy hop): a slow average (5 s)
+    /// of the loss seen while the queue stays under 10 ms and the detector sees no overuse. Loss
+    /// that congestion causes comes with a queue (a full buffer drops), so it does not feed this.
+    /// Loss up to this (read as at most 20 %) is not answered by the loss-based bound: random
+    /// loss at 10 % ratcheted the rate down a cut every 0.3 s to the minimum, where libwebrtc
+    /// keeps 640x480. A policer that drops without queueing is read as inherent loss too, up to
+    /// the 20 % where cuts begin again.
+    public private(set) var inherentLoss = 0.0
+    static let inherentLossCeiling = 0.2
     public private(set) var changes: [Change] = []
 
     private var lossBound: Int
@@ -157,7 +166,7 @@ public struct BandwidthEstimator: Sendable {
             lastProbeAt = now
             return pendingProbes.removeFirst()
         }
-        guard estimate < configuration.maxBitrate, delay.usage == .normal, lossFraction < 0.02 else { return nil }
+        guard estimate < configuration.maxBitrate, delay.usage == .normal, lossFraction < 0.02 + inherent else { return nil }
         if let last = lastProbeAt, now - last < configuration.probeInterval * probeBackoff { return nil }
         if let decrease = lastDecrease, now - decrease < 1_000_000 { return nil }
         lastProbeAt = now
@@ -218,7 +227,13 @@ public struct BandwidthEstimator: Sendable {
             recentBitrate = recent.count >= 5 && newest - recent.first!.time >= 50_000 ? rate(recent) : nil
         }
         lossWindow.removeAll { $0.time < now - 1_000_000 }
-        if lossWindow.count >= 20 { lossFraction = Double(lossWindow.filter(\.lost).count) / Double(lossWindow.count) }
+        if lossWindow.count >= 20 {
+            lossFraction = Double(lossWindow.filter(\.lost).count) / Double(lossWindow.count)
+            if delay.queueDelay < 10, delay.usage != .overusing {
+                let elapsed = Double(min(now - (lastUpdate ?? now), 1_000_000)) / 1_000_000
+                inherentLoss += (lossFraction - inherentLoss) * min(1, elapsed / 5)
+            }
+        }
 
         if let probe = finishedProbe(now: now), probe.rate > estimate {
             beforeProbe = probe.carried ? (estimate, now) : nil
@@ -533,18 +548,22 @@ public struct BandwidthEstimator: Sendable {
             return nil
         }
         let elapsed = Double(min(now - (lastUpdate ?? now), 1_000_000)) / 1_000_000
-        if lossFraction > 0.1 {
+        // Only loss beyond the path's own is the rate's doing.
+        let excess = lossFraction - inherent
+        if excess > 0.1 {
             if let last = lastLossChange, now - last < 300_000 { return nil }
-            lossBound = max(configuration.minBitrate, Int(Double(min(estimate, lossBound)) * (1 - 0.5 * lossFraction)))
+            lossBound = max(configuration.minBitrate, Int(Double(min(estimate, lossBound)) * (1 - 0.5 * excess)))
             lastLossChange = now
             judgeLossAfresh(now: now)
             return lossBound < estimate ? .loss : nil
         }
-        if lossFraction < 0.02 {
+        if excess < 0.02 {
             lossBound = min(configuration.maxBitrate, Int(Double(max(lossBound, estimate)) * (1 + 0.08 * elapsed)))
         }
         return nil
     }
+
+    private var inherent: Double { min(inherentLoss, Self.inherentLossCeiling) }
 
     private func pow108(_ seconds: Double) -> Double {
         // 8 % per second, compounded over the elapsed time.
