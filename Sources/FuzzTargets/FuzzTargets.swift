@@ -9,7 +9,7 @@ import Signaling
 /// crash found (Tests/FuzzCorpus) through the same functions. A target may reject its input in
 /// any way it likes; what it must not do is crash, hang or grow without bound.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case rtp, rtcp, vp8, opus, sdp, signaling, jwt, claims, websocket, http, y4m, ivf, wav
+    case rtp, rtcp, vp8, opus, red, sdp, signaling, jwt, claims, websocket, http, y4m, ivf, wav
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -41,6 +41,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             _ = buffer.popFrames(now: now + .seconds(5))
         case .opus:
             _ = try? OpusPayload.validate(bytes)
+        case .red:
+            // What parses must write back to the same bytes' meaning.
+            guard let red = try? REDPayload(parsing: bytes) else { return }
+            precondition((try? REDPayload(parsing: red.serialized())) == red, "RED does not survive a round trip")
         case .sdp:
             let text = String(decoding: bytes, as: UTF8.self)
             _ = try? SDPMessage(parsing: text)

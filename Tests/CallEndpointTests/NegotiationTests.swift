@@ -54,7 +54,10 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
             #expect(call.stream(.video)?.codec.payloadType == 96 && call.stream(.video)?.codec.rtxPayloadType == 97)
             #expect(call.stream(.video)?.codec.feedback == ["nack", "nack pli", "ccm fir", "transport-cc"])
             #expect(call.stream(.video)?.transportSequenceExtensionID == 3 && call.stream(.audio)?.codec.payloadType == 111)
+            #expect(call.stream(.audio)?.codec.redPayloadType == 63, "RED for Opus both ways")
         }
+        #expect(offer.sdp.contains("m=audio 9 UDP/TLS/RTP/SAVPF 63 111\r\n") && offer.sdp.contains("a=fmtp:63 111/111\r\n"),
+                "RED listed first, as libwebrtc needs to send it")
         #expect(aliceCall.stream(.video)?.remoteSSRC == bob.videoSSRC && bobCall.stream(.video)?.remoteSSRC == alice.videoSSRC)
         #expect(bobCall.stream(.video)?.localRTXSSRC == bob.rtxSSRC)
     }
@@ -95,8 +98,26 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
         #expect(video.transportSequenceExtensionID == 3 && video.midExtensionID == 4 && audio.transportSequenceExtensionID == 3)
         #expect(video.remoteSSRC == 2855068886 && audio.remoteSSRC != nil)
         #expect(answer.media[1].codecs.count == 1, "one codec per section: the browser sends only what callend decodes")
+        #expect(audio.codec.redPayloadType == 63, "Chromium's red/48000/2 for Opus is taken")
+        #expect(answer.sdp.contains("m=audio 9 UDP/TLS/RTP/SAVPF 63 111\r\n") && answer.sdp.contains("a=rtpmap:63 red/48000/2\r\n"))
         let back = try JSEPDescription(type: .answer, sdp: answer.sdp)
         #expect(back.media.map(\.port) == [9, 9, 0] && back.transport.setup == .active)
+    }
+
+    /// A peer whose Opus has no RED (aiortc, GStreamer) gets plain Opus; RED whose fmtp names
+    /// another codec, or several, is nobody's redundancy and stays a codec of its own.
+    @Test func redIsTakenOnlyWhereBothOfferIt() throws {
+        let plain = browserShapedOffer.replacingOccurrences(of: "a=rtpmap:63 red/48000/2\r\n", with: "")
+        let (_, call) = try OfferAnswer.answer(try JSEPDescription(type: .offer, sdp: plain), local: LocalMedia(sendsVideo: true, sendsAudio: true),
+                                               transport: transport(8))
+        #expect(call.stream(.audio)?.codec.redPayloadType == nil)
+        let ours = OfferAnswer.offer(LocalMedia(sendsVideo: true, sendsAudio: true), transport: transport(9))
+        var answer = try JSEPDescription(type: .answer, sdp: OfferAnswer.answer(ours, local: LocalMedia(sendsVideo: true, sendsAudio: true), transport: transport(10)).0.sdp)
+        answer.media[0].codecs[0].redPayloadType = nil
+        let agreed = try OfferAnswer.negotiate(offer: ours, answer: try JSEPDescription(type: .answer, sdp: answer.sdp), local: LocalMedia(sendsVideo: true, sendsAudio: true))
+        #expect(agreed.stream(.audio)?.codec.redPayloadType == nil, "an answer without RED: none")
+        let mixed = try JSEPDescription(type: .offer, sdp: browserShapedOffer.replacingOccurrences(of: "a=fmtp:63 111/111", with: "a=fmtp:63 111/0"))
+        #expect(mixed.media[0].codecs.first?.redPayloadType == nil && mixed.media[0].codecs.contains { $0.name == "red" })
     }
 
     @Test func failuresSayWhy() throws {

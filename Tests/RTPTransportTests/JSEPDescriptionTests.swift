@@ -9,7 +9,8 @@ import TestSupport
         #expect(offer.media.map(\.kind) == ["audio", "video"] && offer.bundle == ["0", "1"])
         #expect(offer.transport.ufrag == "Xq7v" && offer.transport.setup == .actpass && offer.transport.fingerprint.bytes.count == 32)
         let audio = offer.media[0], video = offer.media[1]
-        #expect(audio.codecs.map(\.name) == ["opus", "red", "G722", "PCMU", "PCMA", "CN", "telephone-event", "telephone-event"])
+        #expect(audio.codecs.map(\.name) == ["opus", "G722", "PCMU", "PCMA", "CN", "telephone-event", "telephone-event"], "RED for Opus attaches to it")
+        #expect(audio.codecs[0].redPayloadType == 63)
         #expect(audio.codecs[0].parameters == "minptime=10;useinbandfec=1" && audio.codecs[0].channels == 2 && audio.codecs[0].feedback == ["transport-cc"])
         #expect(audio.ssrc == 1111 && audio.cname == "browsercname" && audio.msid == "stream1 audiotrack1")
         #expect(video.codecs.map(\.name) == ["VP8", "VP9", "AV1"], "RTX entries attach to their codec")

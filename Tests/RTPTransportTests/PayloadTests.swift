@@ -356,3 +356,43 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(buffer.popFrames(now: .milliseconds(20)).map(\.rtpTimestamp) == [9000, 12000, 15000])
     }
 }
+
+@Suite struct REDPayloadTests {
+    @Test func blocksRoundTripAndTheHeaderSaysTheirOffsetsAndLengths() throws {
+        let red = REDPayload(redundant: [.init(payloadType: 111, timestampOffset: 1920, data: [1, 2]), .init(payloadType: 111, timestampOffset: 960, data: [3])],
+                             primaryPayloadType: 111, primary: [4, 5, 6])
+        let bytes = red.serialized()
+        // F=1|PT 111, offset 1920 << 10 | length 2; then F=1|111, 960 << 10 | 1; then F=0|111; data.
+        #expect(bytes == [0xef, 0x1e, 0x00, 0x02, 0xef, 0x0f, 0x00, 0x01, 0x6f, 1, 2, 3, 4, 5, 6])
+        #expect(try REDPayload(parsing: bytes) == red)
+        #expect(try REDPayload(parsing: [0x6f, 9]) == REDPayload(redundant: [], primaryPayloadType: 111, primary: [9]))
+    }
+
+    @Test func blocksTheHeaderCannotHoldAreLeftOut() throws {
+        let red = REDPayload(redundant: [.init(payloadType: 111, timestampOffset: REDPayload.maxTimestampOffset + 1, data: [1]),
+                                         .init(payloadType: 111, timestampOffset: 960, data: [UInt8](repeating: 7, count: 1024)),
+                                         .init(payloadType: 111, timestampOffset: 960, data: [2])],
+                             primaryPayloadType: 111, primary: [3])
+        #expect(try REDPayload(parsing: red.serialized()).redundant == [.init(payloadType: 111, timestampOffset: 960, data: [2])])
+    }
+
+    @Test func aPayloadThatLiesIsRefused() {
+        #expect(throws: ParseError.self) { try REDPayload(parsing: []) }
+        #expect(throws: ParseError.self) { try REDPayload(parsing: [0xef, 0x0f]) }  // header cut short
+        #expect(throws: ParseError.self) { try REDPayload(parsing: [0xef, 0x0f, 0x00, 0x09, 0x6f, 1]) }  // block of 9, 1 byte left
+        #expect(throws: ParseError.self) { try REDPayload(parsing: [UInt8](repeating: 0xef, count: 400)) }  // headers only
+    }
+
+    @Test func recentSequencesKnowWhatArrivedAcrossTheWrap() {
+        var seen = RecentSequences()
+        #expect(!seen.contains(5))
+        for s: UInt16 in [65534, 65535, 1] { seen.insert(s) }
+        #expect(seen.contains(65534) && seen.contains(65535) && seen.contains(1))
+        #expect(!seen.contains(0) && !seen.contains(2))
+        seen.insert(0)  // late
+        #expect(seen.contains(0))
+        seen.insert(100)
+        #expect(seen.contains(1), "more than 64 behind counts as seen")
+        #expect(!seen.contains(99) && seen.contains(100))
+    }
+}

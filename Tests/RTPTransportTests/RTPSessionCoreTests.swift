@@ -251,6 +251,59 @@ struct SimulatedCall {
         #expect(abs(offset) <= 0.015, "A/V offset \(offset) s at the end")
     }
 
+    /// RED (RFC 2198) both ways: every audio packet lost on the link alone (one in seven, and
+    /// two in a row once the peer reports the loss) is played from the packets after it, with
+    /// the timestamp and sequence number it had and the arrival it would have had; nothing is
+    /// played twice. Without RED the same losses stay lost.
+    @Test(arguments: [true, false]) func redRebuildsLostAudioPackets(red: Bool) throws {
+        var (ca, cb) = SimulatedCall.configurations(auto: false)
+        if red {
+            ca.audio?.redPayloadType = 63
+            cb.receivedAudio?.redPayloadType = 63
+        }
+        var call = SimulatedCall(a: ca, b: cb)
+        let start = call.now
+        for n in 0..<250 {
+            let at = start + .milliseconds(Int64(n) * 20)
+            call.schedule(.encodedAudio(payload: [0xfc, UInt8(n & 0xff), UInt8(n >> 8)], samples: 960, capturedAt: at), on: .a, at: at)
+        }
+        var sent = 0, lost: Set<Int> = []
+        call.link = { from, packet, isRTCP, _ in
+            guard from == .a, !isRTCP, packet?.payloadType == 111 || packet?.payloadType == 63 else { return .zero }
+            sent += 1
+            // One in seven lost; from the 200th, two in a row.
+            if sent % 7 == 0 || (sent > 200 && sent % 7 == 1) {
+                lost.insert(sent - 1)
+                return nil
+            }
+            return .zero
+        }
+        call.run(until: start + .seconds(6))
+        let played = call.actions[.b, default: []].compactMap { entry -> (RTPPacket, MediaTime, MediaTime)? in
+            if case .playAudio(let packet, let arrival) = entry.action { return (packet, arrival, entry.at) }
+            return nil
+        }
+        let numbers = played.map { Int($0.0.payload[1]) | Int($0.0.payload[2]) << 8 }
+        #expect(Set(numbers).count == numbers.count, "nothing played twice")
+        #expect(played.allSatisfy { $0.0.payloadType == 111 }, "Opus, never RED, goes to the decoder")
+        if red {
+            // Only a loss among the last two has no later packet to come back in.
+            let expected = Set(0..<250).subtracting(lost.filter { $0 >= 248 })
+            #expect(Set(numbers) == expected, "missing \(expected.subtracting(numbers).sorted())")
+            #expect(call.b.counters.audioRecoveredByRED == lost.filter { $0 < 248 }.count)
+            for (packet, arrival, at) in played {
+                let n = Int(packet.payload[1]) | Int(packet.payload[2]) << 8
+                // Sequence numbers and timestamps as the packets had them: n after the first.
+                #expect(packet.sequenceNumber == played[0].0.sequenceNumber &+ UInt16(n - numbers[0]))
+                #expect(packet.timestamp == played[0].0.timestamp &+ UInt32((n - numbers[0]) * 960))
+                #expect(arrival <= at, "a rebuilt packet arrives when it would have, not later")
+            }
+        } else {
+            #expect(numbers.count == 250 - lost.count)
+            #expect(call.b.counters.audioRecoveredByRED == 0)
+        }
+    }
+
     /// 5 % random loss and reordering both ways, 10 s: NACKs and RTX repair nearly everything,
     /// audio is never retransmitted, and the estimate stays within its bounds.
     @Test func lossAndReorderingAreRepaired() throws {

@@ -4,8 +4,13 @@ python3-selenium) with a fake camera and microphone: opens URL, waits until the 
 --frames video frames and received audio from the peer (its video element playing), then prints
 one JSON line with the page's statistics. Exits 3 when Chromium cannot start (the caller skips),
 1 when the media did not arrive in --timeout seconds.
+
+With --run-seconds N it then stays N seconds in the call, timing every picture the video element
+shows (requestVideoFrameCallback) and every ICE state, and the JSON line gains "run": the shown
+pictures' times (ms) and sizes, the ICE states, and the inbound video and audio statistics at the
+end (freezes, concealment, NACKs, FEC) with the codecs in use: what the loss bench judges.
 """
-import argparse, json, signal, sys
+import argparse, json, signal, sys, time
 
 parser = argparse.ArgumentParser()
 parser.add_argument("url")
@@ -17,6 +22,8 @@ parser.add_argument("--ready-file", help="written once the page has joined the r
 parser.add_argument("--stay", action="store_true", help="once the media arrived, stay in the call until SIGTERM")
 parser.add_argument("--secure-origin", help="an http:// origin Chromium treats as secure (camera and microphone allowed)")
 parser.add_argument("--trust-key", help="base64 SHA-256 of a certificate key Chromium trusts (a service's private CA)")
+parser.add_argument("--run-seconds", type=float, help="once the media arrived, stay this long timing the pictures shown")
+parser.add_argument("--fake-video", help="a Y4M file the fake camera plays (looped) instead of its own pattern")
 args = parser.parse_args()
 # Stopped by SIGTERM: unwind through the finally below, which closes Chromium.
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -40,6 +47,8 @@ if args.secure_origin:
     options.add_argument(f"--unsafely-treat-insecure-origin-as-secure={args.secure_origin}")
 if args.trust_key:
     options.add_argument(f"--ignore-certificate-errors-spki-list={args.trust_key}")
+if args.fake_video:
+    options.add_argument(f"--use-file-for-fake-video-capture={args.fake_video}")
 options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 try:
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
@@ -52,6 +61,35 @@ def say(text):
 
 status = 1
 joined = False
+run = None
+
+# Every picture the remote video element shows, and every ICE state, with performance.now().
+RECORD = """
+const c = window.callend, v = document.getElementById('remote');
+c.shown = []; c.ice = [[performance.now(), c.pc ? c.pc.iceConnectionState : 'none']];
+const frame = (now, meta) => { c.shown.push([Math.round(now * 10) / 10, meta.width, meta.height]); v.requestVideoFrameCallback(frame); };
+v.requestVideoFrameCallback(frame);
+if (c.pc) c.pc.addEventListener('iceconnectionstatechange', () => c.ice.push([performance.now(), c.pc.iceConnectionState]));
+"""
+COLLECT = """
+const done = arguments[arguments.length - 1], c = window.callend;
+c.pc.getStats().then((report) => {
+  const inbound = {}, codecs = {};
+  report.forEach((s) => {
+    if (s.type === 'inbound-rtp') inbound[s.kind] = s;
+    if (s.type === 'codec') codecs[s.id] = s.mimeType + (s.sdpFmtpLine ? ' ' + s.sdpFmtpLine : '');
+  });
+  const pick = (s, keys) => Object.fromEntries(keys.filter((k) => s && s[k] !== undefined).map((k) => [k, s[k]]));
+  const codecsInUse = [];
+  report.forEach((s) => { if ((s.type === 'inbound-rtp' || s.type === 'outbound-rtp') && s.codecId) codecsInUse.push(`${s.type} ${s.kind} ${codecs[s.codecId]}`); });
+  done({shown: c.shown, ice: c.ice, end: performance.now(), codecs: codecsInUse,
+        video: pick(inbound.video, ['framesDecoded', 'framesDropped', 'freezeCount', 'totalFreezesDuration', 'frameWidth', 'frameHeight',
+                                    'packetsReceived', 'packetsLost', 'nackCount', 'pliCount', 'firCount', 'fecPacketsReceived',
+                                    'fecPacketsDiscarded', 'retransmittedPacketsReceived', 'jitterBufferDelay', 'jitterBufferEmittedCount']),
+        audio: pick(inbound.audio, ['totalSamplesReceived', 'concealedSamples', 'silentConcealedSamples', 'concealmentEvents',
+                                    'packetsReceived', 'packetsLost', 'fecPacketsReceived', 'fecPacketsDiscarded'])});
+});
+"""
 
 def ready(driver):
     """True once the page decodes the peer's video, receives its audio and plays them."""
@@ -80,10 +118,18 @@ try:
         if args.stay:
             say("media flowing; staying in the call until SIGTERM")
             signal.pause()
+        if args.run_seconds:
+            driver.execute_script(RECORD)
+            say(f"media flowing; timing the pictures shown for {args.run_seconds:.0f} s")
+            time.sleep(args.run_seconds)
+            run = driver.execute_async_script(COLLECT)
     except TimeoutException:
         pass
     final = driver.execute_script("return {stats: window.callend && window.callend.stats, log: window.callend ? window.callend.log : []};")
-    print(json.dumps({"ok": status == 0, "stats": final["stats"], "log": final["log"][-20:]}), flush=True)
+    result = {"ok": status == 0, "stats": final["stats"], "log": final["log"][-20:]}
+    if run is not None:
+        result["run"] = run
+    print(json.dumps(result), flush=True)
     if status != 0:
         say("the page did not decode the peer's media in time; its log:")
         for line in final["log"][-20:]:

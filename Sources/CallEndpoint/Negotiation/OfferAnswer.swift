@@ -59,7 +59,7 @@ public struct NegotiatedCall: Sendable, Equatable {
 /// section is declined with port 0; nothing acceptable is an error that says what was offered.
 public enum OfferAnswer {
     static let opus = JSEPDescription.Codec(payloadType: 111, name: "opus", clockRate: 48_000, channels: 2,
-                                            parameters: "minptime=10;useinbandfec=1", feedback: ["transport-cc"])
+                                            parameters: "minptime=10;useinbandfec=1", feedback: ["transport-cc"], redPayloadType: 63)
     static let vp8 = JSEPDescription.Codec(payloadType: 96, name: "VP8", clockRate: 90_000,
                                            feedback: ["nack", "nack pli", "ccm fir", "transport-cc"], rtxPayloadType: 97)
     static let supportedFeedback: [MediaKind: Set<String>] = [.video: ["nack", "nack pli", "ccm fir", "transport-cc"], .audio: ["transport-cc"]]
@@ -140,6 +140,7 @@ public enum OfferAnswer {
             var agreed = offered
             agreed.feedback = offered.feedback.filter(codec.feedback.contains)
             agreed.rtxPayloadType = codec.rtxPayloadType == offered.rtxPayloadType ? offered.rtxPayloadType : nil
+            agreed.redPayloadType = codec.redPayloadType == offered.redPayloadType ? offered.redPayloadType : nil
             let direction = JSEPDescription.Direction(sends: ours.direction.sends && answered.direction.receives,
                                                       receives: ours.direction.receives && answered.direction.sends)
             let extensions = answered.extensions.filter { e in ours.extensions.contains(e) }
@@ -160,7 +161,7 @@ public enum OfferAnswer {
         let mine = kind == .video ? vp8 : opus
         guard var codec = offered.first(where: { $0.isCodec(mine.name, clockRate: mine.clockRate) && (kind == .video || $0.channels == 2) }) else { return nil }
         codec.feedback = codec.feedback.filter { supportedFeedback[kind]?.contains($0) ?? false }
-        if kind == .audio { codec.rtxPayloadType = nil }
+        if kind == .audio { codec.rtxPayloadType = nil } else { codec.redPayloadType = nil }
         return codec
     }
 

@@ -36,6 +36,8 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var audioLatencyMs: Double?
     /// Pictures that came 300 ms or more after the one before, since the start.
     public var freezes = 0
+    /// The longest of those waits that ended in this interval (ms); nil when none did.
+    public var longestFreezeMs: Double?
     public var videoHoldMs: Double?
     public var audioHoldMs: Double?
     /// Transport-cc feedback packets received from the peer since the start (the estimator's input).
@@ -96,6 +98,8 @@ extension CallStatus {
                           sendErrors: after.sent.sendErrors, outages: after.received.outages,
                           avOffsetMs: after.received.avOffsetMs.map { ($0 * 10).rounded() / 10 },
                           audioLatencyMs: newAudio.percentile(0.5), freezes: after.received.freezes,
+                          longestFreezeMs: after.received.recentFreezes.suffix(max(0, after.received.freezes - (before?.received.freezes ?? 0)))
+                              .max().map { ($0.inSeconds * 1000).rounded() },
                           videoHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.video.rounded(),
                           audioHoldMs: after.received.avOffsetMs == nil ? nil : after.received.lipSyncHoldMs.audio.rounded(),
                           transportFeedback: after.sent.transportFeedbackReceived,

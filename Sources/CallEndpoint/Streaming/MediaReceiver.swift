@@ -69,6 +69,9 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var audioPackets = 0
     public var audioDecoded = 0
     public var audioRecoveredByFEC = 0
+    /// Audio packets lost on the way but rebuilt from the next packets' RED blocks (decoded
+    /// with the rest: among `audioDecoded`).
+    public var audioRecoveredByRED = 0
     public var audioConcealed = 0
     public var videoJitterMs = 0.0
     public var elapsed: Duration = .zero
@@ -89,6 +92,9 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     /// and the longest such wait.
     public var freezes = 0
     public var longestFreeze: Duration = .zero
+    /// The lengths of the last freezes (64 at most), newest last: the stats line's longest of
+    /// its second comes from them.
+    public var recentFreezes: [Duration] = []
     /// When the last picture was decoded.
     public var lastFrameAt: Duration?
     /// What lip sync holds back to cancel that offset: the picture, the sound (ms).
@@ -102,9 +108,9 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var videoHeight = 0
 
     public var description: String {
-        String(format: "received %.1f s: video %d packets (%lld lost, %d retransmissions), %d frames decoded (%d keyframes, %d dropped, %d decode errors), jitter %.1f ms; NACKs sent %d, PLIs %d; audio %d packets, %d decoded, %d from FEC, %d concealed",
+        String(format: "received %.1f s: video %d packets (%lld lost, %d retransmissions), %d frames decoded (%d keyframes, %d dropped, %d decode errors), jitter %.1f ms; NACKs sent %d, PLIs %d; audio %d packets, %d decoded (%d rebuilt from RED), %d from FEC, %d concealed",
                elapsed.inSeconds, videoPackets, videoPacketsLost, retransmissionsReceived, framesDecoded, keyframes, framesDropped,
-               decodeErrors, videoJitterMs, nacksSent, pliSent, audioPackets, audioDecoded, audioRecoveredByFEC, audioConcealed)
+               decodeErrors, videoJitterMs, nacksSent, pliSent, audioPackets, audioDecoded, audioRecoveredByRED, audioRecoveredByFEC, audioConcealed)
     }
 }
 
@@ -288,6 +294,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         summary.picturesNotRendered = stage.notRendered
         summary.videoJitterMs = s.videoJitter * 1000
         summary.audioRecoveredByFEC = s.audioBuffer.recoveredByFEC
+        summary.audioRecoveredByRED = s.counters.audioRecoveredByRED
         summary.audioConcealed = s.audioBuffer.concealed
         summary.avOffsetMs = s.avOffset.map { $0 * 1000 }
         summary.lipSyncHoldMs = (s.holds.video.inSeconds * 1000, s.holds.audio.inSeconds * 1000)
@@ -357,6 +364,8 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
             if let last = s.summary.lastFrameAt, at - last >= .milliseconds(300) {
                 s.summary.freezes += 1
                 s.summary.longestFreeze = max(s.summary.longestFreeze, at - last)
+                s.summary.recentFreezes.append(at - last)
+                if s.summary.recentFreezes.count > 64 { s.summary.recentFreezes.removeFirst() }
             }
             s.summary.lastFrameAt = at
             if s.summary.firstFrameAt == nil { s.summary.firstFrameAt = at }

@@ -56,10 +56,13 @@ public struct MediaSenderConfiguration: Sendable {
         /// lost packets are not resent and probes carry no padding).
         public var rtx: UInt8? = 97
         public var audio: UInt8 = 111
-        public init(video: UInt8 = 96, rtx: UInt8? = 97, audio: UInt8 = 111) {
+        /// RFC 2198 redundant audio, when the peer takes it.
+        public var audioRED: UInt8?
+        public init(video: UInt8 = 96, rtx: UInt8? = 97, audio: UInt8 = 111, audioRED: UInt8? = nil) {
             self.video = video
             self.rtx = rtx
             self.audio = audio
+            self.audioRED = audioRED
         }
     }
     public var payloadTypes = PayloadTypes()

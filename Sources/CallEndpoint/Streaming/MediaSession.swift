@@ -40,7 +40,9 @@ final class MediaSession {
                 c.video = .init(ssrc: sender.videoSSRC, payloadType: s.payloadTypes.video, mid: s.midExtension?.video)
                 if let rtx = s.payloadTypes.rtx { c.rtx = (sender.rtxSSRC, rtx) }
             }
-            if sender.audioTrack != nil { c.audio = .init(ssrc: sender.audioSSRC, payloadType: s.payloadTypes.audio, mid: s.midExtension?.audio) }
+            if sender.audioTrack != nil {
+                c.audio = .init(ssrc: sender.audioSSRC, payloadType: s.payloadTypes.audio, mid: s.midExtension?.audio, redPayloadType: s.payloadTypes.audioRED)
+            }
             c.midExtensionID = s.midExtension?.id
             c.transportSequenceExtensionID = s.transportSequenceExtensionID
             c.fixedPacingRate = max(s.videoBitrate, s.maxVideoBitrate) * 3

@@ -28,9 +28,13 @@ public struct JSEPDescription: Sendable, Equatable {
         public var feedback: [String]
         /// RFC 4588: the payload type that carries this codec's retransmissions.
         public var rtxPayloadType: UInt8?
+        /// RFC 2198: the payload type of redundant audio that carries only this codec
+        /// ("red/48000/2" with fmtp "111/111", as libwebrtc offers it). Written before the codec
+        /// in the m= line: libwebrtc sends RED only when the peer lists it first.
+        public var redPayloadType: UInt8?
 
         public init(payloadType: UInt8, name: String, clockRate: Int, channels: Int? = nil, parameters: String? = nil,
-                    feedback: [String] = [], rtxPayloadType: UInt8? = nil) {
+                    feedback: [String] = [], rtxPayloadType: UInt8? = nil, redPayloadType: UInt8? = nil) {
             self.payloadType = payloadType
             self.name = name
             self.clockRate = clockRate
@@ -38,6 +42,7 @@ public struct JSEPDescription: Sendable, Equatable {
             self.parameters = parameters
             self.feedback = feedback
             self.rtxPayloadType = rtxPayloadType
+            self.redPayloadType = redPayloadType
         }
 
         public func isCodec(_ name: String, clockRate: Int) -> Bool { self.name.lowercased() == name.lowercased() && self.clockRate == clockRate }
@@ -205,8 +210,18 @@ public struct JSEPDescription: Sendable, Equatable {
             guard let apt = codec.parameters?.split(separator: ";").first(where: { $0.hasPrefix("apt=") }).flatMap({ UInt8($0.dropFirst(4)) }) else { continue }
             if codecs[apt]?.rtxPayloadType == nil { codecs[apt]?.rtxPayloadType = pt }
         }
-        // In the m= line's order (the offerer's preference), without the RTX entries.
-        media.codecs = m.formats.compactMap { UInt8($0).flatMap { codecs[$0] } }.filter { $0.name.lowercased() != "rtx" }
+        // RED (RFC 2198) whose fmtp names one codec only ("111/111"): that codec's redundancy.
+        var attachedRED: Set<UInt8> = []
+        for (pt, codec) in codecs.sorted(by: { $0.key < $1.key }) where codec.name.lowercased() == "red" {
+            let carried = Set((codec.parameters ?? "").split(separator: "/").map { UInt8(String($0.filter { !$0.isWhitespace })) })
+            guard carried.count == 1, let inner = carried.first ?? nil, inner != pt, let primary = codecs[inner],
+                  primary.clockRate == codec.clockRate, primary.redPayloadType == nil else { continue }
+            codecs[inner]?.redPayloadType = pt
+            attachedRED.insert(pt)
+        }
+        // In the m= line's order (the offerer's preference), without the RTX and attached RED entries.
+        media.codecs = m.formats.compactMap { UInt8($0).flatMap { codecs[$0] } }
+            .filter { $0.name.lowercased() != "rtx" && !attachedRED.contains($0.payloadType) }
         // SSRCs: the FID group names media and retransmission; otherwise the first a=ssrc.
         if let fid = m.attributes("ssrc-group").first(where: { $0.hasPrefix("FID ") }) {
             let ids = fid.split(separator: " ").dropFirst().compactMap { UInt32($0) }
@@ -258,6 +273,11 @@ public struct JSEPDescription: Sendable, Equatable {
             if m.rtcpReducedSize { a("rtcp-rsize") }
             var formats: [String] = []
             for c in m.codecs {
+                if let red = c.redPayloadType {
+                    formats.append(String(red))
+                    a("rtpmap:\(red) red/\(c.clockRate)" + (c.channels.map { "/\($0)" } ?? ""))
+                    a("fmtp:\(red) \(c.payloadType)/\(c.payloadType)")
+                }
                 formats.append(String(c.payloadType))
                 a("rtpmap:\(c.payloadType) \(c.name)/\(c.clockRate)" + (c.channels.map { "/\($0)" } ?? ""))
                 for fb in c.feedback { a("rtcp-fb:\(c.payloadType) \(fb)") }

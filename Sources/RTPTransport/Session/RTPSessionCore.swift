@@ -23,6 +23,8 @@ public struct RTPSessionCore: Sendable {
         public var transportFeedbackReceived = 0, paddingBytes = 0
         public var receivedVideoPackets = 0, receivedAudioPackets = 0, retransmissionsReceived = 0
         public var nacksSent = 0, pliSent = 0
+        /// Audio packets rebuilt from RED's redundant blocks (their own packet was lost).
+        public var audioRecoveredByRED = 0
         public init() {}
     }
     public private(set) var counters = Counters()
@@ -43,6 +45,8 @@ public struct RTPSessionCore: Sendable {
         var timestamp = UInt32.random(in: 0...UInt32.max)
         var first = true
         var counters = StreamCounters(clockRate: 48_000)
+        /// The last payloads sent (newest last), for RED's redundant blocks.
+        var history: [(timestamp: UInt32, payload: [UInt8])] = []
     }
     struct InboundVideo: Sendable {
         let stream: SessionConfiguration.Inbound
@@ -56,6 +60,8 @@ public struct RTPSessionCore: Sendable {
     struct InboundAudio: Sendable {
         let stream: SessionConfiguration.Inbound
         var statistics: ReceiverStatistics?
+        /// Which recent sequence numbers arrived, so that RED rebuilds only what was lost.
+        var arrived = RecentSequences()
     }
     private var video: OutboundVideo?
     private var audio: OutboundAudio?
@@ -195,11 +201,29 @@ public struct RTPSessionCore: Sendable {
         if dropped { actions.append(.keyframeNeeded) }
     }
 
+    /// RED's depth (RFC 2198) follows the loss the peer reports on our audio (on our video
+    /// until it has): one earlier packet in each, as libwebrtc sends, and two from 3 % loss, so
+    /// that two losses in a row (0.09 % of packets at 3 %, 4 % at 20 %) still play.
+    var redDepth: Int {
+        let loss = reports.peerAudioLoss ?? reports.peerVideoLoss ?? 0
+        return loss >= 0.03 ? 2 : 1
+    }
+
     private mutating func sendAudio(_ payload: [UInt8], samples: Int, capturedAt: MediaTime, now: MediaTime) {
         guard var track = audio else { return }
         audio = nil
-        let packet = RTPPacket(payloadType: track.stream.payloadType, sequenceNumber: track.sequence, timestamp: track.timestamp,
-                               ssrc: track.stream.ssrc, marker: track.first, payload: payload)
+        var wire = payload, payloadType = track.stream.payloadType
+        if let red = track.stream.redPayloadType {
+            let blocks = track.history.suffix(redDepth).map {
+                REDPayload.Block(payloadType: payloadType, timestampOffset: track.timestamp &- $0.timestamp, data: $0.payload)
+            }
+            wire = REDPayload(redundant: blocks, primaryPayloadType: payloadType, primary: payload).serialized()
+            payloadType = red
+            track.history.append((track.timestamp, payload))
+            if track.history.count > 2 { track.history.removeFirst() }
+        }
+        let packet = RTPPacket(payloadType: payloadType, sequenceNumber: track.sequence, timestamp: track.timestamp,
+                               ssrc: track.stream.ssrc, marker: track.first, payload: wire)
         track.first = false
         track.sequence &+= 1
         track.timestamp &+= UInt32(samples)
@@ -217,7 +241,7 @@ public struct RTPSessionCore: Sendable {
     private mutating func receiveRTP(_ bytes: [UInt8], kind: MediaKind?, arrival: MediaTime, actions: inout [SessionAction]) {
         guard let packet = try? RTPPacket(parsing: bytes) else { return }
         let isVideo = receivedVideo.map { packet.payloadType == $0.stream.payloadType || packet.payloadType == $0.stream.rtxPayloadType } ?? false
-        let isAudio = receivedAudio.map { packet.payloadType == $0.stream.payloadType } ?? false
+        let isAudio = receivedAudio.map { packet.payloadType == $0.stream.payloadType || packet.payloadType == $0.stream.redPayloadType } ?? false
         switch kind {
         case .video?: if isVideo { receiveVideo(packet, arrival: arrival, actions: &actions) }
         case .audio?: if isAudio { receiveAudio(packet, arrival: arrival, actions: &actions) }
@@ -264,8 +288,28 @@ public struct RTPSessionCore: Sendable {
         if track.statistics == nil { track.statistics = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 48_000) }
         track.statistics?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival.sinceOrigin)
         counters.receivedAudioPackets += 1
-        receivedAudio = track
-        actions.append(.playAudio(packet, arrival: arrival))
+        track.arrived.insert(packet.sequenceNumber)
+        defer { receivedAudio = track }
+        guard let red = track.stream.redPayloadType, packet.payloadType == red else {
+            actions.append(.playAudio(packet, arrival: arrival))
+            return
+        }
+        guard let payload = try? REDPayload(parsing: packet.payload), payload.primaryPayloadType == track.stream.payloadType else { return }
+        // The redundant blocks are the packets just before this one, oldest first: each that did
+        // not arrive is played from here, with the arrival it would have had (so the jitter
+        // estimate does not take it for a late packet).
+        let count = payload.redundant.count
+        for (index, block) in payload.redundant.enumerated() where block.payloadType == track.stream.payloadType && !block.data.isEmpty {
+            let sequence = packet.sequenceNumber &- UInt16(count - index)
+            guard !track.arrived.contains(sequence) else { continue }
+            track.arrived.insert(sequence)
+            counters.audioRecoveredByRED += 1
+            let rebuilt = RTPPacket(payloadType: block.payloadType, sequenceNumber: sequence, timestamp: packet.timestamp &- block.timestampOffset,
+                                    ssrc: packet.ssrc, payload: block.data)
+            actions.append(.playAudio(rebuilt, arrival: arrival - .microseconds(Int64(block.timestampOffset) * 1_000_000 / 48_000)))
+        }
+        actions.append(.playAudio(RTPPacket(payloadType: payload.primaryPayloadType, sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
+                                            ssrc: packet.ssrc, marker: packet.marker, payload: payload.primary), arrival: arrival))
     }
 
     private mutating func receiveRTCP(_ bytes: [UInt8], arrival: MediaTime, actions: inout [SessionAction]) {

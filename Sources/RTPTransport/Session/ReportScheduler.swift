@@ -9,8 +9,9 @@ struct ReportScheduler: Sendable {
     private(set) var next: MediaTime?
     /// The round trip by the peer's reports on our streams.
     private(set) var roundTripTime: Duration?
-    /// The fraction of our video the peer reported lost.
+    /// The fraction of our video, and of our audio, the peer reported lost.
     private(set) var peerVideoLoss: Double?
+    private(set) var peerAudioLoss: Double?
 
     /// The first reports go a second after the session starts.
     mutating func start(at now: MediaTime) { if next == nil { next = now + Self.interval } }
@@ -25,7 +26,7 @@ struct ReportScheduler: Sendable {
     /// A report block about one of our streams, arrived at `arrivalNTP`.
     mutating func peerReported(_ report: ReceptionReport, arrivalNTP: UInt64, isVideo: Bool) {
         if let rtt = NTPTime.roundTripTime(reportArrivalNTP: arrivalNTP, report: report) { roundTripTime = rtt }
-        if isVideo { peerVideoLoss = Double(report.fractionLost) / 256 }
+        if isVideo { peerVideoLoss = Double(report.fractionLost) / 256 } else { peerAudioLoss = Double(report.fractionLost) / 256 }
     }
 }
 

@@ -47,8 +47,10 @@ public struct SessionConfiguration: Sendable {
         public var payloadType: UInt8
         /// The MID (RFC 8843) the stream's packets carry until the peer reports on it.
         public var mid: String?
-        public init(ssrc: UInt32, payloadType: UInt8, mid: String? = nil) {
-            (self.ssrc, self.payloadType, self.mid) = (ssrc, payloadType, mid)
+        /// Audio: RED (RFC 2198) both sides agreed on; packets then carry earlier packets too.
+        public var redPayloadType: UInt8?
+        public init(ssrc: UInt32, payloadType: UInt8, mid: String? = nil, redPayloadType: UInt8? = nil) {
+            (self.ssrc, self.payloadType, self.mid, self.redPayloadType) = (ssrc, payloadType, mid, redPayloadType)
         }
     }
     public struct Inbound: Sendable {
@@ -56,8 +58,10 @@ public struct SessionConfiguration: Sendable {
         public var rtxPayloadType: UInt8?
         /// RTCP feedback the stream's description offers ("nack", "nack pli", ...).
         public var feedback: [String]
-        public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, feedback: [String] = []) {
-            (self.payloadType, self.rtxPayloadType, self.feedback) = (payloadType, rtxPayloadType, feedback)
+        /// Audio: the RED (RFC 2198) payload type the peer may send it in.
+        public var redPayloadType: UInt8?
+        public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, feedback: [String] = [], redPayloadType: UInt8? = nil) {
+            (self.payloadType, self.rtxPayloadType, self.feedback, self.redPayloadType) = (payloadType, rtxPayloadType, feedback, redPayloadType)
         }
     }
     public var video: Outbound?

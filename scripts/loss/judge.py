@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""The loss bench's figures (scripts/loss/bench.sh): reads DIR/STACK-LOSS-RTT-RUN/ for the cases
+named, per direction of each run: frames shown per second, freezes (gaps >= 300 ms between
+shown pictures after the first 5 s) per minute, the longest gap, mean resolution, ICE restarts
+and audio concealed; then a table per case and the goal (callend >= Chromium's frames per
+second, no more freezes than Chromium, <= 0.2 freezes per minute, no ICE restart). Writes
+DIR/results.csv.
+"""
+import csv, glob, json, os, re, sys
+
+WARMUP = 5.0
+FREEZE = 0.3
+
+
+def callend_side(directory, who):
+    """One direction: what `who` received, from its stats lines (one a second) and summary."""
+    path = f"{directory}/{who}.out"
+    if not os.path.exists(path):
+        return None
+    lines, summary = [], ""
+    for text in open(path, errors="replace"):
+        if text.startswith("{"):
+            try:
+                lines.append(json.loads(text))
+            except ValueError:
+                pass
+        elif " <- " in text:
+            summary = text
+    started = [l for l in lines if l.get("framesDecoded", 0) > 0]
+    if len(started) < 3:
+        return None
+    t0 = started[0]["seconds"] + WARMUP
+    window = [l for l in lines if l["seconds"] > t0]
+    base = max((l for l in lines if l["seconds"] <= t0), key=lambda l: l["seconds"])
+    if not window:
+        return None
+    end = window[-1]
+    minutes = (end["seconds"] - base["seconds"]) / 60
+    sizes = [tuple(int(x) for x in l["resolution"].split("x")) for l in window if re.fullmatch(r"\d+x\d+", l.get("resolution", ""))]
+    numbers = lambda pattern: int((re.search(pattern, summary) or [0, 0])[1])
+    decoded, fec, concealed = numbers(r"audio (\d+) decoded"), numbers(r"(\d+) FEC"), numbers(r"(\d+) concealed")
+    return {
+        "fps": (end["framesDecoded"] - base["framesDecoded"]) / (minutes * 60),
+        "freezes": end.get("freezes", 0) - base.get("freezes", 0),
+        "minutes": minutes,
+        "longest": max([l.get("longestFreezeMs") or 0 for l in window] + [0]),
+        "width": sum(w for w, _ in sizes) / len(sizes) if sizes else 0,
+        "height": sum(h for _, h in sizes) / len(sizes) if sizes else 0,
+        "restarts": end.get("iceRestarts", 0),
+        "concealed": 100 * concealed / max(1, decoded + fec + concealed),
+    }
+
+
+def chromium_side(directory, who):
+    """One direction: what the page on `who` showed (requestVideoFrameCallback times)."""
+    path = f"{directory}/{who}.json"
+    lines = [l for l in open(path, errors="replace") if l.startswith("{")] if os.path.exists(path) else []
+    run = json.loads(lines[-1]).get("run") if lines else None
+    if not run or len(run.get("shown", [])) < 3:
+        return None
+    shown = run["shown"]
+    t0 = shown[0][0] + WARMUP * 1000
+    end = run.get("end", shown[-1][0])
+    base = [s for s in shown if s[0] <= t0]
+    previous = base[-1][0] if base else t0
+    gaps = []
+    frames = 0
+    for t, _, _ in shown:
+        if t <= t0:
+            continue
+        frames += 1
+        gaps.append(t - previous)
+        previous = t
+    window = [s for s in shown if s[0] > t0]
+    minutes = (end - t0) / 60000
+    audio = run.get("audio", {})
+    restarts = sum(1 for _, state in run.get("ice", []) if state == "failed")
+    return {
+        "fps": frames / (minutes * 60),
+        "freezes": sum(1 for g in gaps if g >= FREEZE * 1000),
+        "minutes": minutes,
+        "longest": max([g for g in gaps if g >= FREEZE * 1000] + [0]),
+        "width": sum(s[1] for s in window) / max(1, len(window)),
+        "height": sum(s[2] for s in window) / max(1, len(window)),
+        "restarts": restarts,
+        "concealed": 100 * audio.get("concealedSamples", 0) / max(1, audio.get("totalSamplesReceived", 0)),
+        "codecs": run.get("codecs", []),
+    }
+
+
+def main():
+    out, cases = sys.argv[1], sys.argv[2:]
+    rows = []
+    summary = {}
+    for case in cases:
+        loss, rtt = case.split("@")
+        for stack, side in (("callend", callend_side), ("chromium", chromium_side)):
+            for directory in sorted(glob.glob(f"{out}/{stack}-{loss}-{rtt}-*")):
+                run = directory.rsplit("-", 1)[1]
+                for who in ("a", "b"):
+                    figures = side(directory, who)
+                    if figures is None:
+                        print(f"loss bench: {stack} {case} run {run}: no figures for {who} (logs in {directory})")
+                        figures = {"fps": 0, "freezes": 0, "minutes": 0, "longest": 0, "width": 0, "height": 0, "restarts": 0,
+                                   "concealed": 100, "missing": True}
+                    rows.append({"case": case, "stack": stack, "run": run, "receiver": who, **{k: v for k, v in figures.items() if k != "codecs"}})
+                    summary.setdefault((case, stack), []).append(figures)
+    with open(f"{out}/results.csv", "w", newline="") as f:
+        fields = ["case", "stack", "run", "receiver", "fps", "freezes", "minutes", "longest", "width", "height", "restarts", "concealed", "missing"]
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row.get(k, "") for k in fields})
+    all_met = True
+    for case in cases:
+        loss, rtt = case.split("@")
+        print(f"loss bench: {'Gilbert-Elliott bursts (about 4.5 %)' if loss == 'ge' else loss + ' % random loss'} each way, RTT about {rtt} ms")
+        print("loss bench: stack    | runs x dirs | frames shown/s (each)       | freezes/min | longest ms | mean resolution | ICE restarts | audio concealed")
+        figures = {}
+        for stack in ("callend", "chromium"):
+            sides = summary.get((case, stack))
+            if not sides:
+                continue
+            minutes = sum(s["minutes"] for s in sides)
+            f = {
+                "fps": sum(s["fps"] for s in sides) / len(sides),
+                "per_minute": sum(s["freezes"] for s in sides) / minutes if minutes else float("inf"),
+                "longest": max(s["longest"] for s in sides),
+                "restarts": sum(s["restarts"] for s in sides),
+                "missing": any(s.get("missing") for s in sides),
+            }
+            figures[stack] = f
+            print(f"loss bench: {stack:8} | {len(sides):11} | {f['fps']:5.1f} ({', '.join('%.1f' % s['fps'] for s in sides)}) | "
+                  f"{f['per_minute']:11.2f} | {f['longest']:10.0f} | "
+                  f"{sum(s['width'] for s in sides) / len(sides):.0f}x{sum(s['height'] for s in sides) / len(sides):.0f} | "
+                  f"{f['restarts']:12} | {sum(s['concealed'] for s in sides) / len(sides):.1f} %")
+            codecs = sorted({c for s in sides for c in s.get("codecs", [])})
+            if codecs:
+                print(f"loss bench: {stack} codecs: {'; '.join(codecs)}")
+        c = figures.get("callend")
+        if c is None:
+            continue
+        goals = [("no figures missing", not c["missing"]), ("<= 0.2 freezes/min", c["per_minute"] <= 0.2), ("no ICE restart", c["restarts"] == 0)]
+        if "chromium" in figures and not figures["chromium"]["missing"]:
+            goals += [(">= Chromium's frames/s", c["fps"] >= figures["chromium"]["fps"]),
+                      ("no more freezes than Chromium", c["per_minute"] <= figures["chromium"]["per_minute"])]
+        missed = [name for name, ok in goals if not ok]
+        all_met = all_met and not missed
+        print(f"loss bench: callend targets at {case}: " + ("met" if not missed else "NOT met (" + ", ".join(missed) + ")"))
+    print(f"loss bench: wrote {out}/results.csv")
+    sys.exit(0)
+
+
+main()
