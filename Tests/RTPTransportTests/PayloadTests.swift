@@ -1,3 +1,4 @@
+import MediaCore
 import Testing
 @testable import RTPTransport
 
@@ -131,6 +132,36 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(second.keyframeNeeded && second.framesDropped >= 1)
     }
 
+    /// With a playout delay, frames show at their RTP time (on the clock of the fastest packet)
+    /// plus the delay: early ones are held, a repaired one shows when it is complete, only its
+    /// lateness beyond the delay late, and the frames behind it catch up at once.
+    @Test func aPlayoutDelayShowsFramesAtTheirTimeAndAbsorbsARepair() throws {
+        var buffer = VideoJitterBuffer(minimumDelay: .milliseconds(20))
+        buffer.playoutDelay = .milliseconds(100)
+        buffer.retransmissionWait = .milliseconds(400)
+        // 30 fps (3000 ticks a frame), each frame's packets arriving 5 ms after its time.
+        let packets = videoPackets(frames: 10)
+        let lost = packets[3 * 3 + 1]  // a packet of frame 3
+        var shown: [(timestamp: UInt32, at: Duration)] = []
+        func arrival(_ p: RTPPacket) -> Duration { .microseconds(Int64(p.timestamp) * 1_000 / 90) + .milliseconds(5) }
+        var events: [(at: Duration, packet: RTPPacket?)] = packets.filter { $0 != lost }.map { (arrival($0), $0) }
+        events.append((arrival(lost) + .milliseconds(180), lost))  // repaired 180 ms late
+        for t in stride(from: 0, through: 600, by: 1) { events.append((.milliseconds(t), nil)) }  // ticks
+        events.sort { $0.at < $1.at }
+        for (at, packet) in events {
+            if let packet { _ = buffer.insert(packet, arrival: at) }
+            shown += buffer.popFrames(now: at).map { ($0.rtpTimestamp, at) }
+        }
+        #expect(shown.map(\.timestamp) == (0..<10).map { UInt32($0 * 3000) })
+        // Frame 0 starts the stream at once; frames 1, 2 at their time + 5 ms + 100 ms.
+        #expect(shown[1].at == .microseconds(138_333), "\(shown.map { ($0.timestamp, $0.at) })")
+        // Frame 3 (due at 205 ms) completes at 285 ms: shown then, 80 ms late, frame 4 behind it.
+        #expect(shown[3].at == .milliseconds(285) && shown[4].at == .milliseconds(285))
+        let gaps = zip(shown.dropFirst(), shown.dropFirst(2)).map { $1.at - $0.at }
+        #expect(gaps.max()! < .milliseconds(150), "the repair shows as \(gaps.max()!), not as its 180 ms")
+        #expect(buffer.framesDropped == 0 && !buffer.keyframeNeeded)
+    }
+
     @Test func targetDelayFollowsJitterAndRTT() {
         var calm = VideoJitterBuffer(minimumDelay: .milliseconds(10))
         var rough = VideoJitterBuffer(minimumDelay: .milliseconds(10))
@@ -213,6 +244,7 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
 @Suite struct NACKTests {
     @Test func asksRetriesAndGivesUp() {
         var nack = NACKGenerator(maxRetries: 3, reorderingDelay: .milliseconds(5))
+        nack.echoDelay = nil
         for seq: UInt16 in [65534, 65535, 2, 3] { nack.received(seq, now: .zero) }
         let rtt = Duration.milliseconds(40)
         let d1 = nack.due(now: .milliseconds(1), roundTripTime: rtt)
@@ -232,8 +264,9 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(nack.keyframeNeeded && nack.gaveUp == 1 && nack.recovered == 1)
     }
 
-    /// In a call a hole is asked for with the packet that shows it (no wait, no tick), and again
-    /// a round trip and a quarter later; `nextDue` tells the core when to come back.
+    /// In a call a hole is asked for with the packet that shows it (no wait, no tick), that
+    /// request repeated 15 ms later (a lost NACK costs no round trip), and asked for again a
+    /// round trip and a quarter after the first; `nextDue` tells the core when to come back.
     @Test func theFirstNACKGoesWithThePacketThatShowsTheGap() {
         var nack = NACKGenerator()
         let rtt = Duration.milliseconds(100)
@@ -243,6 +276,9 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(33))
         #expect(nack.due(now: .milliseconds(33), roundTripTime: rtt) == [11])
         #expect(NACKGenerator.retryInterval(roundTripTime: rtt) == .milliseconds(125))
+        #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(48))
+        #expect(nack.due(now: .milliseconds(47), roundTripTime: rtt).isEmpty)
+        #expect(nack.due(now: .milliseconds(48), roundTripTime: rtt) == [11], "the repeat")
         #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(158))
         #expect(nack.due(now: .milliseconds(157), roundTripTime: rtt).isEmpty)
         #expect(nack.due(now: .milliseconds(158), roundTripTime: rtt) == [11])
@@ -394,5 +430,32 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         seen.insert(100)
         #expect(seen.contains(1), "more than 64 behind counts as seen")
         #expect(!seen.contains(99) && seen.contains(100))
+    }
+}
+
+@Suite struct NACKRequesterTests {
+    /// A retransmission cannot say which request it answers: the round trip is the least time
+    /// from a hole's first request to its repair over the last seconds, so a repair that lands
+    /// just after a retry (the first request's answer, slow) does not pass for a 5 ms round trip.
+    @Test func theRoundTripIsMeasuredFromTheFirstRequest() {
+        var requester = NACKRequester()
+        let t0 = MediaTime(microseconds: 1_000_000)
+        requester.received(10, at: t0)
+        requester.received(12, at: t0)  // 11 is missing
+        let first = requester.due(senderSSRC: 1, mediaSSRC: 2, at: t0)
+        #expect(first?.lostSequenceNumbers == [11])
+        // The default 50 ms estimate retries after 62.5 ms; the real round trip is 100 ms.
+        let retry = requester.due(senderSSRC: 1, mediaSSRC: 2, at: t0 + .milliseconds(63))
+        #expect(retry?.lostSequenceNumbers == [11])
+        let repaired = requester.repaired(11, at: t0 + .milliseconds(100))
+        #expect(repaired)
+        #expect(requester.roundTripTime == .milliseconds(100), "from the first request, not 37 ms from the retry")
+        requester.received(14, at: t0 + .milliseconds(200))  // 13 is missing
+        _ = requester.due(senderSSRC: 1, mediaSSRC: 2, at: t0 + .milliseconds(200))
+        let late = requester.repaired(13, at: t0 + .milliseconds(430))
+        #expect(late, "the first request was lost, a retry's answer")
+        #expect(requester.roundTripTime == .milliseconds(100), "the least of recent samples")
+        let padding = requester.repaired(99, at: t0 + .milliseconds(500))
+        #expect(!padding, "nobody asked for 99: a probe's padding")
     }
 }

@@ -5,8 +5,9 @@ python3-selenium) with a fake camera and microphone: opens URL, waits until the 
 one JSON line with the page's statistics. Exits 3 when Chromium cannot start (the caller skips),
 1 when the media did not arrive in --timeout seconds.
 
-With --run-seconds N it then stays N seconds in the call, timing every picture the video element
-shows (requestVideoFrameCallback) and every ICE state, and the JSON line gains "run": the shown
+With --run-until T (seconds since the epoch, so that two pages stop together) it then stays in
+the call until T, timing every picture the video element shows (requestVideoFrameCallback) and
+every ICE state, and leaves 3 s later (the peer's page collects meanwhile); the JSON line gains "run": the shown
 pictures' times (ms) and sizes, the ICE states, and the inbound video and audio statistics at the
 end (freezes, concealment, NACKs, FEC) with the codecs in use: what the loss bench judges.
 """
@@ -22,7 +23,7 @@ parser.add_argument("--ready-file", help="written once the page has joined the r
 parser.add_argument("--stay", action="store_true", help="once the media arrived, stay in the call until SIGTERM")
 parser.add_argument("--secure-origin", help="an http:// origin Chromium treats as secure (camera and microphone allowed)")
 parser.add_argument("--trust-key", help="base64 SHA-256 of a certificate key Chromium trusts (a service's private CA)")
-parser.add_argument("--run-seconds", type=float, help="once the media arrived, stay this long timing the pictures shown")
+parser.add_argument("--run-until", type=float, help="once the media arrived, stay until this time (epoch seconds) timing the pictures shown")
 parser.add_argument("--fake-video", help="a Y4M file the fake camera plays (looped) instead of its own pattern")
 args = parser.parse_args()
 # Stopped by SIGTERM: unwind through the finally below, which closes Chromium.
@@ -73,6 +74,7 @@ if (c.pc) c.pc.addEventListener('iceconnectionstatechange', () => c.ice.push([pe
 """
 COLLECT = """
 const done = arguments[arguments.length - 1], c = window.callend;
+if (!c.pc) { done({shown: c.shown, ice: c.ice, end: performance.now(), codecs: [], video: {}, audio: {}}); return; }
 c.pc.getStats().then((report) => {
   const inbound = {}, codecs = {};
   report.forEach((s) => {
@@ -118,11 +120,12 @@ try:
         if args.stay:
             say("media flowing; staying in the call until SIGTERM")
             signal.pause()
-        if args.run_seconds:
+        if args.run_until:
             driver.execute_script(RECORD)
-            say(f"media flowing; timing the pictures shown for {args.run_seconds:.0f} s")
-            time.sleep(args.run_seconds)
+            say(f"media flowing; timing the pictures shown for {args.run_until - time.time():.0f} s")
+            time.sleep(max(0, args.run_until - time.time()))
             run = driver.execute_async_script(COLLECT)
+            time.sleep(3)
     except TimeoutException:
         pass
     final = driver.execute_script("return {stats: window.callend && window.callend.stats, log: window.callend ? window.callend.log : []};")

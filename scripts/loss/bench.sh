@@ -112,11 +112,11 @@ run_chromium() {
   ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --http "10.71.1.2:$port" --secret-file "$work/secret" "${serve_tls[@]}" > "$dir/serve.log" 2>&1 &
   local serve=$!; pids+=($serve)
   wait_for "$dir/serve.log" "web page at" 30 || { echo "loss bench: the service did not start"; return 1; }
-  local pages=()
+  local pages=() until=$(( $(date +%s) + 20 + seconds ))  # 20 s to start both and meet
   for who in a b; do
     ns=${!who}
     ip netns exec "$ns" "$py" scripts/browser/page.py "https://10.71.1.2:$port/?room=loss&token=$("$bin" token --room loss --identity "$who" --secret-file "$work/secret")" \
-      --trust-key "$tls_pin" --fake-video "$clip" --frames 30 --timeout 90 --run-seconds "$seconds" \
+      --trust-key "$tls_pin" --fake-video "$clip" --frames 30 --timeout 60 --run-until "$until" \
       --ready-file "$dir/$who.ready" > "$dir/$who.json" 2> "$dir/$who.err" &
     pages+=($!); pids+=($!)
     [ $who = a ] && { wait_for "$dir/a.ready" "" 60 || { echo "loss bench: the first page did not join"; return 1; }; }

@@ -6,6 +6,9 @@ public struct NACKGenerator: Sendable {
         var firstSeen: Duration
         var lastRequested: Duration?
         var retries: Int
+        /// When the last request is repeated once (`echoDelay` after it), so that one lost
+        /// NACK does not cost a whole round trip.
+        var echoAt: Duration?
     }
 
     public var maxRetries: Int
@@ -20,6 +23,10 @@ public struct NACKGenerator: Sendable {
     /// Zero in a call: the NACK goes out with the packet that showed the gap (a reordered
     /// packet costs one needless resend; a wait costs every real loss its length).
     public var reorderingDelay: Duration
+    /// Each request goes again this long after it, once: at 10 % loss a lone NACK is lost one
+    /// time in ten and its hole waits a round trip longer; two are both lost one time in a
+    /// hundred. Nil: no repeat.
+    public var echoDelay: Duration? = .milliseconds(15)
 
     private var unwrapper = SequenceUnwrapper()
     private var highest: Int64?
@@ -79,7 +86,8 @@ public struct NACKGenerator: Sendable {
     public func nextDue(roundTripTime: Duration) -> Duration? {
         let interval = Self.retryInterval(roundTripTime: roundTripTime)
         return missing.values.lazy.map { entry in
-            min(entry.firstSeen + self.maxAge, entry.lastRequested.map { $0 + interval } ?? entry.firstSeen + self.reorderingDelay)
+            min(entry.firstSeen + self.maxAge, entry.echoAt ?? .seconds(1_000_000_000),
+                entry.lastRequested.map { $0 + interval } ?? entry.firstSeen + self.reorderingDelay)
         }.min()
     }
 
@@ -96,10 +104,17 @@ public struct NACKGenerator: Sendable {
                 keyframeNeeded = true
                 continue
             }
+            if let echo = entry.echoAt, now >= echo {
+                entry.echoAt = nil
+                missing[sequence] = entry
+                out.append(UInt16(truncatingIfNeeded: sequence))
+                continue
+            }
             let ready = entry.lastRequested.map { now - $0 >= interval } ?? (now - entry.firstSeen >= reorderingDelay)
             guard ready else { continue }
             entry.lastRequested = now
             entry.retries += 1
+            entry.echoAt = echoDelay.map { now + $0 }
             missing[sequence] = entry
             requested += 1
             out.append(UInt16(truncatingIfNeeded: sequence))

@@ -11,6 +11,11 @@ import Platform
 ///   dropped and `keyframeNeeded` is set so the caller sends a PLI.
 /// - `targetDelay` adapts: three times the measured frame jitter (RFC 3550 §A.8 estimator) plus
 ///   the round-trip time a retransmission needs, within `minimumDelay ... maximumDelay`.
+/// - With a `playoutDelay`, a frame is also held until its render time: when its RTP timestamp
+///   says it was taken, on the clock of the packet that came fastest lately, plus the delay. A
+///   frame whose repair took less than the delay then shows on time, and one that took longer
+///   shows that much late rather than its whole repair late: with the delay at one NACK round
+///   trip, a hole that needs two or three rounds stays under a freeze.
 /// - Memory is bounded: past `maxPackets` the oldest frames are dropped.
 public struct VideoJitterBuffer: Sendable {
     public struct Frame: Sendable, Equatable {
@@ -43,6 +48,9 @@ public struct VideoJitterBuffer: Sendable {
     /// How long repairing a hole by retransmission may take (a few NACK attempts, each a round
     /// trip), so the buffer does not give up on a frame that a resend is about to complete.
     public var retransmissionWait: Duration = .zero
+    /// How long after its render time's base a frame is shown at the earliest (zero: as soon as
+    /// it is complete).
+    public var playoutDelay: Duration = .zero
 
     private var unwrapper = SequenceUnwrapper()
     private var packets: [Int64: Packet] = [:]
@@ -54,6 +62,12 @@ public struct VideoJitterBuffer: Sendable {
     private var waitingSince: Duration?
     private var jitter = 0.0
     private var lastTransit: Double?
+    /// The packet that came fastest (the smallest arrival minus its RTP time) in this window and
+    /// the one before (5 s each): render times are reckoned from it, and it follows a path that
+    /// grew longer within 10 s.
+    private var fastest: (current: (arrival: Duration, timestamp: UInt32)?, previous: (arrival: Duration, timestamp: UInt32)?, windowStart: Duration?)
+        = (nil, nil, nil)
+    static let fastestWindow: Duration = .seconds(5)
 
     public private(set) var keyframeNeeded = false
     public private(set) var framesReleased = 0
@@ -93,6 +107,7 @@ public struct VideoJitterBuffer: Sendable {
             return .duplicate
         }
         updateJitter(rtpTimestamp: packet.timestamp, arrival: arrival)
+        noteTransit(rtpTimestamp: packet.timestamp, arrival: arrival)
         packets[sequence] = Packet(fragment: fragment, marker: packet.marker, timestamp: packet.timestamp, arrival: arrival)
         if fragment.isKeyframeStart { keyframeStarts.insert(sequence) }
         if packets.count > maxPackets { dropOldestFrame() }
@@ -113,8 +128,36 @@ public struct VideoJitterBuffer: Sendable {
         lastTransit = transit
     }
 
+    /// Whether `a` came faster than `b`: less time after its RTP time.
+    private func faster(_ a: (arrival: Duration, timestamp: UInt32), than b: (arrival: Duration, timestamp: UInt32)) -> Bool {
+        let taken = Duration.seconds(Double(Int32(bitPattern: a.timestamp &- b.timestamp)) / clockRate)
+        return a.arrival - taken < b.arrival
+    }
+
+    private mutating func noteTransit(rtpTimestamp: UInt32, arrival: Duration) {
+        let packet = (arrival: arrival, timestamp: rtpTimestamp)
+        if let start = fastest.windowStart, arrival - start >= Self.fastestWindow {
+            fastest = (nil, fastest.current, arrival)
+        }
+        if fastest.windowStart == nil { fastest.windowStart = arrival }
+        if fastest.current.map({ faster(packet, than: $0) }) ?? true { fastest.current = packet }
+    }
+
+    /// When the frame of `timestamp` is due to show: its RTP time on the fastest packet's clock,
+    /// plus the playout delay. Nil without a delay (or before any packet).
+    public func renderTime(_ timestamp: UInt32) -> Duration? {
+        guard playoutDelay > .zero, let current = fastest.current else { return nil }
+        let base = fastest.previous.map { faster($0, than: current) ? $0 : current } ?? current
+        return base.arrival + .seconds(Double(Int32(bitPattern: timestamp &- base.timestamp)) / clockRate) + playoutDelay
+    }
+
+    /// When the next frame, complete and in order, waits only for its render time: the caller
+    /// comes back then.
+    public private(set) var heldUntil: Duration?
+
     /// Frames ready at `now`, in decode order.
     public mutating func popFrames(now: Duration) -> [Frame] {
+        heldUntil = nil
         var out: [Frame] = []
         while let frame = nextFrame(now: now) { out.append(frame) }
         return out
@@ -126,6 +169,10 @@ public struct VideoJitterBuffer: Sendable {
             return nil
         }
         if let frame = completeFrame(startingAt: oldest, now: now), frame.isKeyframe || continues(frame) {
+            if lastReleased != nil, let due = renderTime(frame.rtpTimestamp), now < due {
+                heldUntil = due
+                return nil
+            }
             release(frame)
             return frame
         }

@@ -5,10 +5,17 @@ import MediaCore
 /// attempts take.
 struct NACKRequester: Sendable {
     private var generator = NACKGenerator()
-    /// When each outstanding sequence number was last asked for.
+    /// When each outstanding sequence number was first asked for.
     private var askedAt: [UInt16: MediaTime] = [:]
-    /// Smoothed NACK → retransmission time (1/8 gain, RFC 6298 style).
+    /// First request → retransmission times of the last 5 s, and their least: the round trip.
+    /// A retransmission cannot say which request it answers (Karn's problem): measured from the
+    /// latest request, one answering an earlier request that arrived just after a retry measured
+    /// a few milliseconds, the retry interval shrank with it and the estimate collapsed to 10 ms
+    /// at 10 % loss. From the first request a sample is never short, only long when the first
+    /// request or its answer was lost, and the least of recent samples is one that was not.
+    private var samples: [(at: MediaTime, time: Duration)] = []
     private(set) var roundTripTime: Duration = .milliseconds(50)
+    static let sampleWindow: Duration = .seconds(5)
     private(set) var sent = 0
 
     /// Time for four NACK attempts (the first goes at once, the generator re-asks every
@@ -32,7 +39,10 @@ struct NACKRequester: Sendable {
     /// nobody asked for is a probe's padding), and the round trip is updated.
     mutating func repaired(_ sequenceNumber: UInt16, at now: MediaTime) -> Bool {
         guard let asked = askedAt.removeValue(forKey: sequenceNumber) else { return false }
-        roundTripTime = roundTripTime * 7 / 8 + (now - asked) / 8
+        samples.removeAll { now - $0.at > Self.sampleWindow }
+        if samples.count >= 64 { samples.removeFirst() }
+        samples.append((now, now - asked))
+        roundTripTime = samples.map(\.time).min()!
         return true
     }
 
@@ -41,7 +51,7 @@ struct NACKRequester: Sendable {
         let lost = generator.due(now: now.sinceOrigin, roundTripTime: roundTripTime)
         guard !lost.isEmpty else { return nil }
         if askedAt.count > 2000 { askedAt.removeAll() }
-        for sequence in lost { askedAt[sequence] = now }
+        for sequence in lost where askedAt[sequence] == nil { askedAt[sequence] = now }
         sent += 1
         return GenericNACK(senderSSRC: senderSSRC, mediaSSRC: mediaSSRC, lost: lost)
     }

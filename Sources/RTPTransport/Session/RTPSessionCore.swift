@@ -55,7 +55,22 @@ public struct RTPSessionCore: Sendable {
         var nack = NACKRequester()
         var throttle = KeyframeRequestThrottle()
         var needKeyframe = false
+        /// When a retransmission last repaired a hole: while repairs happen (10 s), frames are
+        /// shown one NACK round trip after their time (`VideoJitterBuffer.playoutDelay`), so
+        /// that a repair of two or three rounds is no freeze; a clean path shows them at once.
+        var lastRepair: MediaTime?
         var wantsNACK: Bool { stream.feedback.contains("nack") }
+
+        static let repairMemory: Duration = .seconds(10)
+        static let maxPlayoutDelay: Duration = .milliseconds(250)
+
+        mutating func followRepairs(at now: MediaTime) {
+            if let last = lastRepair, now - last <= Self.repairMemory {
+                jitter.playoutDelay = min(Self.maxPlayoutDelay, nack.roundTripTime + .milliseconds(20))
+            } else {
+                jitter.playoutDelay = .zero
+            }
+        }
     }
     struct InboundAudio: Sendable {
         let stream: SessionConfiguration.Inbound
@@ -141,6 +156,7 @@ public struct RTPSessionCore: Sendable {
             // A NACK's retry when it is due, not on a tick; the jitter buffer's wait for a hole
             // (it gives up on a frame by time) within 10 ms, as keyframe requests the throttle held.
             if inbound.wantsNACK, let due = inbound.nack.nextDue { next = min(next, max(due, now)) }
+            if let held = inbound.jitter.heldUntil { next = min(next, max(MediaTime(held), now)) }
             if inbound.nack.missing > 0 || inbound.needKeyframe || inbound.jitter.keyframeNeeded || inbound.nack.keyframeNeeded {
                 next = min(next, now + .milliseconds(10))
             }
@@ -267,6 +283,7 @@ public struct RTPSessionCore: Sendable {
             if track.nack.repaired(original.sequenceNumber, at: arrival) {
                 counters.retransmissionsReceived += 1
                 track.jitter.retransmissionWait = track.nack.retransmissionWait
+                track.lastRepair = arrival
             }
         } else {
             guard packet.payloadType == track.stream.payloadType else { return }
@@ -275,6 +292,7 @@ public struct RTPSessionCore: Sendable {
             counters.receivedVideoPackets += 1
         }
         track.nack.received(packet.sequenceNumber, at: arrival)
+        track.followRepairs(at: arrival)
         _ = track.jitter.insert(packet, arrival: arrival.sinceOrigin)
         let frames = track.jitter.popFrames(now: arrival.sinceOrigin)
         if !frames.isEmpty { actions.append(.decode(frames)) }
@@ -387,6 +405,14 @@ public struct RTPSessionCore: Sendable {
         for packet in released { actions.append(.send(bytes: packet.serialized(), isRTCP: false, kind: packet.ssrc == audioSSRC ? .audio : .video)) }
         feedback(now: now, actions: &actions)
         if reports.due(at: now) { sendReports(now: now, actions: &actions) }
+        // Frames that waited for their render time.
+        if let due = receivedVideo?.jitter.heldUntil, due <= now.sinceOrigin, var track = receivedVideo {
+            receivedVideo = nil
+            track.followRepairs(at: now)
+            let frames = track.jitter.popFrames(now: now.sinceOrigin)
+            receivedVideo = track
+            if !frames.isEmpty { actions.append(.decode(frames)) }
+        }
     }
 
     /// NACKs, transport-cc feedback and keyframe requests that are due, in one compound packet
