@@ -84,7 +84,7 @@ func summaryLine(_ s: CallSummary) -> String {
     if let setup = s.setupTime { parts.append(String(format: "setup %.0f ms", setup.inSeconds * 1000)) }
     if let r = s.received {
         parts.append("video \(r.framesDecoded) frames decoded (\(r.decodeErrors) errors)")
-        parts.append("audio \(r.audioDecoded) decoded" + (r.audioRecoveredByRED > 0 ? " (\(r.audioRecoveredByRED) rebuilt from RED)" : "")
+        parts.append("audio \(r.audioDecoded) decoded" + (r.audioPacketsInRED > 0 ? " (\(r.audioPacketsInRED) packets in RED, \(r.audioRecoveredByRED) rebuilt from it)" : "")
                      + ", \(r.audioRecoveredByFEC) FEC, \(r.audioConcealed) concealed")
         if let p50 = r.videoLatencyMs.percentile(0.5), let p95 = r.videoLatencyMs.percentile(0.95) {
             parts.append(String(format: "latency p50 %.0f ms p95 %.0f ms", p50, p95))

@@ -126,10 +126,20 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
             _ = second.insert(p, arrival: .milliseconds(i))
             out += second.popFrames(now: .milliseconds(i)).map(\.rtpTimestamp)
         }
-        #expect(out == [0, 3000, 6000])
-        out += second.popFrames(now: .milliseconds(100)).map(\.rtpTimestamp)
-        #expect(out == [0, 3000, 6000, 12000, 15000], "skipped to the keyframe after waiting")
+        // A complete keyframe behind the hole: decoding starts over at it at once (no wait).
+        #expect(out == [0, 3000, 6000, 12000, 15000], "skipped to the keyframe once it was complete")
         #expect(second.keyframeNeeded && second.framesDropped >= 1)
+        // Without a keyframe behind it, the hole is waited for (the target delay), then given up.
+        var third = VideoJitterBuffer(minimumDelay: .milliseconds(50))
+        var got: [UInt32] = []
+        for (i, p) in videoPackets(frames: 6).enumerated() where i != 10 {
+            _ = third.insert(p, arrival: .milliseconds(i))
+            got += third.popFrames(now: .milliseconds(i)).map(\.rtpTimestamp)
+        }
+        got += third.popFrames(now: .milliseconds(40)).map(\.rtpTimestamp)
+        #expect(got == [0, 3000, 6000] && !third.keyframeNeeded, "still waiting")
+        got += third.popFrames(now: .milliseconds(100)).map(\.rtpTimestamp)
+        #expect(got == [0, 3000, 6000] && third.keyframeNeeded, "given up: a keyframe is asked for")
     }
 
     /// With a playout delay, frames show at their RTP time (on the clock of the fastest packet)
@@ -266,7 +276,7 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
 
     /// In a call a hole is asked for with the packet that shows it (no wait, no tick), that
     /// request repeated 15 ms later (a lost NACK costs no round trip), and asked for again a
-    /// round trip and a quarter after the first; `nextDue` tells the core when to come back.
+    /// round trip and 5 ms after the first; `nextDue` tells the core when to come back.
     @Test func theFirstNACKGoesWithThePacketThatShowsTheGap() {
         var nack = NACKGenerator()
         let rtt = Duration.milliseconds(100)
@@ -275,13 +285,13 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         nack.received(12, now: .milliseconds(33))
         #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(33))
         #expect(nack.due(now: .milliseconds(33), roundTripTime: rtt) == [11])
-        #expect(NACKGenerator.retryInterval(roundTripTime: rtt) == .milliseconds(125))
+        #expect(NACKGenerator.retryInterval(roundTripTime: rtt) == .milliseconds(105))
         #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(48))
         #expect(nack.due(now: .milliseconds(47), roundTripTime: rtt).isEmpty)
         #expect(nack.due(now: .milliseconds(48), roundTripTime: rtt) == [11], "the repeat")
-        #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(158))
-        #expect(nack.due(now: .milliseconds(157), roundTripTime: rtt).isEmpty)
-        #expect(nack.due(now: .milliseconds(158), roundTripTime: rtt) == [11])
+        #expect(nack.nextDue(roundTripTime: rtt) == .milliseconds(138))
+        #expect(nack.due(now: .milliseconds(137), roundTripTime: rtt).isEmpty)
+        #expect(nack.due(now: .milliseconds(138), roundTripTime: rtt) == [11])
         #expect(NACKGenerator.retryInterval(roundTripTime: .milliseconds(1)) == .milliseconds(10), "10 ms at least")
     }
 
@@ -324,7 +334,9 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(first.packets.map(\.sequenceNumber) == [150, 151] && !first.keyframeInstead)
         let suppressedBefore = history.suppressedDuplicates
         let again = history.answer([150, 151], now: .milliseconds(220), roundTripTime: .milliseconds(50))
-        #expect(again.packets.isEmpty && history.suppressedDuplicates == suppressedBefore + 2, "within a round trip: not resent")
+        #expect(again.packets.isEmpty && history.suppressedDuplicates == suppressedBefore + 2, "a request that crossed the resend: not resent")
+        let retry = history.answer([151], now: .milliseconds(248), roundTripTime: .milliseconds(50))
+        #expect(retry.packets.count == 1, "three quarters of a round trip on, a retry (the resend was lost): resent")
         let later = history.answer([150], now: .milliseconds(300), roundTripTime: .milliseconds(50))
         #expect(later.packets.count == 1)
         let old = history.answer([5, 6, 7], now: .milliseconds(300), roundTripTime: .milliseconds(50))
@@ -444,7 +456,7 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         requester.received(12, at: t0)  // 11 is missing
         let first = requester.due(senderSSRC: 1, mediaSSRC: 2, at: t0)
         #expect(first?.lostSequenceNumbers == [11])
-        // The default 50 ms estimate retries after 62.5 ms; the real round trip is 100 ms.
+        // The default 50 ms estimate retries after 55 ms; the real round trip is 100 ms.
         let retry = requester.due(senderSSRC: 1, mediaSSRC: 2, at: t0 + .milliseconds(63))
         #expect(retry?.lostSequenceNumbers == [11])
         let repaired = requester.repaired(11, at: t0 + .milliseconds(100))

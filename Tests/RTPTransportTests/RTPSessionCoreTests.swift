@@ -291,6 +291,7 @@ struct SimulatedCall {
             let expected = Set(0..<250).subtracting(lost.filter { $0 >= 248 })
             #expect(Set(numbers) == expected, "missing \(expected.subtracting(numbers).sorted())")
             #expect(call.b.counters.audioRecoveredByRED == lost.filter { $0 < 248 }.count)
+            #expect(call.b.counters.receivedAudioInRED == 250 - lost.count)
             for (packet, arrival, at) in played {
                 let n = Int(packet.payload[1]) | Int(packet.payload[2]) << 8
                 // Sequence numbers and timestamps as the packets had them: n after the first.
@@ -300,7 +301,7 @@ struct SimulatedCall {
             }
         } else {
             #expect(numbers.count == 250 - lost.count)
-            #expect(call.b.counters.audioRecoveredByRED == 0)
+            #expect(call.b.counters.audioRecoveredByRED == 0 && call.b.counters.receivedAudioInRED == 0)
         }
     }
 

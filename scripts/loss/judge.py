@@ -47,6 +47,7 @@ def callend_side(directory, who):
         "width": sum(w for w, _ in sizes) / len(sizes) if sizes else 0,
         "height": sum(h for _, h in sizes) / len(sizes) if sizes else 0,
         "restarts": end.get("iceRestarts", 0),
+        "outages": end.get("outages", 0),
         "concealed": 100 * concealed / max(1, decoded + fec + concealed),
     }
 
@@ -106,7 +107,7 @@ def main():
                     rows.append({"case": case, "stack": stack, "run": run, "receiver": who, **{k: v for k, v in figures.items() if k != "codecs"}})
                     summary.setdefault((case, stack), []).append(figures)
     with open(f"{out}/results.csv", "w", newline="") as f:
-        fields = ["case", "stack", "run", "receiver", "fps", "freezes", "minutes", "longest", "width", "height", "restarts", "concealed", "missing"]
+        fields = ["case", "stack", "run", "receiver", "fps", "freezes", "minutes", "longest", "width", "height", "restarts", "outages", "concealed", "missing"]
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         for row in rows:

@@ -72,6 +72,8 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     /// Audio packets lost on the way but rebuilt from the next packets' RED blocks (decoded
     /// with the rest: among `audioDecoded`).
     public var audioRecoveredByRED = 0
+    /// Audio packets that came in RED (the peer sends redundancy).
+    public var audioPacketsInRED = 0
     public var audioConcealed = 0
     public var videoJitterMs = 0.0
     public var elapsed: Duration = .zero
@@ -295,6 +297,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         summary.videoJitterMs = s.videoJitter * 1000
         summary.audioRecoveredByFEC = s.audioBuffer.recoveredByFEC
         summary.audioRecoveredByRED = s.counters.audioRecoveredByRED
+        summary.audioPacketsInRED = s.counters.receivedAudioInRED
         summary.audioConcealed = s.audioBuffer.concealed
         summary.avOffsetMs = s.avOffset.map { $0 * 1000 }
         summary.lipSyncHoldMs = (s.holds.video.inSeconds * 1000, s.holds.audio.inSeconds * 1000)

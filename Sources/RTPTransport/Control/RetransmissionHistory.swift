@@ -67,7 +67,9 @@ public struct RetransmissionHistory: Sendable {
                 unavailable += 1
                 continue
             }
-            if let last = entry.lastResentAt, now - last < max(roundTripTime, .milliseconds(10)) {
+            // Within three quarters of a round trip of the last resend, a request is one that
+            // crossed it (or its repeat): a retry after a lost resend comes a round trip later.
+            if let last = entry.lastResentAt, now - last < max(roundTripTime * 3 / 4, .milliseconds(10)) {
                 suppressedDuplicates += 1
                 continue
             }

@@ -194,11 +194,13 @@ public struct VideoJitterBuffer: Sendable {
             }
             return nil
         }
-        // The next frame is not ready: wait, then skip to a complete keyframe.
+        // The next frame is not ready: wait, then skip to a complete keyframe; at once when one
+        // is already here (decoding starts over at it: what is before it would only show late).
         let since = waitingSince ?? (packets[oldest]?.arrival ?? now)
         waitingSince = since
-        guard now - since >= targetDelay else { return nil }
-        guard let keyframe = nextCompleteKeyframe(now: now) else {
+        let keyframe = nextCompleteKeyframe(now: now)
+        guard now - since >= targetDelay || keyframe != nil else { return nil }
+        guard let keyframe else {
             keyframeNeeded = true
             return nil
         }

@@ -23,8 +23,9 @@ public struct RTPSessionCore: Sendable {
         public var transportFeedbackReceived = 0, paddingBytes = 0
         public var receivedVideoPackets = 0, receivedAudioPackets = 0, retransmissionsReceived = 0
         public var nacksSent = 0, pliSent = 0
-        /// Audio packets rebuilt from RED's redundant blocks (their own packet was lost).
-        public var audioRecoveredByRED = 0
+        /// Audio packets that came in RED, and those rebuilt from its redundant blocks (their own
+        /// packet was lost).
+        public var receivedAudioInRED = 0, audioRecoveredByRED = 0
         public init() {}
     }
     public private(set) var counters = Counters()
@@ -56,17 +57,22 @@ public struct RTPSessionCore: Sendable {
         var throttle = KeyframeRequestThrottle()
         var needKeyframe = false
         /// When a retransmission last repaired a hole: while repairs happen (10 s), frames are
-        /// shown one NACK round trip after their time (`VideoJitterBuffer.playoutDelay`), so
-        /// that a repair of two or three rounds is no freeze; a clean path shows them at once.
+        /// shown one NACK round trip after their time (`VideoJitterBuffer.playoutDelay`), two
+        /// from 3 % loss, so that a repair of one round more than that is no freeze (at 10 %
+        /// loss a hole needs a third round one time in a hundred); a clean path shows them at once.
         var lastRepair: MediaTime?
+        /// The fraction lost in our last receiver report's interval (a second).
+        var recentLoss = 0.0
         var wantsNACK: Bool { stream.feedback.contains("nack") }
 
         static let repairMemory: Duration = .seconds(10)
-        static let maxPlayoutDelay: Duration = .milliseconds(250)
+        static let maxPlayoutDelay: Duration = .milliseconds(300)
 
         mutating func followRepairs(at now: MediaTime) {
             if let last = lastRepair, now - last <= Self.repairMemory {
-                jitter.playoutDelay = min(Self.maxPlayoutDelay, nack.roundTripTime + .milliseconds(20))
+                let rounds = recentLoss >= 0.03 ? 2 : 1
+                let wait = nack.roundTripTime + NACKGenerator.retryInterval(roundTripTime: nack.roundTripTime) * (rounds - 1)
+                jitter.playoutDelay = min(Self.maxPlayoutDelay, wait + .milliseconds(20))
             } else {
                 jitter.playoutDelay = .zero
             }
@@ -313,6 +319,7 @@ public struct RTPSessionCore: Sendable {
             return
         }
         guard let payload = try? REDPayload(parsing: packet.payload), payload.primaryPayloadType == track.stream.payloadType else { return }
+        counters.receivedAudioInRED += 1
         // The redundant blocks are the packets just before this one, oldest first: each that did
         // not arrive is played from here, with the arrival it would have had (so the jitter
         // estimate does not take it for a late packet).
@@ -456,7 +463,9 @@ public struct RTPSessionCore: Sendable {
                                  isRTCP: true, kind: .audio))
         }
         let me = configuration.receiverSSRC
-        for (kind, block) in [(MediaKind.video, receivedVideo?.statistics?.makeReport(now: now.sinceOrigin)),
+        let videoBlock = receivedVideo?.statistics?.makeReport(now: now.sinceOrigin)
+        if let videoBlock { receivedVideo?.recentLoss = Double(videoBlock.fractionLost) / 256 }
+        for (kind, block) in [(MediaKind.video, videoBlock),
                               (.audio, receivedAudio?.statistics?.makeReport(now: now.sinceOrigin))] {
             guard let block else { continue }
             actions.append(.send(bytes: RTCPPacket.serializeCompound([.receiverReport(ReceiverReport(ssrc: me, reports: [block])),

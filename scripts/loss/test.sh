@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The loss stage (root: network namespaces): one callend call through the loss bench's router at
+# LTE's worst steady case, 10 % random loss each way and a 100 ms round trip, for 60 s. Passes
+# when, in each direction, no ICE restart and no outage happened (consent rides through random
+# loss), at least 27 pictures a second were shown, freezes (>= 300 ms) stayed within 2 per
+# minute and none lasted a second, and audio concealed under 3 % (RED). The loss bench
+# (scripts/loss/bench.sh) measures the same against Chromium and over more cases.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/stage.sh
+[ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 || skip "needs root and ip netns"
+out=$(mktemp -d /tmp/callend-loss-stage.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+CALLEND_BIN=${CALLEND_BIN:-$(swift build --show-bin-path)/callend} scripts/loss/bench.sh --stacks callend --cases 10@100 --seconds 60 --out "$out" \
+  | sed 's/^loss bench: /loss: /'
+/usr/bin/python3 - "$out/results.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["stack"] == "callend"]
+ok = len(rows) == 2
+for r in rows:
+    fps, freezes, minutes, longest = float(r["fps"]), int(float(r["freezes"])), float(r["minutes"]), float(r["longest"])
+    restarts, outages, concealed = int(float(r["restarts"])), int(float(r["outages"] or 0)), float(r["concealed"])
+    per_minute = freezes / minutes if minutes else float("inf")
+    good = not r["missing"] and restarts == 0 and outages == 0 and fps >= 27 and per_minute <= 2 and longest < 1000 and concealed < 3
+    print(f"loss: {r['receiver']} received {fps:.1f} pictures/s, {freezes} freezes in {minutes:.1f} min (longest {longest:.0f} ms), "
+          f"{restarts} ICE restarts, {outages} outages, {concealed:.1f} % of audio concealed: {'passed' if good else 'FAILED'}")
+    ok = ok and good
+print("loss: passed" if ok else "loss: FAILED")
+sys.exit(0 if ok else 1)
+PY
