@@ -35,6 +35,17 @@ import Testing
         #expect(!ModeLadder.forCamera([offered[1]], native: VideoMode(width: 640, height: 480, frameRate: 30)).usesCameraModes)
     }
 
+    /// Audio in RED carries each packet twice: the video gets the estimate less both copies.
+    @Test func redundantAudioComesOutOfTheVideosShare() {
+        var plain = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 800_000)
+        var red = plain
+        red.audioRedundancy = 1
+        plain.update(estimate: 600_000, lossFraction: 0, cause: "delay", now: .seconds(1))
+        red.update(estimate: 600_000, lossFraction: 0, cause: "delay", now: .seconds(1))
+        #expect(plain.videoBitrate == Int(Double(600_000 - 32_000 - 24_000) * 0.95))
+        #expect(red.videoBitrate == Int(Double(600_000 - 64_000 - 24_000) * 0.95))
+    }
+
     @Test func aFarDropStepsDownAtOnceAndARiseStepsBackUpAfterTheDwell() {
         var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 2_000_000)
         var now = feed(&controller, estimate: 2_000_000, from: .zero, seconds: 5)

@@ -59,6 +59,7 @@ extension MediaSender {
                     var made: [EncodingDecision] = []
                     if rebuild, let old = e.controller {
                         var controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: old.maxVideoBitrate, startBitrate: old.videoBitrate)
+                        controller.audioRedundancy = old.audioRedundancy
                         let estimate = e.estimate ?? (old.videoBitrate, 0)
                         made = publish(controller.update(estimate: estimate.bitrate, lossFraction: estimate.lossFraction, cause: "switch", now: now),
                                        controller: controller, in: &e)
@@ -67,6 +68,7 @@ extension MediaSender {
                         // The session core's estimator starts with the first frame, at this rate.
                         let start = min(800_000, configuration.maxVideoBitrate)
                         var controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: start)
+                        controller.audioRedundancy = configuration.payloadTypes.audioRED != nil && audioTrack != nil ? 1 : 0
                         made = publish(controller.update(estimate: start, lossFraction: 0, cause: BandwidthEstimator.Cause.start.rawValue, now: now),
                                        controller: controller, in: &e)
                     }
