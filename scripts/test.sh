@@ -104,7 +104,7 @@ stage twohost scripts/twohost/test.sh
 # for 5 s, and sees one host's address change: media back within 2 s (3 s) each time (root).
 stage faults scripts/faults/test.sh
 # One call through a router that drops 10 % of what it forwards at random, with a 100 ms round
-# trip: no ICE restart, no outage, >= 24 pictures a second, <= 5 freezes a minute (root).
+# trip: no ICE restart, no outage, >= 24 pictures a second, <= 6 freezes a minute (root).
 stage loss scripts/loss/test.sh
 # ICE across NAT routers with coturn: reflexive, relayed (UDP, TCP), host and plain-NAT pairs (root).
 stage natlab scripts/natlab/test.sh
