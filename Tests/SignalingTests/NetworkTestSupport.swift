@@ -21,9 +21,12 @@ final class EventLog: Sendable {
 
     var all: [SignalingEvent] { storage.events.withLock { $0 } }
 
-    /// Waits up to `timeout` for an event matching `predicate`; returns it or nil.
+    /// Waits up to `timeout` for an event matching `predicate`; returns it or nil. Every wait
+    /// looks for an event that must come, so the deadline costs time only when it does not:
+    /// 30 s, because 5 s was not enough for a relayed answer in CI's swift test (the suites run
+    /// side by side and blocking tests hold the task pool's threads; the test took 86 s).
     @discardableResult
-    func wait(timeout: Duration = .seconds(5), _ predicate: (SignalingEvent) -> Bool) async -> SignalingEvent? {
+    func wait(timeout: Duration = .seconds(30), _ predicate: (SignalingEvent) -> Bool) async -> SignalingEvent? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let found = all.first(where: predicate) { return found }
