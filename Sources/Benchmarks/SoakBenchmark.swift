@@ -201,7 +201,7 @@ public struct SoakBenchmark: Sendable {
             }
             // Offsets outside outages (and their 10 s after): by the sender reports, and by the stamps.
             // Outages are the blackouts and also the pauses the endpoint lived through by itself
-            // (lost consent under random loss): seconds whose picture stalled (under 15 fps) and the
+            // (a freeze under random loss): seconds whose picture stalled (under 15 fps) and the
             // 5 s after them, since an offset between a stalled picture and sound means nothing.
             let stalled = stats.filter { ($0.fields["receivedFps"] as? Double ?? 0) < 15 }.map(\.at)
             let steady = stats.filter { s in

@@ -7,11 +7,11 @@ one JSON line with the page's statistics. Exits 3 when Chromium cannot start (th
 
 With --run-until T (seconds since the epoch, so that two pages stop together) it then stays in
 the call until T, timing every picture the video element shows (requestVideoFrameCallback) and
-every ICE state, and leaves 3 s later (the peer's page collects meanwhile); the JSON line gains "run": the shown
+every ICE state, and leaves once the peer page has its figures too (--peer-collected-file); the JSON line gains "run": the shown
 pictures' times (ms) and sizes, the ICE states, and the inbound video and audio statistics at the
 end (freezes, concealment, NACKs, FEC) with the codecs in use: what the loss bench judges.
 """
-import argparse, json, signal, sys, time
+import argparse, json, os, signal, sys, time
 
 parser = argparse.ArgumentParser()
 parser.add_argument("url")
@@ -25,6 +25,8 @@ parser.add_argument("--secure-origin", help="an http:// origin Chromium treats a
 parser.add_argument("--trust-key", help="base64 SHA-256 of a certificate key Chromium trusts (a service's private CA)")
 parser.add_argument("--run-until", type=float, help="once the media arrived, stay until this time (epoch seconds) timing the pictures shown")
 parser.add_argument("--fake-video", help="a Y4M file the fake camera plays (looped) instead of its own pattern")
+parser.add_argument("--collected-file", help="with --run-until: written once this page has its figures")
+parser.add_argument("--peer-collected-file", help="with --run-until: the peer page's --collected-file; this page stays in the call until it appears (30 s at most), so that its leaving does not end the call under the peer's collection")
 args = parser.parse_args()
 # Stopped by SIGTERM: unwind through the finally below, which closes Chromium.
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -125,7 +127,12 @@ try:
             say(f"media flowing; timing the pictures shown for {args.run_until - time.time():.0f} s")
             time.sleep(max(0, args.run_until - time.time()))
             run = driver.execute_async_script(COLLECT)
-            time.sleep(3)
+            if args.collected_file:
+                open(args.collected_file, "w").write("collected\n")
+            if args.peer_collected_file:
+                deadline = time.time() + 30
+                while not os.path.exists(args.peer_collected_file) and time.time() < deadline:
+                    time.sleep(0.05)
     except TimeoutException:
         pass
     final = driver.execute_script("return {stats: window.callend && window.callend.stats, log: window.callend ? window.callend.log : []};")

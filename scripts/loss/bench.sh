@@ -117,6 +117,7 @@ run_chromium() {
     ns=${!who}
     ip netns exec "$ns" "$py" scripts/browser/page.py "https://10.71.1.2:$port/?room=loss&token=$("$bin" token --room loss --identity "$who" --secret-file "$work/secret")" \
       --trust-key "$tls_pin" --fake-video "$clip" --frames 30 --timeout 60 --run-until "$until" \
+      --collected-file "$dir/$who.collected" --peer-collected-file "$dir/$([ $who = a ] && echo b || echo a).collected" \
       --ready-file "$dir/$who.ready" > "$dir/$who.json" 2> "$dir/$who.err" &
     pages+=($!); pids+=($!)
     [ $who = a ] && { wait_for "$dir/a.ready" "" 60 || { echo "loss bench: the first page did not join"; return 1; }; }

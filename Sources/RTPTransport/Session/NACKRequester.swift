@@ -1,8 +1,8 @@
 import MediaCore
 /// Asks for lost video packets again (generic NACK, RFC 4585 §6.2.1) and measures the round trip
 /// by how long the retransmissions take: a receive-only endpoint has no other measure. The NACK
-/// generator decides which holes are due; the jitter buffer waits for repairs as long as three
-/// attempts take.
+/// generator decides which holes are due; the jitter buffer waits for repairs as long as four
+/// attempts take (`retransmissionWait`).
 struct NACKRequester: Sendable {
     private var generator = NACKGenerator()
     /// When each outstanding sequence number was first asked for.
