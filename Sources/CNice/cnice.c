@@ -17,6 +17,10 @@ struct cnice_agent {
     cnice_event_fn on_event;
     cnice_data_fn on_data;
     gboolean closed;
+    /* Set once the owner has let go: no callback reaches it after (atomic: set on any thread). */
+    gint silenced;
+    /* Destroyed from one of its own callbacks: the agent's thread frees it when its loop ends. */
+    gboolean free_on_exit;
     gboolean has_local_address;
     /* The peer's credentials and candidates as given, for rechecks (cnice_agent_recheck). */
     gchar *remote_ufrag, *remote_password;
@@ -42,14 +46,14 @@ static void on_candidate(NiceAgent *agent, NiceCandidate *candidate, gpointer da
     cnice_agent *a = data;
     gchar *sdp = nice_agent_generate_local_candidate_sdp(agent, candidate);
     if (!sdp) return;
-    a->on_event(a->user, CNICE_EVENT_CANDIDATE, candidate->component_id, strncmp(sdp, "a=", 2) == 0 ? sdp + 2 : sdp);
+    if (!g_atomic_int_get(&a->silenced)) a->on_event(a->user, CNICE_EVENT_CANDIDATE, candidate->component_id, strncmp(sdp, "a=", 2) == 0 ? sdp + 2 : sdp);
     g_free(sdp);
 }
 
 static void on_gathering_done(NiceAgent *agent, guint stream, gpointer data) {
     cnice_agent *a = data;
     (void)agent;
-    a->on_event(a->user, CNICE_EVENT_GATHERING_DONE, stream, "");
+    if (!g_atomic_int_get(&a->silenced)) a->on_event(a->user, CNICE_EVENT_GATHERING_DONE, stream, "");
 }
 
 static void on_state(NiceAgent *agent, guint stream, guint component, guint state, gpointer data) {
@@ -64,7 +68,7 @@ static void on_state(NiceAgent *agent, guint stream, guint component, guint stat
     case NICE_COMPONENT_STATE_FAILED: number = 5; break;
     default: number = 0; break;
     }
-    a->on_event(a->user, CNICE_EVENT_STATE, number, "");
+    if (!g_atomic_int_get(&a->silenced)) a->on_event(a->user, CNICE_EVENT_STATE, number, "");
 }
 
 static void on_selected_pair(NiceAgent *agent, guint stream, guint component, NiceCandidate *local, NiceCandidate *remote, gpointer data) {
@@ -76,20 +80,27 @@ static void on_selected_pair(NiceAgent *agent, guint stream, guint component, Ni
     g_snprintf(text, sizeof text, "%s %s %s %u %s %s %s %u",
                type_name(local->type), transport_name(local->transport), laddr, nice_address_get_port(&local->addr),
                type_name(remote->type), transport_name(remote->transport), raddr, nice_address_get_port(&remote->addr));
-    a->on_event(a->user, CNICE_EVENT_SELECTED_PAIR, component, text);
+    if (!g_atomic_int_get(&a->silenced)) a->on_event(a->user, CNICE_EVENT_SELECTED_PAIR, component, text);
 }
 
 static void on_data(NiceAgent *agent, guint stream, guint component, guint length, gchar *buffer, gpointer data) {
     cnice_agent *a = data;
     (void)agent; (void)stream; (void)component;
-    if (length > 0) a->on_data(a->user, (const unsigned char *)buffer, length);
+    if (length > 0 && !g_atomic_int_get(&a->silenced)) a->on_data(a->user, (const unsigned char *)buffer, length);
 }
+
+static void free_agent(cnice_agent *a);
 
 static gpointer run_loop(gpointer data) {
     cnice_agent *a = data;
     g_main_context_push_thread_default(a->context);
     g_main_loop_run(a->loop);
     g_main_context_pop_thread_default(a->context);
+    if (a->free_on_exit) {
+        GThread *self = a->thread;
+        free_agent(a);
+        g_thread_unref(self); /* nobody joins: the thread's resources go when it returns */
+    }
     return NULL;
 }
 
@@ -333,8 +344,25 @@ static gboolean start_closing(gpointer data) {
 
 void cnice_agent_destroy(cnice_agent *a) {
     if (!a) return;
+    g_atomic_int_set(&a->silenced, 1);
+    if (g_thread_self() == a->thread) {
+        /* From one of the agent's own callbacks (its owner's last reference went there): the
+           thread cannot wait for itself. The closing starts once the callback has returned to
+           the loop, and the thread frees the agent when the loop ends. */
+        a->free_on_exit = TRUE;
+        GSource *idle = g_idle_source_new();
+        g_source_set_priority(idle, G_PRIORITY_HIGH);
+        g_source_set_callback(idle, start_closing, a, NULL);
+        g_source_attach(idle, a->context);
+        g_source_unref(idle);
+        return;
+    }
     g_main_context_invoke_full(a->context, G_PRIORITY_HIGH, start_closing, a, NULL);
     g_thread_join(a->thread);
+    free_agent(a);
+}
+
+static void free_agent(cnice_agent *a) {
     g_object_unref(a->agent);
     /* Whatever the closing left attached (its timeout, a late reply) goes with the context. */
     g_main_loop_unref(a->loop);

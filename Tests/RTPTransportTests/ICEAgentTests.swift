@@ -127,6 +127,72 @@ final class AgentPair: Sendable {
         #expect(throws: ICEError.self) { try ICEAgent(configuration: configuration, onEvent: { _ in }, onData: { _ in }) }
     }
 
+    /// The last reference to an agent may go on the agent's own thread, in one of its callbacks
+    /// (a call's transport released while its event is handled): the agent cannot wait for its
+    /// own thread there, so it closes once the callback returns, and no callback comes after.
+    /// Before, GLib aborted the process ("Resource deadlock avoided" joining the thread).
+    @Test func anAgentReleasedInItsOwnCallbackClosesWithoutAbort() throws {
+        final class Holder: @unchecked Sendable {  // under `lock`: the one reference to agent X
+            let lock = NSLock()
+            var agent: ICEAgent?
+            var armed = false
+            var callbacksAfter = 0
+            func with<T>(_ body: (Holder) throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body(self) }
+        }
+        let holder = Holder()
+        let released = DispatchSemaphore(value: 0), ready = DispatchSemaphore(value: 0)
+        let early = Mutex<[String]>([]), peer = Mutex<ICEAgent?>(nil)
+        var configuration = ICEAgent.Configuration(controlling: true)
+        configuration.localAddresses = ["127.0.0.1"]
+        // X: its first datagram once armed takes the last reference from the holder, on X's thread.
+        holder.agent = try ICEAgent(configuration: configuration, onEvent: { event in
+            switch event {
+            case .localCandidate(let c): if let y = peer.withLock({ $0 }) { try? y.addRemoteCandidate(c) } else { early.withLock { $0.append(c) } }
+            case .gatheringDone: peer.withLock { $0 }?.remoteGatheringDone()
+            default: break
+            }
+        }, onData: { _ in
+            let last = holder.with { h -> ICEAgent? in
+                guard h.armed else { return nil }
+                if h.agent == nil { h.callbacksAfter += 1 }
+                defer { h.agent = nil }
+                return h.agent
+            }
+            guard last != nil else { return }
+            _ = consume last  // the agent goes here, in its own callback
+            released.signal()
+        })
+        configuration.controlling = false
+        let y = try ICEAgent(configuration: configuration, onEvent: { event in
+            switch event {
+            case .localCandidate(let c): _ = holder.with { h in try? h.agent?.addRemoteCandidate(c) }
+            case .gatheringDone: holder.with { $0.agent?.remoteGatheringDone() }
+            case .state(.ready): ready.signal()
+            default: break
+            }
+        }, onData: { _ in })
+        try holder.with { h in
+            let x = h.agent!
+            try x.setRemoteCredentials(ufrag: y.localCredentials.ufrag, password: y.localCredentials.password)
+            try y.setRemoteCredentials(ufrag: x.localCredentials.ufrag, password: x.localCredentials.password)
+        }
+        try y.startGathering()
+        try holder.with { h in try h.agent!.startGathering() }
+        peer.withLock { $0 = y }
+        for c in early.withLock({ $0 }) { try y.addRemoteCandidate(c) }
+        try #require(ready.wait(timeout: .now() + 10) == .success)
+        holder.with { $0.armed = true }
+        var delivered = false
+        for _ in 0..<100 where !delivered {
+            y.send([1, 2, 3])
+            delivered = released.wait(timeout: .now() + .milliseconds(100)) == .success
+        }
+        #expect(delivered, "X never received a datagram")
+        for _ in 0..<20 { y.send([4, 5, 6]) }
+        y.close()  // after X's closing, whose thread ended without taking the process with it
+        #expect(holder.with { $0.callbacksAfter == 0 && $0.agent == nil })
+    }
+
     @Test func aCandidateLibniceCannotReadIsRefused() throws {
         let agent = try ICEAgent(configuration: .init(controlling: true), onEvent: { _ in }, onData: { _ in })
         defer { agent.close() }

@@ -40,7 +40,9 @@ void cnice_agent_remote_gathering_done(cnice_agent *agent);
 void cnice_agent_recheck(cnice_agent *agent);
 /* The bytes sent, or -1 (no selected pair yet, or it failed). Any thread. */
 int cnice_agent_send(cnice_agent *agent, const unsigned char *data, unsigned length);
-/* Releases TURN allocations (two seconds at most), stops the loop, joins its thread, frees all. */
+/* Releases TURN allocations (two seconds at most), stops the loop, joins its thread, frees all.
+   No callback comes after it starts. Called from one of the agent's own callbacks, it returns at
+   once and the agent's thread does the rest after the callback. */
 void cnice_agent_destroy(cnice_agent *agent);
 
 #endif
