@@ -22,6 +22,19 @@ struct LipSyncTests {
         }
     }
 
+    /// The sound's jitter buffer deepens by 60 ms (a loaded or jittery path): the offset says so
+    /// within three seconds, so that the picture is held for it (a five-second minimum, as the
+    /// picture's, would show the picture 60 ms before its sound for five seconds).
+    @Test func aDeeperSoundBufferIsSeenWithinThreeSeconds() {
+        var sync = reported()
+        for second in 1...6 { feed(&sync, from: Double(second), video: 0.080, audio: 0.080) }
+        #expect(abs(sync.offset!) < 0.001)
+        for second in 7...9 { feed(&sync, from: Double(second), video: 0.080, audio: 0.140) }
+        #expect(abs(sync.offset! + 0.060) < 0.001, "\(sync.offset!)")
+        let holds = sync.adjust(videoHold: 0, audioHold: 0)
+        #expect(holds.video > 0 && holds.audio == 0, "the picture waits for the sound: \(holds)")
+    }
+
     @Test func aLatePictureHoldsTheSoundBackInSteps() {
         var sync = reported()
         // The picture takes 120 ms from capture to screen, the sound 40 ms to the speaker.

@@ -246,7 +246,7 @@ struct SimulatedCall {
         let steps = zip([Duration.zero] + holds.map(\.1), holds.map(\.1)).map { $1 - $0 }
         #expect(steps.allSatisfy { $0 <= .milliseconds(50) }, "steps \(steps)")
         // The picture waits 100 ms plus the jitter buffer's delay, the sound 40 ms.
-        #expect(audioHold >= .milliseconds(60) && audioHold <= .milliseconds(200), "sound held \(audioHold)")
+        #expect(audioHold >= .milliseconds(60) && audioHold <= .milliseconds(200), "sound held \(audioHold); holds \(holds); offset \(String(describing: call.b.avOffset))")
         let offset = try #require(call.b.avOffset)
         #expect(abs(offset) <= 0.015, "A/V offset \(offset) s at the end")
     }

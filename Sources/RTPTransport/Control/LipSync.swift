@@ -37,14 +37,18 @@ public struct LipSync: Sendable {
     /// Unknown until the stream has been measured for a second since its hold last moved: the
     /// least of a handful of pictures is not yet the pipeline's delay, and an offset read from it
     /// jumps by tens of milliseconds in the second a hold moves.
+    /// Sound has no late samples (a late packet is concealed, not played late), so its window is
+    /// short: when its jitter buffer deepens on a loaded or jittery path, the picture follows
+    /// within three seconds, not five.
     public var videoDelay: Double? { videoWindow.settledMinimum }
     public var audioDelay: Double? { audioWindow.settledMinimum }
-    private var videoWindow = SlidingMinimum()
-    private var audioWindow = SlidingMinimum()
+    private var videoWindow = SlidingMinimum(seconds: 5)
+    private var audioWindow = SlidingMinimum(seconds: 3)
 
     /// The least value over the last `seconds` whole seconds (and the current one), in fixed memory.
     struct SlidingMinimum: Sendable {
-        static let seconds = 5
+        let seconds: Int
+        init(seconds: Int) { self.seconds = seconds }
         /// How long a window measures before its minimum counts.
         static let settling = 1.0
         private var minima: [(second: Int64, value: Double)] = []
@@ -52,7 +56,7 @@ public struct LipSync: Sendable {
         mutating func add(_ value: Double, at time: Double) {
             span = (span?.first ?? time, time)
             let second = Int64(time.rounded(.down))
-            minima.removeAll { $0.second <= second - Int64(Self.seconds) }
+            minima.removeAll { $0.second <= second - Int64(seconds) }
             if let last = minima.last, last.second == second {
                 minima[minima.count - 1].value = min(last.value, value)
             } else {
@@ -101,8 +105,8 @@ public struct LipSync: Sendable {
     public mutating func adjust(videoHold: Double, audioHold: Double) -> (video: Double, audio: Double) {
         let next = holds(videoHold: videoHold, audioHold: audioHold)
         guard abs(next.video - videoHold) > minimumStep || abs(next.audio - audioHold) > minimumStep else { return (videoHold, audioHold) }
-        if next.video != videoHold { videoWindow = SlidingMinimum() }
-        if next.audio != audioHold { audioWindow = SlidingMinimum() }
+        if next.video != videoHold { videoWindow = SlidingMinimum(seconds: videoWindow.seconds) }
+        if next.audio != audioHold { audioWindow = SlidingMinimum(seconds: audioWindow.seconds) }
         return next
     }
 
