@@ -19,8 +19,8 @@ failures=() skips=()
 stage() {
   local name=$1 start=$SECONDS rc outcome
   shift
-  "$@"
-  rc=$?
+  "$@" 2>&1 | tee "$stage_log"
+  rc=${PIPESTATUS[0]}
   case $rc in
     0) outcome=passed ;;
     77) outcome=skipped ;;
@@ -33,7 +33,9 @@ stage() {
   case $outcome in
     passed) passed=$((passed + 1)) ;;
     skipped) skipped=$((skipped + 1)); skips+=("$name") ;;
-    failed) failed=$((failed + 1)); failures+=("$name") ;;
+    failed) failed=$((failed + 1)); failures+=("$name")
+      # The stage's last lines, for the summary: the reason a stage failed is near its end.
+      { echo "test.sh: $name failed; its last lines:"; tail -12 "$stage_log" | cut -c1-400; } >> "$failed_stages" ;;
   esac
   echo "test.sh: $name $outcome in $((SECONDS - start)) s ($((SECONDS - started)) s so far)"
 }
@@ -41,6 +43,7 @@ stage() {
 summary() {
   # The failed tests again at the end, where a reader of the output's tail (CI's record keeps
   # only the tail) finds them.
+  [ -s "$failed_stages" ] && cat "$failed_stages"
   [ -s "$failed_tests" ] && { echo "test.sh: swift test failed in:"; cat "$failed_tests"; }
   [ ${#failures[@]} -eq 0 ] || echo "test.sh: failed: ${failures[*]}"
   [ ${#skips[@]} -eq 0 ] || echo "test.sh: skipped: ${skips[*]}"
@@ -53,7 +56,9 @@ summary() {
 swift_flags=(-Xswiftc -warnings-as-errors)
 log=$(mktemp)
 failed_tests=$(mktemp)
-trap 'rm -f "$log" "$failed_tests"' EXIT
+stage_log=$(mktemp)
+failed_stages=$(mktemp)
+trap 'rm -f "$log" "$failed_tests" "$stage_log" "$failed_stages"' EXIT
 build() {
   swift build --build-tests "${swift_flags[@]}" 2>&1 | tee "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
@@ -75,7 +80,11 @@ unit_tests() {
   if [ "${PIPESTATUS[0]}" -ne 0 ]; then
     # The failing tests and their issues (swift-testing's ✘ lines, XCTest's "error:" lines), at
     # most 40 lines, or the output's last lines when the runner itself died.
-    grep -E '^✘ Test .*(failed|recorded an issue)|: error: |Fatal error|signal code' "$log" | head -40 > "$failed_tests"
+    # An issue's comment (a "↳" line) comes right after its ✘ line.
+    awk '/^✘ Test .*recorded an issue/ { print; comment = 1; next }
+         comment && /^↳ / { print; next }
+         { comment = 0 }
+         /^✘ Test .*failed|: error: |Fatal error|signal code|GLib-ERROR|crashed:/ { print }' "$log" | cut -c1-600 | head -40 > "$failed_tests"
     [ -s "$failed_tests" ] || tail -20 "$log" > "$failed_tests"
     return 1
   fi
