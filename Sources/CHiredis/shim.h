@@ -5,10 +5,12 @@
 #include <hiredis/hiredis.h>
 #include <sys/socket.h>
 
-static inline redisContext *chiredis_connect(const char *host, int port, int timeout_ms) {
-    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-    redisContext *c = redisConnectWithTimeout(host, port, tv);
-    if (c && !c->err) redisSetTimeout(c, tv);
+/* Connecting waits `connect_ms` at most, each reply `reply_ms`. */
+static inline redisContext *chiredis_connect(const char *host, int port, int connect_ms, int reply_ms) {
+    struct timeval connecting = { connect_ms / 1000, (connect_ms % 1000) * 1000 };
+    struct timeval replying = { reply_ms / 1000, (reply_ms % 1000) * 1000 };
+    redisContext *c = redisConnectWithTimeout(host, port, connecting);
+    if (c && !c->err) redisSetTimeout(c, replying);
     return c;
 }
 /* No read timeout: a subscriber waits for messages as long as the connection lives. */

@@ -52,6 +52,11 @@ public final class RedisProcess: @unchecked Sendable {  // used by one test at a
         self.process = nil
     }
 
+    /// Stops redis-server where it is (SIGSTOP) or lets it go on (SIGCONT): a Redis that stalls,
+    /// as one does forking for a dump or on a loaded host, its connections kept.
+    public func pause() { if let process { Glibc.kill(process.processIdentifier, SIGSTOP) } }
+    public func resume() { if let process { Glibc.kill(process.processIdentifier, SIGCONT) } }
+
     /// A loopback port the kernel had free a moment ago (nothing listens on it).
     public static func freePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -57,6 +57,31 @@ import TestSupport
         #expect(!roofLog.all.contains { if case .undelivered(let m, _, _) = $0 { return m.id != lost }; return false })
     }
 
+    /// A Redis that stalls for a second and a half (forking for a dump, starved on a loaded host)
+    /// delays a relay across nodes and loses none: the node waits for its reply. Before, a reply
+    /// given up on after half a second, twice, told the sender the directory was unavailable
+    /// (and the message, depending on where the stall caught it, went or never came).
+    @Test(.enabled(if: hasRedis)) func aStalledRedisDelaysARelayAndLosesNone() async throws {
+        let redis = try #require(try RedisProcess())
+        let a = try node(redis), b = try node(redis)
+        defer { a.stop(); b.stop() }
+        let (roof, roofLog) = client([a.port], identity: "roof")
+        #expect(await roofLog.wait(isJoined) != nil)
+        let (bench, benchLog) = client([b.port], identity: "bench")
+        #expect(await benchLog.wait(isJoined) != nil)
+        #expect(await roofLog.wait { $0 == .peerJoined("bench", rejoin: false) } != nil)
+        redis.pause()
+        let broadcast = bench.send(RelayMessage(kind: .candidate, id: "", payload: .object(["candidate": .string("c")])))
+        // The fault's length, not an order of events: the stall lasts this long.
+        try await Task.sleep(for: .milliseconds(1500))
+        redis.resume()
+        #expect(await received(roofLog, id: broadcast, from: "bench"))
+        #expect(!benchLog.all.contains { if case .undelivered(let m, _, _) = $0 { return m.id == broadcast }; return false },
+                "the sender was told its message went nowhere")
+        bench.stop()
+        roof.stop()
+    }
+
     /// The rules of a seat hold across nodes, decided in Redis: another token of a seated
     /// identity is told to wait; the seat's renewal takes it to another node (the old connection
     /// is replaced, the room told), and back within the grace after its connection is lost; a

@@ -105,16 +105,24 @@ public enum RedisReply: Sendable, Equatable {
 /// leaves the connection closed; the next one connects again, no sooner than `retryAfter` after
 /// the last failed attempt, so a Redis that is down costs a caller one timeout per interval, not
 /// one per command.
+///
+/// Connecting waits half a second at most (a Redis that is down refuses at once, one on a host
+/// that is gone costs that); a reply 3 s: Redis's own work is under a millisecond, but a Redis
+/// forking for a dump or starved on a loaded host answers hundreds of milliseconds late, and a
+/// reply given up on is a relay lost (with half a second, two such stalls in a row lost a
+/// candidate under a loaded swift test).
 final class RedisConnection {
     let address: RedisAddress
-    let timeoutMs: Int32
+    let connectTimeoutMs: Int32
+    let replyTimeoutMs: Int32
     var retryAfter: Duration = .milliseconds(500)
     private var context: UnsafeMutablePointer<redisContext>?
     private var lastFailure: ContinuousClock.Instant?
 
-    init(address: RedisAddress, timeoutMs: Int32 = 500) {
+    init(address: RedisAddress, connectTimeoutMs: Int32 = 500, replyTimeoutMs: Int32 = 3000) {
         self.address = address
-        self.timeoutMs = timeoutMs
+        self.connectTimeoutMs = connectTimeoutMs
+        self.replyTimeoutMs = replyTimeoutMs
     }
 
     deinit { disconnect() }
@@ -137,7 +145,7 @@ final class RedisConnection {
         if let lastFailure, ContinuousClock.now - lastFailure < retryAfter {
             throw RedisError("\(address): unreachable (retrying)")
         }
-        guard let c = chiredis_connect(address.host, Int32(address.port), timeoutMs) else {
+        guard let c = chiredis_connect(address.host, Int32(address.port), connectTimeoutMs, replyTimeoutMs) else {
             lastFailure = .now
             throw RedisError("\(address): cannot allocate a connection")
         }
