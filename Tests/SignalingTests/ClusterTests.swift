@@ -29,6 +29,15 @@ import TestSupport
         try WebClient(port: port).request("GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n").body
     }
 
+    /// "roof" joined on node `a`, then "bench" on node `b`.
+    func roofAndBench(_ a: SignalingServer, _ b: SignalingServer) async -> (SignalingClient, EventLog, SignalingClient, EventLog) {
+        let (roof, roofLog) = client([a.port], identity: "roof")
+        #expect(await roofLog.wait(isJoined) != nil)
+        let (bench, benchLog) = client([b.port], identity: "bench")
+        #expect(await benchLog.wait(isJoined) != nil)
+        return (roof, roofLog, bench, benchLog)
+    }
+
     func received(_ log: EventLog, id: String, from: String) async -> Bool {
         await log.wait { if case .message(let m) = $0 { return m.id == id && m.from == from }; return false } != nil
     }
@@ -65,10 +74,7 @@ import TestSupport
         let redis = try #require(try RedisProcess())
         let a = try node(redis), b = try node(redis)
         defer { a.stop(); b.stop() }
-        let (roof, roofLog) = client([a.port], identity: "roof")
-        #expect(await roofLog.wait(isJoined) != nil)
-        let (bench, benchLog) = client([b.port], identity: "bench")
-        #expect(await benchLog.wait(isJoined) != nil)
+        let (roof, roofLog, bench, benchLog) = await roofAndBench(a, b)
         #expect(await roofLog.wait { $0 == .peerJoined("bench", rejoin: false) } != nil)
         redis.pause()
         let broadcast = bench.send(RelayMessage(kind: .candidate, id: "", payload: .object(["candidate": .string("c")])))
@@ -167,10 +173,7 @@ import TestSupport
         let redis = try #require(try RedisProcess())
         let a = try node(redis, lease: .seconds(1)), b = try node(redis, lease: .seconds(1))
         defer { b.stop() }
-        let (roof, roofLog) = client([a.port], identity: "roof")
-        #expect(await roofLog.wait(isJoined) != nil)
-        let (bench, benchLog) = client([b.port], identity: "bench")
-        #expect(await benchLog.wait(isJoined) != nil)
+        let (roof, _, bench, benchLog) = await roofAndBench(a, b)
         // The node goes without telling Redis; its client has nowhere else to go.
         a.stop()
         #expect(await benchLog.wait(timeout: .seconds(8)) { $0 == .peerLeft("roof", reason: "timeout") } != nil)
@@ -211,10 +214,7 @@ import TestSupport
         let redis = try #require(try RedisProcess())
         let a = try node(redis), b = try node(redis)
         defer { a.stop(); b.stop() }
-        let (roof, roofLog) = client([a.port], identity: "roof")
-        #expect(await roofLog.wait(isJoined) != nil)
-        let (bench, benchLog) = client([b.port], identity: "bench")
-        #expect(await benchLog.wait(isJoined) != nil)
+        let (roof, roofLog, bench, benchLog) = await roofAndBench(a, b)
         redis.kill()
         #expect(await waitUntil { !a.directory!.isHealthy && !b.directory!.isHealthy })
         try redis.start()
