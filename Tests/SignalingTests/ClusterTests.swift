@@ -77,8 +77,12 @@ import TestSupport
         let (roof, roofLog, bench, benchLog) = await roofAndBench(a, b)
         #expect(await roofLog.wait { $0 == .peerJoined("bench", rejoin: false) } != nil)
         redis.pause()
+        let issued = b.directory!.counters.commands
         let broadcast = bench.send(RelayMessage(kind: .candidate, id: "", payload: .object(["candidate": .string("c")])))
-        // The fault's length, not an order of events: the stall lasts this long.
+        // Once bench's node has sent Redis its next command (the relay, unless a renewal fell due
+        // in the same millisecond), the stall lasts 1.5 s: the fault's length, past the old
+        // timeout and its retry, not an order of events.
+        #expect(await waitUntil { b.directory!.counters.commands > issued })
         try await Task.sleep(for: .milliseconds(1500))
         redis.resume()
         #expect(await received(roofLog, id: broadcast, from: "bench"))
