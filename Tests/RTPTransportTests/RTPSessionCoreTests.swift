@@ -84,13 +84,15 @@ struct SimulatedCall {
     func count(_ side: Side, _ matches: (SessionAction) -> Bool) -> Int { actions[side, default: []].filter { matches($0.action) }.count }
 
     /// Two endpoints that send VP8 (with RTX) and Opus to each other with transport-cc and MID.
-    static func configurations(auto: Bool = true) -> (SessionConfiguration, SessionConfiguration) {
+    /// With `fec`, video goes in RED (98) with ULPFEC (100), and RED's own RTX is 99.
+    static func configurations(auto: Bool = true, fec: Bool = false) -> (SessionConfiguration, SessionConfiguration) {
         func side(_ base: UInt32) -> SessionConfiguration {
             var c = SessionConfiguration(cname: "side-\(base)", receiverSSRC: base + 9, ntpAtZero: 0xE000_0000_0000_0000)
-            c.video = .init(ssrc: base + 1, payloadType: 96, mid: "1")
+            c.video = .init(ssrc: base + 1, payloadType: 96, mid: "1", redPayloadType: fec ? 98 : nil, fecPayloadType: fec ? 100 : nil)
             c.rtx = (base + 2, 97)
             c.audio = .init(ssrc: base + 3, payloadType: 111, mid: "0")
-            c.receivedVideo = .init(payloadType: 96, rtxPayloadType: 97, feedback: ["nack", "nack pli", "ccm fir"])
+            c.receivedVideo = .init(payloadType: 96, rtxPayloadType: 97, feedback: ["nack", "nack pli", "ccm fir"],
+                                    redPayloadType: fec ? 98 : nil, fecPayloadType: fec ? 100 : nil, redRTXPayloadType: fec ? 99 : nil)
             c.receivedAudio = .init(payloadType: 111)
             c.transportSequenceExtensionID = 3
             c.midExtensionID = 4

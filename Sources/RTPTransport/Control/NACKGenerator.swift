@@ -77,6 +77,15 @@ public struct NACKGenerator: Sendable {
         self.highest = sequence
     }
 
+    /// Stops asking for `sequenceNumber` and every hole before it: the receiver has moved past
+    /// them (a frame after them was decoded, or skipped for a keyframe). Neither a recovery nor
+    /// a loss given up on: such a hole is no reason for a keyframe.
+    public mutating func forget(through sequenceNumber: UInt16) {
+        guard let highest, !missing.isEmpty else { return }
+        let through = highest - Int64(UInt16(truncatingIfNeeded: highest) &- sequenceNumber)
+        missing = missing.filter { $0.key > through }
+    }
+
     /// How long after a request the same sequence number is asked for again: the round trip
     /// (the least of recent repairs, `NACKRequester`) and 5 ms, 10 ms at least. The sender
     /// refuses a second resend within three quarters of its round trip, so a retry that comes a

@@ -5,7 +5,8 @@ import Platform
 /// - A frame is complete when its first packet (S = 1, PID = 0), its last (marker) and every
 ///   sequence number between them have arrived, in any order.
 /// - A frame is released as soon as it is complete and continues the previous one (its first
-///   sequence number follows the previous frame's last), or it is a keyframe.
+///   sequence number follows the previous frame's last, or its VP8 picture ID follows the
+///   previous frame's: the sequence numbers between are FEC, not media), or it is a keyframe.
 /// - When the next frame is incomplete, the buffer waits up to `targetDelay` for reordered or
 ///   retransmitted packets, then gives up on it: frames up to the next complete keyframe are
 ///   dropped and `keyframeNeeded` is set so the caller sends a PLI.
@@ -26,6 +27,17 @@ public struct VideoJitterBuffer: Sendable {
         public var lastSequence: Int64
         /// When the frame's last missing packet arrived.
         public var completedAt: Duration
+        /// The VP8 picture ID (RFC 7741 §4.2), when the sender numbers its pictures.
+        public var pictureID: PictureID? = nil
+    }
+
+    /// A VP8 picture ID and its width (7 or 15 bits), which says where it wraps.
+    public struct PictureID: Sendable, Equatable {
+        public var value: UInt16
+        public var is15Bit: Bool
+        public init(value: UInt16, is15Bit: Bool) { (self.value, self.is15Bit) = (value, is15Bit) }
+        /// The next picture's ID.
+        public var next: PictureID { PictureID(value: (value &+ 1) & (is15Bit ? 0x7fff : 0x7f), is15Bit: is15Bit) }
     }
 
     public enum InsertResult: Sendable, Equatable {
@@ -58,6 +70,8 @@ public struct VideoJitterBuffer: Sendable {
     private var keyframeStarts: Set<Int64> = []
     /// Last sequence number of the last frame released (or skipped past).
     private var lastReleased: Int64?
+    /// The picture ID of the last frame released (nil when it had none, or frames were skipped past).
+    private var lastPictureID: PictureID?
     /// Since when the oldest pending frame has been waiting.
     private var waitingSince: Duration?
     private var jitter = 0.0
@@ -213,13 +227,18 @@ public struct VideoJitterBuffer: Sendable {
 
     private func continues(_ frame: Frame) -> Bool {
         guard let lastReleased else { return false }  // the first frame must be a keyframe
-        return frame.firstSequence == lastReleased + 1
+        if frame.firstSequence == lastReleased + 1 { return true }
+        // Only sequence numbers that are no frame's lie between two pictures numbered in a row:
+        // the previous frame ended with its marker, and this one starts at its first partition.
+        guard let lastPictureID, let id = frame.pictureID else { return false }
+        return id == lastPictureID.next
     }
 
     private mutating func release(_ frame: Frame) {
         for sequence in packets.keys where sequence <= frame.lastSequence { packets[sequence] = nil }
         keyframeStarts = keyframeStarts.filter { $0 > frame.lastSequence }
         lastReleased = frame.lastSequence
+        lastPictureID = frame.pictureID
         waitingSince = nil
         framesReleased += 1
     }
@@ -239,7 +258,8 @@ public struct VideoJitterBuffer: Sendable {
             packet = next
         }
         return Frame(data: data, rtpTimestamp: first.timestamp, isKeyframe: first.fragment.isKeyframeStart,
-                     firstSequence: start, lastSequence: sequence, completedAt: completedAt)
+                     firstSequence: start, lastSequence: sequence, completedAt: completedAt,
+                     pictureID: first.fragment.descriptor.pictureID.map { PictureID(value: $0, is15Bit: first.fragment.descriptor.pictureIDIs15Bit) })
     }
 
     /// The first keyframe whose packets are all here. Only keyframes' first packets are looked
@@ -260,6 +280,7 @@ public struct VideoJitterBuffer: Sendable {
             keyframeStarts.remove(sequence)
         }
         lastReleased = max(lastReleased ?? Int64.min, doomed.max() ?? oldest)
+        lastPictureID = nil
         framesDropped += 1
         keyframeNeeded = true
     }

@@ -30,8 +30,13 @@ public struct JSEPDescription: Sendable, Equatable {
         public var rtxPayloadType: UInt8?
         /// RFC 2198: the payload type of redundant audio that carries only this codec
         /// ("red/48000/2" with fmtp "111/111", as libwebrtc offers it). Written before the codec
-        /// in the m= line: libwebrtc sends RED only when the peer lists it first.
+        /// in the m= line: libwebrtc sends RED only when the peer lists it first. For video, the
+        /// section's "red/90000" that carries the codec and its ULPFEC (no fmtp, as libwebrtc
+        /// writes it), with `ulpfecPayloadType`.
         public var redPayloadType: UInt8?
+        /// Video: the section's "ulpfec/90000" (RFC 5109) and the RTX payload type of its RED.
+        public var ulpfecPayloadType: UInt8?
+        public var redRTXPayloadType: UInt8?
 
         public init(payloadType: UInt8, name: String, clockRate: Int, channels: Int? = nil, parameters: String? = nil,
                     feedback: [String] = [], rtxPayloadType: UInt8? = nil, redPayloadType: UInt8? = nil) {
@@ -219,6 +224,18 @@ public struct JSEPDescription: Sendable, Equatable {
             codecs[inner]?.redPayloadType = pt
             attachedRED.insert(pt)
         }
+        // Video: one "red" and one "ulpfec" of the codecs' clock rate protect every codec of the
+        // section (libwebrtc's FEC for VP8; RED carries the codec and the FEC packets).
+        let fecFormats = m.formats.compactMap { UInt8($0).flatMap { codecs[$0] } }.filter { !attachedRED.contains($0.payloadType) }
+        if m.kind == "video", let red = fecFormats.first(where: { $0.isCodec("red", clockRate: 90_000) }),
+           let ulpfec = fecFormats.first(where: { $0.isCodec("ulpfec", clockRate: 90_000) }) {
+            for (pt, codec) in codecs where codec.clockRate == 90_000 && !["rtx", "red", "ulpfec"].contains(codec.name.lowercased()) {
+                codecs[pt]?.redPayloadType = red.payloadType
+                codecs[pt]?.ulpfecPayloadType = ulpfec.payloadType
+                codecs[pt]?.redRTXPayloadType = red.rtxPayloadType
+            }
+            attachedRED.formUnion([red.payloadType, ulpfec.payloadType])
+        }
         // In the m= line's order (the offerer's preference), without the RTX and attached RED entries.
         media.codecs = m.formats.compactMap { UInt8($0).flatMap { codecs[$0] } }
             .filter { $0.name.lowercased() != "rtx" && !attachedRED.contains($0.payloadType) }
@@ -272,8 +289,16 @@ public struct JSEPDescription: Sendable, Equatable {
             if m.rtcpMux { a("rtcp-mux") }
             if m.rtcpReducedSize { a("rtcp-rsize") }
             var formats: [String] = []
+            // Video's RED and ULPFEC serve every codec of the section: written once, after them.
+            var videoFEC: [String: [SDPMessage.Line]] = [:]
             for c in m.codecs {
-                if let red = c.redPayloadType {
+                if let red = c.redPayloadType, let fec = c.ulpfecPayloadType {
+                    let rtx = c.redRTXPayloadType.map { [String($0)] } ?? []
+                    var fecLines: [SDPMessage.Line] = [.init("a", "rtpmap:\(red) red/\(c.clockRate)")]
+                    if let r = c.redRTXPayloadType { fecLines += [.init("a", "rtpmap:\(r) rtx/\(c.clockRate)"), .init("a", "fmtp:\(r) apt=\(red)")] }
+                    fecLines.append(.init("a", "rtpmap:\(fec) ulpfec/\(c.clockRate)"))
+                    videoFEC[([String(red)] + rtx + [String(fec)]).joined(separator: " ")] = fecLines
+                } else if let red = c.redPayloadType {
                     formats.append(String(red))
                     a("rtpmap:\(red) red/\(c.clockRate)" + (c.channels.map { "/\($0)" } ?? ""))
                     a("fmtp:\(red) \(c.payloadType)/\(c.payloadType)")
@@ -287,6 +312,10 @@ public struct JSEPDescription: Sendable, Equatable {
                     a("rtpmap:\(rtx) rtx/\(c.clockRate)")
                     a("fmtp:\(rtx) apt=\(c.payloadType)")
                 }
+            }
+            for (types, fecLines) in videoFEC.sorted(by: { $0.key < $1.key }) {
+                formats += types.split(separator: " ").map(String.init)
+                lines += fecLines
             }
             if let ssrc = m.ssrc {
                 if let rtx = m.rtxSSRC { a("ssrc-group:FID \(ssrc) \(rtx)") }

@@ -38,6 +38,9 @@ struct NACKRequester: Sendable {
 
     mutating func received(_ sequenceNumber: UInt16, at now: MediaTime) { generator.received(sequenceNumber, now: now.sinceOrigin) }
 
+    /// Holes up to `sequenceNumber` are no longer wanted (the frames after them went to the decoder).
+    mutating func forget(through sequenceNumber: UInt16) { generator.forget(through: sequenceNumber) }
+
     /// A retransmission of `sequenceNumber` arrived: true when it was asked for (an RTX packet
     /// nobody asked for is a probe's padding), and the round trip is updated.
     mutating func repaired(_ sequenceNumber: UInt16, at now: MediaTime) -> Bool {

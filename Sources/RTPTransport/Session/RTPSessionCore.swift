@@ -26,6 +26,9 @@ public struct RTPSessionCore: Sendable {
         /// Audio packets that came in RED, and those rebuilt from its redundant blocks (their own
         /// packet was lost).
         public var receivedAudioInRED = 0, audioRecoveredByRED = 0
+        /// Video FEC (ULPFEC in RED): packets sent and received, media packets that came in
+        /// RED, and media packets FEC rebuilt.
+        public var fecPacketsSent = 0, fecPacketsReceived = 0, receivedVideoInRED = 0, videoRecoveredByFEC = 0
         public init() {}
     }
     public private(set) var counters = Counters()
@@ -39,6 +42,8 @@ public struct RTPSessionCore: Sendable {
         let timestampBase = UInt32.random(in: 0...UInt32.max)
         var counters = StreamCounters(clockRate: 90_000)
         var responder: RetransmissionResponder?
+        /// ULPFEC in RED, when both sides agreed on it.
+        var fec: FECProtector?
     }
     struct OutboundAudio: Sendable {
         let stream: SessionConfiguration.Outbound
@@ -56,6 +61,8 @@ public struct RTPSessionCore: Sendable {
         var nack = NACKRequester()
         var throttle = KeyframeRequestThrottle()
         var needKeyframe = false
+        /// ULPFEC in RED, when both sides agreed on it.
+        var fec: FECRecoverer?
         /// When a retransmission last repaired a hole: while repairs happen (10 s), frames are
         /// shown one NACK round trip after their time (`VideoJitterBuffer.playoutDelay`), two
         /// from 3 % loss, so that a repair of one round more than that is no freeze (at 10 %
@@ -104,10 +111,13 @@ public struct RTPSessionCore: Sendable {
     public init(configuration: SessionConfiguration) {
         self.configuration = configuration
         video = configuration.video.map { stream in
-            OutboundVideo(stream: stream, responder: configuration.rtx.map { RetransmissionResponder(ssrc: $0.ssrc, payloadType: $0.payloadType) })
+            OutboundVideo(stream: stream, responder: configuration.rtx.map { RetransmissionResponder(ssrc: $0.ssrc, payloadType: $0.payloadType) },
+                          fec: stream.redPayloadType.flatMap { red in
+                              stream.fecPayloadType.map { FECProtector(mediaPayloadType: stream.payloadType, redPayloadType: red, fecPayloadType: $0) }
+                          })
         }
         audio = configuration.audio.map { OutboundAudio(stream: $0) }
-        receivedVideo = configuration.receivedVideo.map { InboundVideo(stream: $0) }
+        receivedVideo = configuration.receivedVideo.map { InboundVideo(stream: $0, fec: $0.redPayloadType != nil && $0.fecPayloadType != nil ? FECRecoverer() : nil) }
         receivedVideo?.jitter.retransmissionWait = NACKRequester().retransmissionWait
         receivedAudio = configuration.receivedAudio.map { InboundAudio(stream: $0) }
         var mids: [UInt32: String] = [:]
@@ -205,17 +215,22 @@ public struct RTPSessionCore: Sendable {
         }
         let timestamp = track.timestampBase &+ UInt32(truncatingIfNeeded: capturedAt.microseconds * 9 / 100)
         let payloads = track.packetizer.packetize(data)
+        // The frame's FEC takes the sequence numbers right after its packets.
+        let fecCount = track.fec?.plan(timestamp: timestamp, mediaCount: payloads.count, firstFECSequence: track.sequence &+ UInt16(payloads.count)) ?? 0
         var dropped = false
         for (i, payload) in payloads.enumerated() {
             let packet = RTPPacket(payloadType: track.stream.payloadType, sequenceNumber: track.sequence, timestamp: timestamp,
                                    ssrc: track.stream.ssrc, marker: i == payloads.count - 1, payload: payload)
             track.sequence &+= 1
+            // Kept without RED: a retransmission goes on RTX for the codec's own payload type.
             track.responder?.sent(packet, at: now)
-            track.counters.record(packet, at: capturedAt)  // the time the RTP timestamp says (lip sync)
+            let wire = track.fec?.wrap(packet) ?? packet
+            track.counters.record(wire, at: capturedAt)  // the time the RTP timestamp says (lip sync)
             counters.videoPackets += 1
-            counters.videoBytes += packet.serializedSize
-            if !pacer.enqueue(packet, priority: .video, now: now.microseconds) { dropped = true }
+            counters.videoBytes += wire.serializedSize
+            if !pacer.enqueue(wire, priority: .video, now: now.microseconds) { dropped = true }
         }
+        track.sequence &+= UInt16(fecCount)
         counters.videoFrames += 1
         if isKeyframe { counters.keyframes += 1 }
         video = track
@@ -262,7 +277,9 @@ public struct RTPSessionCore: Sendable {
 
     private mutating func receiveRTP(_ bytes: [UInt8], kind: MediaKind?, arrival: MediaTime, actions: inout [SessionAction]) {
         guard let packet = try? RTPPacket(parsing: bytes) else { return }
-        let isVideo = receivedVideo.map { packet.payloadType == $0.stream.payloadType || packet.payloadType == $0.stream.rtxPayloadType } ?? false
+        let isVideo = receivedVideo.map {
+            [$0.stream.payloadType, $0.stream.rtxPayloadType, $0.stream.redPayloadType, $0.stream.redRTXPayloadType].contains(packet.payloadType)
+        } ?? false
         let isAudio = receivedAudio.map { packet.payloadType == $0.stream.payloadType || packet.payloadType == $0.stream.redPayloadType } ?? false
         switch kind {
         case .video?: if isVideo { receiveVideo(packet, arrival: arrival, actions: &actions) }
@@ -280,9 +297,13 @@ public struct RTPSessionCore: Sendable {
         transportCC?.received(received, at: arrival)
         guard !received.payload.isEmpty else { return }  // padding only (a bandwidth probe)
         var packet = received
-        if let rtx = track.stream.rtxPayloadType, packet.payloadType == rtx {
+        let stream = track.stream
+        let fromRTX = packet.payloadType == stream.rtxPayloadType || packet.payloadType == stream.redRTXPayloadType
+        if fromRTX {
+            // RTX for the codec, or (libwebrtc, RED negotiated) for RED.
+            let associated = packet.payloadType == stream.rtxPayloadType ? stream.payloadType : stream.redPayloadType ?? stream.payloadType
             guard let mediaSSRC = track.statistics?.ssrc,
-                  let original = try? RTX.unwrap(packet, mediaSSRC: mediaSSRC, mediaPayloadType: track.stream.payloadType) else { return }
+                  let original = try? RTX.unwrap(packet, mediaSSRC: mediaSSRC, mediaPayloadType: associated) else { return }
             packet = original
             // An RTX packet nobody asked for is a probe's payload padding: it counted for
             // congestion control above, and the jitter buffer drops it as a duplicate.
@@ -292,16 +313,55 @@ public struct RTPSessionCore: Sendable {
                 track.lastRepair = arrival
             }
         } else {
-            guard packet.payloadType == track.stream.payloadType else { return }
             if track.statistics == nil { track.statistics = ReceiverStatistics(ssrc: packet.ssrc, clockRate: 90_000) }
             track.statistics?.received(sequenceNumber: packet.sequenceNumber, rtpTimestamp: packet.timestamp, arrival: arrival.sinceOrigin)
             counters.receivedVideoPackets += 1
         }
+        var rebuilt: [[UInt8]] = []
+        if packet.payloadType == stream.redPayloadType {
+            guard let red = try? REDPayload(parsing: packet.payload) else { return }
+            if red.primaryPayloadType == stream.fecPayloadType {
+                // FEC has a sequence number of the stream but is no part of a frame.
+                track.nack.received(packet.sequenceNumber, at: arrival)
+                guard !fromRTX, let fec = try? ULPFECPayload(parsing: red.primary) else { return }
+                counters.fecPacketsReceived += 1
+                rebuilt = track.fec?.fec(fec, ssrc: packet.ssrc) ?? []
+            } else {
+                guard red.primaryPayloadType == stream.payloadType else { return }
+                if !fromRTX { counters.receivedVideoInRED += 1 }
+                packet.payloadType = red.primaryPayloadType
+                packet.payload = red.primary
+                // A retransmission carries the RTX stream's header extensions: no use to FEC.
+                if !fromRTX { rebuilt = track.fec?.media(packet.serialized(), sequenceNumber: packet.sequenceNumber) ?? [] }
+                deliver(packet, to: &track, arrival: arrival, actions: &actions)
+            }
+        } else {
+            guard packet.payloadType == stream.payloadType else { return }
+            deliver(packet, to: &track, arrival: arrival, actions: &actions)
+        }
+        for bytes in rebuilt {
+            guard let recovered = try? RTPPacket(parsing: bytes), recovered.payloadType == stream.payloadType else { continue }
+            counters.videoRecoveredByFEC += 1
+            deliver(recovered, to: &track, arrival: arrival, actions: &actions)
+        }
+    }
+
+    /// A media packet of the video stream (arrived, repaired or rebuilt) into the jitter buffer,
+    /// and the frames it completes out to the decoder.
+    private mutating func deliver(_ packet: RTPPacket, to track: inout InboundVideo, arrival: MediaTime, actions: inout [SessionAction]) {
         track.nack.received(packet.sequenceNumber, at: arrival)
         track.followRepairs(at: arrival)
         _ = track.jitter.insert(packet, arrival: arrival.sinceOrigin)
-        let frames = track.jitter.popFrames(now: arrival.sinceOrigin)
-        if !frames.isEmpty { actions.append(.decode(frames)) }
+        popFrames(&track, now: arrival, actions: &actions)
+    }
+
+    /// Frames the jitter buffer releases now; holes behind them are no longer worth a NACK (a
+    /// frame skipped for a keyframe, or FEC that was lost between two frames).
+    private func popFrames(_ track: inout InboundVideo, now: MediaTime, actions: inout [SessionAction]) {
+        let frames = track.jitter.popFrames(now: now.sinceOrigin)
+        guard let last = frames.last else { return }
+        track.nack.forget(through: UInt16(truncatingIfNeeded: last.lastSequence))
+        actions.append(.decode(frames))
     }
 
     private mutating func receiveAudio(_ packet: RTPPacket, arrival: MediaTime, actions: inout [SessionAction]) {
@@ -346,7 +406,10 @@ public struct RTPSessionCore: Sendable {
             switch packet {
             case .nack(let nack) where nack.mediaSSRC == videoSSRC && video?.responder != nil:
                 counters.nacksReceived += 1
-                let answer = video!.responder!.answer(nack.lostSequenceNumbers, roundTripTime: reports.roundTripTime ?? .milliseconds(50),
+                // FEC packets are never resent (a lost one is no loss of media).
+                let lost = nack.lostSequenceNumbers.filter { !(video!.fec?.isFEC($0) ?? false) }
+                guard !lost.isEmpty else { break }
+                let answer = video!.responder!.answer(lost, roundTripTime: reports.roundTripTime ?? .milliseconds(50),
                                                       estimate: pacer.estimator?.estimate, pacerQueueDelay: pacer.queueDelay(now: arrival.microseconds),
                                                       now: arrival)
                 // Retransmissions are paced and counted like media (a burst of them must not
@@ -367,9 +430,9 @@ public struct RTPSessionCore: Sendable {
                 actions.append(.estimate(bitrate: estimator.estimate, lossFraction: estimator.lossFraction,
                                          cause: (change?.cause ?? .increase).rawValue))
             case .receiverReport(let rr):
-                peerReported(rr.reports, arrivalNTP: arrivalNTP, video: videoSSRC, audio: audioSSRC)
+                peerReported(rr.reports, arrivalNTP: arrivalNTP, video: videoSSRC, audio: audioSSRC, actions: &actions)
             case .senderReport(let sr):
-                peerReported(sr.reports, arrivalNTP: arrivalNTP, video: videoSSRC, audio: audioSSRC)
+                peerReported(sr.reports, arrivalNTP: arrivalNTP, video: videoSSRC, audio: audioSSRC, actions: &actions)
                 if sr.ssrc == receivedVideo?.statistics?.ssrc {
                     receivedVideo?.statistics?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival.sinceOrigin)
                     lipSync.videoSenderReport(ntp: sr.ntpTimestamp, rtp: sr.rtpTimestamp)
@@ -392,10 +455,16 @@ public struct RTPSessionCore: Sendable {
         }
     }
 
-    private mutating func peerReported(_ blocks: [ReceptionReport], arrivalNTP: UInt64, video: UInt32?, audio: UInt32?) {
+    private mutating func peerReported(_ blocks: [ReceptionReport], arrivalNTP: UInt64, video: UInt32?, audio: UInt32?,
+                                       actions: inout [SessionAction]) {
         for block in blocks where block.ssrc == video || block.ssrc == audio {
             reports.peerReported(block, arrivalNTP: arrivalNTP, isVideo: block.ssrc == video)
             stamper.acknowledge(block.ssrc)
+            // Video FEC follows the loss the peer reports on our video and the round trip.
+            if block.ssrc == video, let before = self.video?.fec?.rate {
+                self.video?.fec?.update(loss: reports.peerVideoLoss ?? 0, roundTripTime: reports.roundTripTime ?? .milliseconds(50))
+                if let after = self.video?.fec?.rate, after != before { actions.append(.videoProtection(after)) }
+            }
         }
     }
 
@@ -405,7 +474,25 @@ public struct RTPSessionCore: Sendable {
         // What the pacer releases; probe padding from the RTX stream's history.
         var responder = video?.responder
         video?.responder = nil
-        let released = pacer.release(now: now.microseconds, stamper: &stamper) { bytes in responder?.padding(bytes) }
+        var released = pacer.release(now: now.microseconds, stamper: &stamper) { bytes in responder?.padding(bytes) }
+        // A frame whose packets have all left gets its FEC, made of them as they were stamped,
+        // next in line (ahead of video still queued, so its sequence numbers come in order).
+        if var fec = video?.fec {
+            video?.fec = nil
+            var index = 0
+            while index < released.count {
+                let made = released[index].ssrc == configuration.video?.ssrc ? fec.sent(released[index]) : []
+                index += 1
+                guard !made.isEmpty else { continue }
+                for packet in made {
+                    counters.fecPacketsSent += 1
+                    counters.videoBytes += packet.serializedSize
+                    _ = pacer.enqueue(packet, priority: .retransmission, now: now.microseconds)
+                }
+                released += pacer.release(now: now.microseconds, stamper: &stamper) { bytes in responder?.padding(bytes) }
+            }
+            video?.fec = fec
+        }
         video?.responder = responder
         counters.paddingBytes = pacer.paddingBytes
         let audioSSRC = configuration.audio?.ssrc
@@ -416,9 +503,8 @@ public struct RTPSessionCore: Sendable {
         if let due = receivedVideo?.jitter.heldUntil, due <= now.sinceOrigin, var track = receivedVideo {
             receivedVideo = nil
             track.followRepairs(at: now)
-            let frames = track.jitter.popFrames(now: now.sinceOrigin)
+            popFrames(&track, now: now, actions: &actions)
             receivedVideo = track
-            if !frames.isEmpty { actions.append(.decode(frames)) }
         }
     }
 

@@ -33,6 +33,9 @@ public enum SessionAction: Sendable {
     case keyframeNeeded
     /// The bandwidth estimate moved (auto mode): what the encoding controller follows.
     case estimate(bitrate: Int, lossFraction: Double, cause: String)
+    /// Video FEC now sends this many FEC packets per media packet: the encoder's share of the
+    /// estimate is that much smaller.
+    case videoProtection(Double)
     /// Lip sync: how long to hold the picture and to delay the sound, on top of their own delays.
     case holds(video: Duration, audio: Duration)
     /// Every stream the peer sent has said BYE.
@@ -47,10 +50,13 @@ public struct SessionConfiguration: Sendable {
         public var payloadType: UInt8
         /// The MID (RFC 8843) the stream's packets carry until the peer reports on it.
         public var mid: String?
-        /// Audio: RED (RFC 2198) both sides agreed on; packets then carry earlier packets too.
+        /// RED (RFC 2198) both sides agreed on. Audio: packets then carry earlier packets too.
+        /// Video (with `fecPayloadType`): every packet goes in RED, and so does ULPFEC.
         public var redPayloadType: UInt8?
-        public init(ssrc: UInt32, payloadType: UInt8, mid: String? = nil, redPayloadType: UInt8? = nil) {
-            (self.ssrc, self.payloadType, self.mid, self.redPayloadType) = (ssrc, payloadType, mid, redPayloadType)
+        /// Video: ULPFEC (RFC 5109) inside RED, when both sides agreed on it.
+        public var fecPayloadType: UInt8?
+        public init(ssrc: UInt32, payloadType: UInt8, mid: String? = nil, redPayloadType: UInt8? = nil, fecPayloadType: UInt8? = nil) {
+            (self.ssrc, self.payloadType, self.mid, self.redPayloadType, self.fecPayloadType) = (ssrc, payloadType, mid, redPayloadType, fecPayloadType)
         }
     }
     public struct Inbound: Sendable {
@@ -58,10 +64,15 @@ public struct SessionConfiguration: Sendable {
         public var rtxPayloadType: UInt8?
         /// RTCP feedback the stream's description offers ("nack", "nack pli", ...).
         public var feedback: [String]
-        /// Audio: the RED (RFC 2198) payload type the peer may send it in.
+        /// The RED (RFC 2198) payload type the peer may send it in (video: with ULPFEC).
         public var redPayloadType: UInt8?
-        public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, feedback: [String] = [], redPayloadType: UInt8? = nil) {
+        /// Video: ULPFEC (RFC 5109) inside RED, and the RTX payload type for RED packets.
+        public var fecPayloadType: UInt8?
+        public var redRTXPayloadType: UInt8?
+        public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, feedback: [String] = [], redPayloadType: UInt8? = nil,
+                    fecPayloadType: UInt8? = nil, redRTXPayloadType: UInt8? = nil) {
             (self.payloadType, self.rtxPayloadType, self.feedback, self.redPayloadType) = (payloadType, rtxPayloadType, feedback, redPayloadType)
+            (self.fecPayloadType, self.redRTXPayloadType) = (fecPayloadType, redRTXPayloadType)
         }
     }
     public var video: Outbound?
