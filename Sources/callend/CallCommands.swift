@@ -83,7 +83,8 @@ func summaryLine(_ s: CallSummary) -> String {
     var parts = ["\(s.participant) <- \(s.peer ?? "?")"]
     if let setup = s.setupTime { parts.append(String(format: "setup %.0f ms", setup.inSeconds * 1000)) }
     if let r = s.received {
-        parts.append("video \(r.framesDecoded) frames decoded (\(r.decodeErrors) errors)")
+        parts.append("video \(r.framesDecoded) frames decoded (\(r.decodeErrors) errors)"
+                     + (r.videoPacketsInRED > 0 ? ", \(r.videoPacketsInRED) packets in RED, \(r.retransmissionsReceived) repaired by RTX, \(r.videoRecoveredByFEC) rebuilt from \(r.videoFECPackets) FEC" : ""))
         parts.append("audio \(r.audioDecoded) decoded" + (r.audioPacketsInRED > 0 ? " (\(r.audioPacketsInRED) packets in RED, \(r.audioRecoveredByRED) rebuilt from it)" : "")
                      + ", \(r.audioRecoveredByFEC) FEC, \(r.audioConcealed) concealed")
         if let p50 = r.videoLatencyMs.percentile(0.5), let p95 = r.videoLatencyMs.percentile(0.95) {

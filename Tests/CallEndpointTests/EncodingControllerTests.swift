@@ -46,6 +46,17 @@ import Testing
         #expect(red.videoBitrate == Int(Double(600_000 - 64_000 - 24_000) * 0.95))
     }
 
+    /// With a quarter as much FEC as media, media and FEC together take the video's share.
+    @Test func videoFECComesOutOfTheVideosShare() {
+        var plain = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 800_000)
+        var protected = plain
+        protected.videoProtection = 0.25
+        plain.update(estimate: 1_000_000, lossFraction: 0, cause: "delay", now: .seconds(1))
+        protected.update(estimate: 1_000_000, lossFraction: 0, cause: "delay", now: .seconds(1))
+        #expect(plain.videoBitrate == Int(Double(1_000_000 - 32_000 - 24_000) * 0.95))
+        #expect(protected.videoBitrate == Int(Double(1_000_000 - 32_000 - 24_000) * 0.95 / 1.25))
+    }
+
     @Test func aFarDropStepsDownAtOnceAndARiseStepsBackUpAfterTheDwell() {
         var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 2_000_000)
         var now = feed(&controller, estimate: 2_000_000, from: .zero, seconds: 5)

@@ -55,7 +55,11 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
             #expect(call.stream(.video)?.codec.feedback == ["nack", "nack pli", "ccm fir", "transport-cc"])
             #expect(call.stream(.video)?.transportSequenceExtensionID == 3 && call.stream(.audio)?.codec.payloadType == 111)
             #expect(call.stream(.audio)?.codec.redPayloadType == 63, "RED for Opus both ways")
+            let video = try #require(call.stream(.video)?.codec)
+            #expect(video.redPayloadType == 98 && video.ulpfecPayloadType == 100 && video.redRTXPayloadType == 99, "ULPFEC in RED for VP8 both ways")
         }
+        #expect(offer.sdp.contains("m=video 9 UDP/TLS/RTP/SAVPF 96 97 98 99 100\r\n") && offer.sdp.contains("a=rtpmap:100 ulpfec/90000\r\n"),
+                "VP8 first, then RED with its RTX and ULPFEC, as libwebrtc writes them")
         #expect(offer.sdp.contains("m=audio 9 UDP/TLS/RTP/SAVPF 63 111\r\n") && offer.sdp.contains("a=fmtp:63 111/111\r\n"),
                 "RED listed first, as libwebrtc needs to send it")
         #expect(aliceCall.stream(.video)?.remoteSSRC == bob.videoSSRC && bobCall.stream(.video)?.remoteSSRC == alice.videoSSRC)
@@ -99,6 +103,9 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
         #expect(video.remoteSSRC == 2855068886 && audio.remoteSSRC != nil)
         #expect(answer.media[1].codecs.count == 1, "one codec per section: the browser sends only what callend decodes")
         #expect(audio.codec.redPayloadType == 63, "Chromium's red/48000/2 for Opus is taken")
+        #expect(video.codec.redPayloadType == 118 && video.codec.ulpfecPayloadType == 120 && video.codec.redRTXPayloadType == 119,
+                "Chromium's red/90000 (RTX 119) and ulpfec/90000 for video are taken")
+        #expect(answer.sdp.contains("a=rtpmap:118 red/90000\r\na=rtpmap:119 rtx/90000\r\na=fmtp:119 apt=118\r\na=rtpmap:120 ulpfec/90000\r\n"))
         #expect(answer.sdp.contains("m=audio 9 UDP/TLS/RTP/SAVPF 63 111\r\n") && answer.sdp.contains("a=rtpmap:63 red/48000/2\r\n"))
         let back = try JSEPDescription(type: .answer, sdp: answer.sdp)
         #expect(back.media.map(\.port) == [9, 9, 0] && back.transport.setup == .active)
@@ -118,6 +125,26 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
         #expect(agreed.stream(.audio)?.codec.redPayloadType == nil, "an answer without RED: none")
         let mixed = try JSEPDescription(type: .offer, sdp: browserShapedOffer.replacingOccurrences(of: "a=fmtp:63 111/111", with: "a=fmtp:63 111/0"))
         #expect(mixed.media[0].codecs.first?.redPayloadType == nil && mixed.media[0].codecs.contains { $0.name == "red" })
+    }
+
+    /// Video FEC needs RED and ULPFEC both: a peer that offers or answers one alone (or neither,
+    /// as aiortc) gets plain VP8, and nothing is written for it.
+    @Test func videoFECIsTakenOnlyWithREDAndULPFECBoth() throws {
+        let local = LocalMedia(sendsVideo: true, sendsAudio: true)
+        for drop in ["a=rtpmap:120 ulpfec/90000\r\n", "a=rtpmap:118 red/90000\r\n"] {
+            let offer = try JSEPDescription(type: .offer, sdp: chromium156Offer.replacingOccurrences(of: drop, with: ""))
+            let (answer, call) = try OfferAnswer.answer(offer, local: local, transport: transport(11))
+            let video = try #require(call.stream(.video)?.codec)
+            #expect(video.redPayloadType == nil && video.ulpfecPayloadType == nil && video.redRTXPayloadType == nil, "without \(drop)")
+            #expect(!answer.sdp.contains("ulpfec") && !answer.sdp.contains("red/90000"))
+        }
+        let ours = OfferAnswer.offer(local, transport: transport(12))
+        var answer = try OfferAnswer.answer(ours, local: local, transport: transport(13)).0
+        answer.media[1].codecs[0].ulpfecPayloadType = nil
+        answer.media[1].codecs[0].redPayloadType = nil
+        let agreed = try OfferAnswer.negotiate(offer: ours, answer: try JSEPDescription(type: .answer, sdp: answer.sdp), local: local)
+        #expect(agreed.stream(.video)?.codec.ulpfecPayloadType == nil && agreed.stream(.video)?.codec.redPayloadType == nil,
+                "an answer without video FEC (aiortc's): none")
     }
 
     @Test func failuresSayWhy() throws {

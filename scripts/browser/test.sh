@@ -11,7 +11,9 @@
 # element playing and received its audio (getStats), and the endpoint decoded >= 40 of the
 # browser's VP8 frames (counted in its --video-out recording) and its Opus audio, at least half
 # of whose packets came in RED (RFC 2198: callend lists red/48000/2 first, so Chromium sends it),
-# and its bandwidth estimate took >= 10 of Chromium's transport-cc feedback packets.
+# and its bandwidth estimate took >= 10 of Chromium's transport-cc feedback packets; Chromium's
+# video comes in RED (ULPFEC negotiated both ways: callend sends its own video in RED too, and the
+# page decodes it; Chromium itself sends RED only once its FEC is on, never on this loss-free path).
 # BROWSER_SCREENSHOT=F.png saves the page during the first call (BROWSER_FRAMES=N: once the page
 # has decoded N frames, default 150). Skips (exit 77), saying so, where Chromium cannot start at
 # all; once it has started, a case where it cannot is a failure, and a case that fails is never
@@ -52,7 +54,8 @@ pair = ((page.get("stats") or {}).get("pair") or {}).get("text")
 out = open(f"{work}/{name}-endpoint.out").read()
 decoded = int((re.search(r"video (\d+) frames decoded", out) or [0, 0])[1])
 audio = int((re.search(r"audio (\d+) decoded", out) or [0, 0])[1])
-red = int((re.search(r"(\d+) packets in RED", out) or [0, 0])[1])
+red = int((re.search(r"audio \d+ decoded \((\d+) packets in RED", out) or [0, 0])[1])
+fec = "video VP8 with ULPFEC in RED" in open(f"{work}/{name}-endpoint.err").read()
 frames = open(f"{work}/{name}.y4m", "rb").read().count(b"FRAME") if decoded else 0
 status = [json.loads(l) for l in out.splitlines() if l.startswith("{") and "transportFeedback" in l]
 feedback = status[-1]["transportFeedback"] if status else 0
@@ -67,9 +70,10 @@ except (OSError, EOFError, wave.Error):
 print(f"browser: {name}: the page decoded {recv.get('framesDecoded', 0)} frames ({recv.get('width')}x{recv.get('height')}) "
       f"and {recv.get('audioSamples', 0)} audio samples from the endpoint; path {pair}")
 print(f"browser: {name}: the endpoint decoded {decoded} VP8 frames ({frames} in its recording) and {audio} Opus frames "
-      f"({red} of their packets in RED; {loud} samples above -40 dBFS in its WAV); its estimate followed {feedback} transport-cc feedback packets from Chromium")
+      f"({red} of their packets in RED; {loud} samples above -40 dBFS in its WAV); its estimate followed {feedback} transport-cc feedback packets from Chromium; "
+      f"video FEC (ULPFEC in RED) {'negotiated: the page decoded callend video in RED' if fec else 'NOT negotiated'}")
 ok = page.get("ok") and recv.get("framesDecoded", 0) >= 150 and recv.get("audioSamples", 0) > 0 and frames >= 40 and audio >= 50 and loud > 0 and feedback >= 10 \
-    and red >= audio // 2
+    and red >= audio // 2 and fec
 print(f"browser: {name}: {'passed' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
 PY

@@ -129,6 +129,9 @@ public struct EncodingController: Sendable {
     /// their bits are audio's too. Without counting them the call sent 5 % over a 600 kbit/s
     /// bottleneck, and its queue stood at 60-70 ms p95 where it had been under 40.
     public var audioRedundancy = 0
+    /// FEC packets sent per video packet (ULPFEC): the encoder's share is the video's divided by
+    /// one plus this, so that media and its FEC together fit the estimate.
+    public var videoProtection = 0.0
 
     public init(ladder: ModeLadder, maxVideoBitrate: Int, startBitrate: Int) {
         self.ladder = ladder
@@ -167,7 +170,7 @@ public struct EncodingController: Sendable {
         // transport-wide sequence numbers): audio's share is its bitrate plus its packets' headers
         // (50 a second, about 60 bytes each with SRTP, UDP and IP: 24 kbit/s). RTP/SRTP headers
         // take about 5 % of a video stream.
-        let video = max(30_000, min(maxVideoBitrate, Int(Double(estimate - audio * (1 + audioRedundancy) - Self.audioHeaderBitrate) * 0.95)))
+        let video = max(30_000, min(maxVideoBitrate, Int(Double(estimate - audio * (1 + audioRedundancy) - Self.audioHeaderBitrate) * 0.95 / (1 + videoProtection))))
         if video != videoBitrate {
             let step = abs(Double(video - loggedVideoBitrate)) / Double(loggedVideoBitrate)
             if cause != "increase" || step >= 0.25 {

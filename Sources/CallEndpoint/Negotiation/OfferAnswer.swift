@@ -53,15 +53,21 @@ public struct NegotiatedCall: Sendable, Equatable {
     public func stream(_ kind: MediaKind) -> Stream? { streams.first { $0.kind == kind } }
 }
 
-/// JSEP offer/answer (RFC 8829 §5, RFC 3264) for what callend speaks: Opus and VP8 with RTX,
-/// NACK, PLI, FIR and transport-cc, everything bundled with rtcp-mux. An offer from anyone is
+/// JSEP offer/answer (RFC 8829 §5, RFC 3264) for what callend speaks: Opus (with RED) and VP8
+/// with RTX, ULPFEC in RED, NACK, PLI, FIR and transport-cc, everything bundled with rtcp-mux. An offer from anyone is
 /// answered with the first VP8 and the first Opus it lists (in its payload types); every other
 /// section is declined with port 0; nothing acceptable is an error that says what was offered.
 public enum OfferAnswer {
     static let opus = JSEPDescription.Codec(payloadType: 111, name: "opus", clockRate: 48_000, channels: 2,
                                             parameters: "minptime=10;useinbandfec=1", feedback: ["transport-cc"], redPayloadType: 63)
-    static let vp8 = JSEPDescription.Codec(payloadType: 96, name: "VP8", clockRate: 90_000,
-                                           feedback: ["nack", "nack pli", "ccm fir", "transport-cc"], rtxPayloadType: 97)
+    /// VP8 with RTX, and with ULPFEC in RED (RFC 5109, RFC 2198) as libwebrtc offers it for video:
+    /// "red/90000" (with its own RTX) and "ulpfec/90000" after the codec.
+    static let vp8: JSEPDescription.Codec = {
+        var codec = JSEPDescription.Codec(payloadType: 96, name: "VP8", clockRate: 90_000,
+                                          feedback: ["nack", "nack pli", "ccm fir", "transport-cc"], rtxPayloadType: 97, redPayloadType: 98)
+        (codec.redRTXPayloadType, codec.ulpfecPayloadType) = (99, 100)
+        return codec
+    }()
     static let supportedFeedback: [MediaKind: Set<String>] = [.video: ["nack", "nack pli", "ccm fir", "transport-cc"], .audio: ["transport-cc"]]
     /// The header extension callend reads and writes (RFC 8285, ID 3 where callend chooses).
     static let transportCC = JSEPDescription.HeaderExtension(id: 3, uri: TransportSequenceNumber.uri)
@@ -141,6 +147,11 @@ public enum OfferAnswer {
             agreed.feedback = offered.feedback.filter(codec.feedback.contains)
             agreed.rtxPayloadType = codec.rtxPayloadType == offered.rtxPayloadType ? offered.rtxPayloadType : nil
             agreed.redPayloadType = codec.redPayloadType == offered.redPayloadType ? offered.redPayloadType : nil
+            agreed.ulpfecPayloadType = codec.ulpfecPayloadType == offered.ulpfecPayloadType ? offered.ulpfecPayloadType : nil
+            agreed.redRTXPayloadType = codec.redRTXPayloadType == offered.redRTXPayloadType ? offered.redRTXPayloadType : nil
+            if kind == .video && (agreed.redPayloadType == nil || agreed.ulpfecPayloadType == nil) {
+                (agreed.redPayloadType, agreed.ulpfecPayloadType, agreed.redRTXPayloadType) = (nil, nil, nil)
+            }
             let direction = JSEPDescription.Direction(sends: ours.direction.sends && answered.direction.receives,
                                                       receives: ours.direction.receives && answered.direction.sends)
             let extensions = answered.extensions.filter { e in ours.extensions.contains(e) }
@@ -161,7 +172,12 @@ public enum OfferAnswer {
         let mine = kind == .video ? vp8 : opus
         guard var codec = offered.first(where: { $0.isCodec(mine.name, clockRate: mine.clockRate) && (kind == .video || $0.channels == 2) }) else { return nil }
         codec.feedback = codec.feedback.filter { supportedFeedback[kind]?.contains($0) ?? false }
-        if kind == .audio { codec.rtxPayloadType = nil } else { codec.redPayloadType = nil }
+        if kind == .audio {
+            (codec.rtxPayloadType, codec.ulpfecPayloadType, codec.redRTXPayloadType) = (nil, nil, nil)
+        } else if codec.redPayloadType == nil || codec.ulpfecPayloadType == nil {
+            // Video's RED is only for ULPFEC: both, or neither.
+            (codec.redPayloadType, codec.ulpfecPayloadType, codec.redRTXPayloadType) = (nil, nil, nil)
+        }
         return codec
     }
 

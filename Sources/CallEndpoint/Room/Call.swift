@@ -257,7 +257,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             guard let (callMedia, call) = try negotiate(round: round, signaling: signaling, summary: &summary, deadline: deadline) else { break }
             summary.mediaRounds += 1
             let streams = call.streams.map { s in
-                "\(s.kind.rawValue) \(s.codec.name) \(JSEPDescription.Direction(sends: s.sends, receives: s.receives).rawValue)"
+                "\(s.kind.rawValue) \(s.codec.name)\(s.codec.ulpfecPayloadType == nil ? "" : " with ULPFEC in RED") \(JSEPDescription.Direction(sends: s.sends, receives: s.receives).rawValue)"
             }
             log("media: \(streams.joined(separator: ", ")) over ICE + DTLS-SRTP (BUNDLE)")
             let roundStart = ContinuousClock.now

@@ -188,7 +188,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         let video = call.stream(.video), audio = call.stream(.audio)
         var sending = MediaSenderConfiguration(destinationHost: "0.0.0.0", videoPort: 0)
         sending.payloadTypes = .init(video: video?.codec.payloadType ?? 96, rtx: video?.codec.rtxPayloadType,
-                                     audio: audio?.codec.payloadType ?? 111, audioRED: audio?.codec.redPayloadType)
+                                     audio: audio?.codec.payloadType ?? 111, audioRED: audio?.codec.redPayloadType,
+                                     videoRED: video?.codec.ulpfecPayloadType == nil ? nil : video?.codec.redPayloadType, videoFEC: video?.codec.ulpfecPayloadType)
         let tracks = (video: video?.sends == true ? media.videoTrack : nil, audio: audio?.sends == true ? media.audioTrack : nil)
         sending.duration = duration
         sending.ssrcs = (local.videoSSRC, local.rtxSSRC, local.audioSSRC)
@@ -202,7 +203,11 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.onDecision = encoding.onDecision
         let incoming = (video: call.stream(.video).flatMap { $0.receives ? $0 : nil }, audio: call.stream(.audio).flatMap { $0.receives ? $0 : nil })
         var receiving = MediaReceiverConfiguration(
-            video: incoming.video.map { .init(payloadType: $0.codec.payloadType, rtxPayloadType: $0.codec.rtxPayloadType, feedback: $0.codec.feedback) },
+            video: incoming.video.map {
+                .init(payloadType: $0.codec.payloadType, rtxPayloadType: $0.codec.rtxPayloadType, feedback: $0.codec.feedback,
+                      redPayloadType: $0.codec.ulpfecPayloadType == nil ? nil : $0.codec.redPayloadType, fecPayloadType: $0.codec.ulpfecPayloadType,
+                      redRTXPayloadType: $0.codec.redRTXPayloadType)
+            },
             audio: incoming.audio.map { .init(payloadType: $0.codec.payloadType, redPayloadType: $0.codec.redPayloadType) })
         receiving.duration = duration.map { $0 + .seconds(2) }
         // Silence of 4 s (reports come every second) is an outage: the round goes on, and media

@@ -55,6 +55,9 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var videoPackets = 0
     public var videoPacketsLost: Int64 = 0
     public var retransmissionsReceived = 0
+    /// Video FEC (ULPFEC in RED): media packets that came in RED, FEC packets received, and
+    /// lost media packets rebuilt from them.
+    public var videoPacketsInRED = 0, videoFECPackets = 0, videoRecoveredByFEC = 0
     public var framesDecoded = 0
     /// Frames given up on: incomplete ones the jitter buffer skipped, and complete ones skipped
     /// because decoding had fallen behind.
@@ -288,6 +291,9 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         summary.videoPackets = s.counters.receivedVideoPackets
         summary.audioPackets = s.counters.receivedAudioPackets
         summary.retransmissionsReceived = s.counters.retransmissionsReceived
+        summary.videoPacketsInRED = s.counters.receivedVideoInRED
+        summary.videoFECPackets = s.counters.fecPacketsReceived
+        summary.videoRecoveredByFEC = s.counters.videoRecoveredByFEC
         summary.nacksSent = s.counters.nacksSent
         summary.pliSent = s.counters.pliSent
         summary.videoPacketsLost = s.videoLost

@@ -16,6 +16,18 @@ extension MediaSender {
         report(made)
     }
 
+    /// Video FEC now sends `rate` FEC packets per media packet: the encoder gets that much less.
+    func protected(_ rate: Double) {
+        let made = encoding.withLock { e -> [EncodingDecision] in
+            guard var controller = e.controller else { return [] }
+            controller.videoProtection = rate
+            let estimate = e.estimate ?? (controller.videoBitrate, 0)
+            let made = controller.update(estimate: estimate.bitrate, lossFraction: estimate.lossFraction, cause: "fec", now: elapsed)
+            return publish(made, controller: controller, in: &e)
+        }
+        report(made)
+    }
+
     /// Keeps the controller's new state and what it decided in the statistics; returns the
     /// decisions, which the caller reports once out of the lock.
     func publish(_ made: [EncodingDecision], controller: EncodingController, in e: inout Encoding) -> [EncodingDecision] {

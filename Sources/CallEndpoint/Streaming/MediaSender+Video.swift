@@ -60,6 +60,7 @@ extension MediaSender {
                     if rebuild, let old = e.controller {
                         var controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: old.maxVideoBitrate, startBitrate: old.videoBitrate)
                         controller.audioRedundancy = old.audioRedundancy
+                        controller.videoProtection = old.videoProtection
                         let estimate = e.estimate ?? (old.videoBitrate, 0)
                         made = publish(controller.update(estimate: estimate.bitrate, lossFraction: estimate.lossFraction, cause: "switch", now: now),
                                        controller: controller, in: &e)

@@ -58,11 +58,14 @@ public struct MediaSenderConfiguration: Sendable {
         public var audio: UInt8 = 111
         /// RFC 2198 redundant audio, when the peer takes it.
         public var audioRED: UInt8?
-        public init(video: UInt8 = 96, rtx: UInt8? = 97, audio: UInt8 = 111, audioRED: UInt8? = nil) {
+        /// Video FEC: RED (RFC 2198) and ULPFEC (RFC 5109) inside it, when the peer takes both.
+        public var videoRED: UInt8?, videoFEC: UInt8?
+        public init(video: UInt8 = 96, rtx: UInt8? = 97, audio: UInt8 = 111, audioRED: UInt8? = nil, videoRED: UInt8? = nil, videoFEC: UInt8? = nil) {
             self.video = video
             self.rtx = rtx
             self.audio = audio
             self.audioRED = audioRED
+            (self.videoRED, self.videoFEC) = (videoRED, videoFEC)
         }
     }
     public var payloadTypes = PayloadTypes()

@@ -37,7 +37,8 @@ final class MediaSession {
         if let sender {
             let s = sender.configuration
             if sender.videoTrack != nil {
-                c.video = .init(ssrc: sender.videoSSRC, payloadType: s.payloadTypes.video, mid: s.midExtension?.video)
+                c.video = .init(ssrc: sender.videoSSRC, payloadType: s.payloadTypes.video, mid: s.midExtension?.video,
+                                redPayloadType: s.payloadTypes.videoRED, fecPayloadType: s.payloadTypes.videoFEC)
                 if let rtx = s.payloadTypes.rtx { c.rtx = (sender.rtxSSRC, rtx) }
             }
             if sender.audioTrack != nil {
@@ -124,6 +125,7 @@ final class MediaSession {
             case .playAudio(let packet, let arrival): receiver?.play(packet, arrival: arrival)
             case .keyframeNeeded: sender?.keyframeNeeded()
             case .estimate(let bitrate, let loss, let cause): sender?.estimated(bitrate: bitrate, lossFraction: loss, cause: cause)
+            case .videoProtection(let rate): sender?.protected(rate)
             case .holds(let video, let audio): receiver?.hold(video: video, audio: audio)
             case .peerSaidBye: receiver?.peerSaidBye()
             }
