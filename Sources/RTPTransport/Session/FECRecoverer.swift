@@ -4,7 +4,9 @@
 /// packet completes another group.
 ///
 /// Only packets that arrived as sent go in: a retransmission carries the RTX stream's own
-/// header extensions, not the original's, and XORed in it would rebuild garbage.
+/// header extensions, not the original's, and XORed in it would rebuild garbage. And only while
+/// the peer sends FEC (one in the last 500 media packets): on a clean path it sends none, and
+/// keeping every packet cost a call 1.5 MiB and a copy of each packet.
 struct FECRecoverer: Sendable {
     private struct Pending: Sendable {
         var fec: ULPFECPayload
@@ -15,18 +17,28 @@ struct FECRecoverer: Sendable {
     private var media: [UInt16: [UInt8]] = [:]
     private var order: [UInt16] = []
     private var pending: [Pending] = []
-    static let capacity = 512
+    /// Media packets since the last FEC packet.
+    private var sinceFEC = Int.max
+    /// FEC follows its frame at once and spans 48 packets at most: 128 is room enough.
+    static let capacity = 128
     static let maxPending = 64
+    static let activeFor = 500
     private(set) var recovered = 0
 
-    /// A media packet arrived (serialized, RED taken off): what it lets FEC rebuild.
-    mutating func media(_ bytes: [UInt8], sequenceNumber: UInt16) -> [[UInt8]] {
-        store(bytes, sequenceNumber)
+    /// Whether the peer sends FEC lately (media packets are worth keeping).
+    var isActive: Bool { sinceFEC < Self.activeFor }
+
+    /// A media packet arrived (RED taken off): what it lets FEC rebuild.
+    mutating func media(_ packet: RTPPacket) -> [[UInt8]] {
+        sinceFEC = sinceFEC == .max ? .max : sinceFEC + 1
+        guard isActive else { return [] }
+        store(packet.serialized(), packet.sequenceNumber)
         return recoverAll()
     }
 
     /// An FEC packet arrived on `ssrc`: what it rebuilds, now or with later packets.
     mutating func fec(_ fec: ULPFECPayload, ssrc: UInt32) -> [[UInt8]] {
+        sinceFEC = 0
         pending.append(Pending(fec: fec, ssrc: ssrc, numbers: fec.protectedSequenceNumbers))
         if pending.count > Self.maxPending { pending.removeFirst(pending.count - Self.maxPending) }
         return recoverAll()

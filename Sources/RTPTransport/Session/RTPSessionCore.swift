@@ -332,7 +332,7 @@ public struct RTPSessionCore: Sendable {
                 packet.payloadType = red.primaryPayloadType
                 packet.payload = red.primary
                 // A retransmission carries the RTX stream's header extensions: no use to FEC.
-                if !fromRTX { rebuilt = track.fec?.media(packet.serialized(), sequenceNumber: packet.sequenceNumber) ?? [] }
+                if !fromRTX, track.fec != nil { rebuilt = track.fec!.media(packet) }
                 deliver(packet, to: &track, arrival: arrival, actions: &actions)
             }
         } else {
