@@ -173,7 +173,9 @@ public struct EncodingController: Sendable {
         let video = max(30_000, min(maxVideoBitrate, Int(Double(estimate - audio * (1 + audioRedundancy) - Self.audioHeaderBitrate) * 0.95 / (1 + videoProtection))))
         if video != videoBitrate {
             let step = abs(Double(video - loggedVideoBitrate)) / Double(loggedVideoBitrate)
-            if cause != "increase" || step >= 0.25 {
+            // The estimator's small increases and FEC's steps (every few seconds under loss)
+            // are logged only when they add up.
+            if !["increase", "fec"].contains(cause) || step >= 0.25 {
                 record("video-bitrate", "\(loggedVideoBitrate / 1000)k", "\(video / 1000)k")
                 loggedVideoBitrate = video
             }

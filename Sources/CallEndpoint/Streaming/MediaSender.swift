@@ -136,6 +136,7 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
         stats.audioBytes = c.audioBytes
         stats.nacksReceived = c.nacksReceived
         stats.retransmitted = c.retransmitted
+        stats.fecPackets = c.fecPacketsSent
         stats.retransmissionsRefused = c.retransmissionsRefused
         stats.keyframeRequests = c.keyframeRequests
         stats.transportFeedbackReceived = c.transportFeedbackReceived

@@ -86,6 +86,8 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     public var audioBytes = 0
     public var nacksReceived = 0
     public var retransmitted = 0
+    /// Video FEC packets (ULPFEC in RED) sent.
+    public var fecPackets = 0
     public var keyframeRequests = 0
     /// Transport-wide congestion control feedback packets from the receiver (RTCP, RFC 8888's
     /// predecessor draft-holmer-rmcat-transport-wide-cc-extensions): what drives the estimate.
@@ -117,8 +119,9 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
                       audioPackets, Double(audioBytes * 8) / seconds / 1000, nacksReceived, retransmitted, keyframeRequests,
                       roundTripTime.map { String(format: "; RTT %.1f ms", $0.inSeconds * 1000) } ?? "",
                       receiverLossFraction.map { String(format: "; receiver loss %.1f %%", $0 * 100) } ?? "",
-                      framesHeldBack + retransmissionsRefused > 0
+                      (framesHeldBack + retransmissionsRefused > 0
                           ? "; held back \(framesHeldBack) frames, refused \(retransmissionsRefused) retransmissions (congestion)" : "")
+                          + (fecPackets > 0 ? "; \(fecPackets) video FEC packets" : ""))
     }
 }
 
