@@ -615,8 +615,31 @@ struct EstimatorSimulation {
         pacer.enqueue("video", size: 1000, priority: .video, now: 0)
         pacer.enqueue("rtx", size: 1000, priority: .retransmission, now: 0)
         pacer.enqueue("audio", size: 100, priority: .audio, now: 0)
+        pacer.enqueue("fec", size: 1000, priority: .protection, now: 0)
         #expect(pacer.next(now: 0)?.item == "audio")
         #expect(pacer.next(now: 0)?.item == "rtx")
+        #expect(pacer.next(now: 10_000_000)?.item == "fec", "FEC after repairs, before video")
+    }
+
+    /// 1 Mbit/s of media pacing; repairs at 1 Mbit/s more in their own bucket leave beside
+    /// media instead of waiting behind it, and take nothing from its budget.
+    @Test func repairsHaveABucketOfTheirOwn() {
+        func sent(repairRate: Int) -> (media: Int, repairs: Int) {
+            var pacer = Pacer<String>(pacingRate: 1_000_000)
+            pacer.repairRate = repairRate
+            var counts = (media: 0, repairs: 0)
+            for ms in 0..<100 {
+                let now = Int64(ms) * 1_000
+                // 2 Mbit/s of media and 1 of repairs offered: 250 + 125 bytes a millisecond.
+                if ms % 4 == 0 { pacer.enqueue("video", size: 1_000, priority: .video, now: now) }
+                if ms % 8 == 0 { pacer.enqueue("rtx", size: 1_000, priority: .retransmission, now: now) }
+                while let entry = pacer.next(now: now) { entry.item == "rtx" ? (counts.repairs += 1) : (counts.media += 1) }
+            }
+            return counts
+        }
+        let shared = sent(repairRate: 0), own = sent(repairRate: 1_000_000)
+        #expect(own.repairs == 13 && shared.repairs == 13, "every repair offered leaves: \(own) \(shared)")
+        #expect(own.media >= 12 + shared.media - 1, "media keeps its rate beside them: \(own) vs \(shared)")
     }
 
     @Test func aLongQueueRaisesTheRateToEmptyIt() {

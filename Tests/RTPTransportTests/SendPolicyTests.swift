@@ -10,14 +10,16 @@ import Testing
 
     /// 1 Mbit/s with 30 ms of feedback delay: the window is 1e6 x 0.1 s / 8 = 12.5 kB.
     @Test func videoWaitsWhileThePathHoldsMoreThanTheWindow() {
-        func holds(_ bytes: Int, feedbackAge: Int64 = 20_000, base: Int64? = 30_000) -> Bool {
-            SendPolicy.holdsVideo(estimate: 1_000_000, outstandingBytes: bytes, newestFeedbackAt: 1_000_000 - feedbackAge, shortestFeedbackDelay: base, now: 1_000_000)
+        func holds(_ bytes: Int, feedbackAge: Int64 = 20_000, base: Int64? = 30_000, queue: Double = 20) -> Bool {
+            SendPolicy.holdsVideo(estimate: 1_000_000, outstandingBytes: bytes, newestFeedbackAt: 1_000_000 - feedbackAge, shortestFeedbackDelay: base,
+                                  queueDelay: queue, now: 1_000_000)
         }
         #expect(!holds(12_500) && holds(12_501))
         #expect(!holds(50_000, feedbackAge: 500_000), "no feedback for half a second: video goes on")
         #expect(!holds(50_000, base: nil), "no feedback delay known yet")
-        #expect(!SendPolicy.holdsVideo(estimate: 100_000, outstandingBytes: 6_000, newestFeedbackAt: 0, shortestFeedbackDelay: 0, now: 0), "6 kB always fit")
-        #expect(SendPolicy.holdsVideo(estimate: 100_000, outstandingBytes: 6_001, newestFeedbackAt: 0, shortestFeedbackDelay: 0, now: 0))
+        #expect(!holds(50_000, queue: 19.9), "no queue on the path: the bytes are outstanding because feedback was lost")
+        #expect(!SendPolicy.holdsVideo(estimate: 100_000, outstandingBytes: 6_000, newestFeedbackAt: 0, shortestFeedbackDelay: 0, queueDelay: 50, now: 0), "6 kB always fit")
+        #expect(SendPolicy.holdsVideo(estimate: 100_000, outstandingBytes: 6_001, newestFeedbackAt: 0, shortestFeedbackDelay: 0, queueDelay: 50, now: 0))
     }
 
     @Test func picturesAreSkippedBehindMoreThan100msOfQueue() {
@@ -36,5 +38,14 @@ import Testing
         let refused = backedUp.admit(bytes: 100, estimate: 1_000_000, pacerQueueDelay: 150_001, now: 0)
         let taken = backedUp.admit(bytes: 100, estimate: 1_000_000, pacerQueueDelay: 150_000, now: 0)
         #expect(!refused && taken, "none while the pacer holds over 150 ms")
+        var clear = RetransmissionBudget()
+        var onClearPath = 0
+        for i in 0..<150 where clear.admit(bytes: 1_250, estimate: 1_000_000, pacerQueueDelay: 0, pathQueueDelay: 19.9, now: Int64(i) * 1_000) { onClearPath += 1 }
+        #expect(onClearPath == 100, "the path holds no queue: the whole estimate, 125 kB")
+    }
+
+    @Test func repairsHaveTheirOwnRateOnlyWhileThePathHoldsNoQueue() {
+        #expect(SendPolicy.repairRate(estimate: 2_000_000, queueDelay: 19.9) == 2_000_000)
+        #expect(SendPolicy.repairRate(estimate: 2_000_000, queueDelay: 20) == 0)
     }
 }

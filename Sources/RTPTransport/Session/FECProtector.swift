@@ -8,8 +8,8 @@ import MediaCore
 /// FEC is made from packets as they leave the pacer (stamped with their transport-wide
 /// numbers, which the receiver's copy carries too), but its sequence numbers are set aside when
 /// the frame is packetized, right after the frame's own: the FEC packets then go out in order
-/// ahead of any video still queued (the retransmission lane), and a receiver never sees them as
-/// reordering. A frame is cut into groups of at most 48 consecutive packets (a mask's reach);
+/// ahead of any video still queued (the pacer's FEC lane, after retransmissions), and a
+/// receiver never sees them as reordering. A frame is cut into groups of at most 48 consecutive packets (a mask's reach);
 /// within a group FEC packet j protects every m-th packet from the j-th, so that a burst of m
 /// losses in a row is still repaired.
 struct FECProtector: Sendable {

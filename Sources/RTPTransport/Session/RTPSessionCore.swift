@@ -411,6 +411,7 @@ public struct RTPSessionCore: Sendable {
                 guard !lost.isEmpty else { break }
                 let answer = video!.responder!.answer(lost, roundTripTime: reports.roundTripTime ?? .milliseconds(50),
                                                       estimate: pacer.estimator?.estimate, pacerQueueDelay: pacer.queueDelay(now: arrival.microseconds),
+                                                      pathQueueDelay: pacer.estimator?.delay.queueDelay,
                                                       now: arrival)
                 // Retransmissions are paced and counted like media (a burst of them must not
                 // flood the bottleneck it was lost in).
@@ -487,7 +488,7 @@ public struct RTPSessionCore: Sendable {
                 for packet in made {
                     counters.fecPacketsSent += 1
                     counters.videoBytes += packet.serializedSize
-                    _ = pacer.enqueue(packet, priority: .retransmission, now: now.microseconds)
+                    _ = pacer.enqueue(packet, priority: .protection, now: now.microseconds)
                 }
                 released += pacer.release(now: now.microseconds, stamper: &stamper) { bytes in responder?.padding(bytes) }
             }

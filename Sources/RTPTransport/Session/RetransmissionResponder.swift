@@ -18,13 +18,13 @@ struct RetransmissionResponder: Sendable {
     mutating func sent(_ packet: RTPPacket, at now: MediaTime) { history.store(packet, sentAt: now.sinceOrigin) }
 
     /// The RTX packets to queue for `lost`, and whether a keyframe should go instead of some.
-    mutating func answer(_ lost: [UInt16], roundTripTime: Duration, estimate: Int?, pacerQueueDelay: Int64,
+    mutating func answer(_ lost: [UInt16], roundTripTime: Duration, estimate: Int?, pacerQueueDelay: Int64, pathQueueDelay: Double?,
                          now: MediaTime) -> (packets: [RTPPacket], keyframeInstead: Bool) {
         let answer = history.answer(lost, now: now.sinceOrigin, roundTripTime: roundTripTime)
         var out: [RTPPacket] = []
         for original in answer.packets {
             if let estimate, !budget.admit(bytes: original.serializedSize, estimate: estimate, pacerQueueDelay: pacerQueueDelay,
-                                           now: now.microseconds) {
+                                           pathQueueDelay: pathQueueDelay ?? .infinity, now: now.microseconds) {
                 refused += 1
                 continue
             }

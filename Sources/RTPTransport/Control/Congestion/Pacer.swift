@@ -1,13 +1,14 @@
 /// Spreads packets over time at a pacing rate, so a video frame does not burst into the
 /// bottleneck queue: a leaky bucket whose budget grows with the rate and may run at most a few
-/// milliseconds ahead. Audio leaves first, then retransmissions, then video. Retransmissions
-/// go through here like everything else, so they are paced and counted. When packets have
+/// milliseconds ahead. Audio leaves first, then retransmissions, then FEC, then video.
+/// Retransmissions go through here like everything else, so they are paced and counted; while
+/// `repairRate` is set they also have a bucket of their own at that rate, beside the media's. When packets have
 /// waited too long (a keyframe after a rate drop), the rate rises just enough to empty the queue
 /// within `maxQueueTime`. During a probe cluster the rate is the probe's and the pacer asks for
 /// padding when it has nothing to send. Pure: times are microseconds passed in.
 public struct Pacer<Item: Sendable>: Sendable {
     public enum Priority: Int, Sendable, Comparable {
-        case audio = 0, retransmission, video, padding
+        case audio = 0, retransmission, protection, video, padding
         public static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
     }
 
@@ -30,8 +31,12 @@ public struct Pacer<Item: Sendable>: Sendable {
     public var burstTime: Int64 = 5_000
     /// While set, only audio leaves (a congestion window: the path already holds too much).
     public var holdVideo = false
-    private var queues: [[Entry]] = [[], [], [], []]
+    /// Bits per second retransmissions may take beyond the pacing rate (their own bucket, spent
+    /// first): zero while the path is congested.
+    public var repairRate = 0
+    private var queues: [[Entry]] = [[], [], [], [], []]
     private var budget = 0.0
+    private var repairBudget = 0.0
     private var lastTime: Int64?
     private var probe: (cluster: BandwidthEstimator.ProbeCluster, until: Int64)?
     public private(set) var queuedBytes = 0
@@ -95,10 +100,13 @@ public struct Pacer<Item: Sendable>: Sendable {
         if probe.map({ now >= $0.until }) == true { probe = nil }
         let rate = Double(effectiveRate(now: now))
         let allowance = rate / 8 * Double(burstTime) / 1_000_000 + 1_500
+        let repair = Double(repairRate), repairAllowance = repair / 8 * Double(burstTime) / 1_000_000 + 1_500
         if let last = lastTime {
             budget = min(budget + rate / 8 * Double(now - last) / 1_000_000, allowance)
+            repairBudget = repair > 0 ? min(repairBudget + repair / 8 * Double(now - last) / 1_000_000, repairAllowance) : 0
         } else {
             budget = allowance
+            repairBudget = repair > 0 ? repairAllowance : 0
         }
         lastTime = now
     }
@@ -110,6 +118,12 @@ public struct Pacer<Item: Sendable>: Sendable {
         if var audio = queues[Priority.audio.rawValue].first {
             queues[Priority.audio.rawValue].removeFirst()
             return sent(&audio)
+        }
+        if repairBudget > 0, !holdVideo, var repair = queues[Priority.retransmission.rawValue].first {
+            queues[Priority.retransmission.rawValue].removeFirst()
+            repairBudget -= Double(repair.size)
+            budget += Double(repair.size)  // not the media's to pay
+            return sent(&repair)
         }
         guard budget > 0, !holdVideo else { return nil }
         for p in 1..<queues.count where !queues[p].isEmpty {
@@ -144,6 +158,8 @@ public struct Pacer<Item: Sendable>: Sendable {
     public func timeUntilNext(now: Int64) -> Int64 {
         guard budget <= 0 else { return 0 }
         let rate = Double(max(1, effectiveRate(now: now)))
-        return Int64(-budget * 8 / rate * 1_000_000) + 1
+        let media = Int64(-budget * 8 / rate * 1_000_000) + 1
+        guard repairRate > 0, !queues[Priority.retransmission.rawValue].isEmpty else { return media }
+        return min(media, repairBudget > 0 ? 0 : Int64(-repairBudget * 8 / Double(repairRate) * 1_000_000) + 1)
     }
 }
