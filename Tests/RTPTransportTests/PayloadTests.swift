@@ -339,6 +339,9 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(retry.packets.map(\.sequenceNumber) == [151, 151], "three quarters of a round trip on, a retry (the resend was lost): resent twice")
         let later = history.answer([150], now: .milliseconds(300), roundTripTime: .milliseconds(50))
         #expect(later.packets.count == 2)
+        _ = history.answer([160], now: .milliseconds(300), roundTripTime: .milliseconds(1))
+        let shortRetry = history.answer([160], now: .milliseconds(311), roundTripTime: .milliseconds(1))
+        #expect(shortRetry.packets.map(\.sequenceNumber) == [160], "a 1 ms round trip: the next retry is 10 ms away, one copy")
         let old = history.answer([5, 6, 7], now: .milliseconds(300), roundTripTime: .milliseconds(50))
         #expect(old.unavailable == 3 && old.keyframeInstead)
         let flood = history.answer(Array(100..<140), now: .milliseconds(400), roundTripTime: .milliseconds(50))
@@ -469,5 +472,30 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(requester.roundTripTime == .milliseconds(100), "the least of recent samples")
         let padding = requester.repaired(99, at: t0 + .milliseconds(500))
         #expect(!padding, "nobody asked for 99: a probe's padding")
+    }
+
+    /// A probe's padding that carries a packet asked for arrives like its repair, a few
+    /// milliseconds after the request: the round trip of RTCP reports is a floor under it.
+    @Test func theReportedRoundTripIsAFloor() {
+        var requester = NACKRequester()
+        requester.reportedRoundTripTime = .milliseconds(100)
+        let t0 = MediaTime(microseconds: 1_000_000)
+        requester.received(10, at: t0)
+        requester.received(12, at: t0)
+        _ = requester.due(senderSSRC: 1, mediaSSRC: 2, at: t0)
+        let padded = requester.repaired(11, at: t0 + .milliseconds(20))
+        #expect(padded && requester.roundTripTime == .milliseconds(100), "\(requester.roundTripTime)")
+        #expect(requester.retransmissionWait == .milliseconds(430), "15 + 100 + 3 x 105 ms")
+    }
+
+    /// At a 1 ms round trip retries go 10 ms apart: the generator still asks after 30 of them
+    /// (0.3 s, a fade of loss), longer than the jitter buffer's wait (250 ms at least).
+    @Test func retriesOutlastTheJitterBuffersWait() {
+        var generator = NACKGenerator()
+        generator.received(10, now: .zero)
+        generator.received(12, now: .zero)
+        var asked = 0
+        for ms in stride(from: 0, through: 300, by: 10) where generator.due(now: .milliseconds(ms), roundTripTime: .milliseconds(1)).contains(11) { asked += 1 }
+        #expect(asked >= 30 && !generator.keyframeNeeded && generator.missingCount == 1, "\(asked) requests")
     }
 }

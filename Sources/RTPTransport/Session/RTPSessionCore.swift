@@ -460,6 +460,7 @@ public struct RTPSessionCore: Sendable {
                                        actions: inout [SessionAction]) {
         for block in blocks where block.ssrc == video || block.ssrc == audio {
             reports.peerReported(block, arrivalNTP: arrivalNTP, isVideo: block.ssrc == video)
+            receivedVideo?.nack.reportedRoundTripTime = reports.roundTripTime
             stamper.acknowledge(block.ssrc)
             // Video FEC follows the loss the peer reports on our video and the round trip.
             if block.ssrc == video, let before = self.video?.fec?.rate {
