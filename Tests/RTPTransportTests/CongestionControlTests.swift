@@ -460,6 +460,7 @@ struct EstimatorSimulation {
             if entered == nil, sim.estimator.competing { entered = sim.now - start }
         }
         #expect(entered != nil && entered! < 3_000_000, "competing after \(entered.map { Double($0) / 1e6 } ?? -1) s")
+        #expect(!sim.estimator.competing || sim.estimator.pathQueueDelay == .infinity, "the other sender's queue counts as one (no repair lane)")
         // It returns to half of its rate from before the episode, whatever the cuts left.
         let returned = sim.changes.first { $0.time > start && $0.cause == .competing }?.to ?? 0
         #expect(returned >= alone * 45 / 100, "returned to \(returned) of \(alone): \(sim.changes.filter { $0.time > start - 3_000_000 && $0.cause != .increase })")

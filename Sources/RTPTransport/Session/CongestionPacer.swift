@@ -53,13 +53,13 @@ struct CongestionPacer: Sendable {
         if let estimator {
             let pacing = SendPolicy.pacing(estimate: estimator.estimate, lastDecrease: estimator.lastDecrease, now: now)
             (pacer.pacingRate, pacer.maxDrainRate) = (pacing.rate, pacing.maxDrainRate)
-            pacer.repairRate = SendPolicy.repairRate(estimate: estimator.estimate, queueDelay: estimator.delay.queueDelay)
+            pacer.repairRate = SendPolicy.repairRate(estimate: estimator.estimate, queueDelay: estimator.pathQueueDelay)
             // Sharing the path with a loss-based flow, the window spans the queue it keeps full:
             // the path's round trip now, not its shortest of the last 10 s.
             let roundTrip = estimator.competing ? adapter.recentFeedbackDelay : adapter.shortestFeedbackDelay
             pacer.holdVideo = SendPolicy.holdsVideo(estimate: estimator.estimate, outstandingBytes: adapter.outstandingBytes,
                                                     newestFeedbackAt: adapter.newestReported?.at, shortestFeedbackDelay: roundTrip,
-                                                    queueDelay: estimator.delay.queueDelay, now: now)
+                                                    queueDelay: estimator.pathQueueDelay, now: now)
             if !pacer.probing, let probe = self.estimator?.probeToSend(now: now) { pacer.startProbe(probe, now: now) }
         }
         var out: [RTPPacket] = []

@@ -411,7 +411,7 @@ public struct RTPSessionCore: Sendable {
                 guard !lost.isEmpty else { break }
                 let answer = video!.responder!.answer(lost, roundTripTime: reports.roundTripTime ?? .milliseconds(50),
                                                       estimate: pacer.estimator?.estimate, pacerQueueDelay: pacer.queueDelay(now: arrival.microseconds),
-                                                      pathQueueDelay: pacer.estimator?.delay.queueDelay,
+                                                      pathQueueDelay: pacer.estimator?.pathQueueDelay,
                                                       now: arrival)
                 // Retransmissions are paced and counted like media (a burst of them must not
                 // flood the bottleneck it was lost in).

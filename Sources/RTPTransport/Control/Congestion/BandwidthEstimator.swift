@@ -113,6 +113,10 @@ public struct BandwidthEstimator: Sendable {
     /// for it starves (RFC 8867 §5.6). While this holds, delay neither cuts nor holds the
     /// estimate; loss does (the competing rule in `updateDelayBased`), as it does TCP's.
     public private(set) var competing = false
+    /// The queue the path holds, ms, as the send policy reads it: the delay detector's, or
+    /// unbounded while competing (the other sender keeps the buffer full longer than the
+    /// detector's 10 s base window, so its figure reads low).
+    public var pathQueueDelay: Double { competing ? .infinity : delay.queueDelay }
     /// Since when the queue has stood over `standingQueue` ms without a break, the delay cuts
     /// made meanwhile, and the estimate before it began.
     private var standingSince: Int64?
