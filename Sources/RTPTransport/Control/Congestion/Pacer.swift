@@ -2,9 +2,9 @@
 /// bottleneck queue: a leaky bucket whose budget grows with the rate and may run at most a few
 /// milliseconds ahead. Audio leaves first, then retransmissions, then FEC, then video.
 /// Retransmissions go through here like everything else, so they are paced and counted; while
-/// `repairRate` is set they also have a bucket of their own at that rate, beside the media's. When packets have
-/// waited too long (a keyframe after a rate drop), the rate rises just enough to empty the queue
-/// within `maxQueueTime`. During a probe cluster the rate is the probe's and the pacer asks for
+/// `repairRate` is set they also have a bucket of their own at that rate, beside the media's.
+/// When packets have waited too long (a keyframe after a rate drop), the rate rises just enough
+/// to empty the queue within `maxQueueTime`. During a probe cluster the rate is the probe's and the pacer asks for
 /// padding when it has nothing to send. Pure: times are microseconds passed in.
 public struct Pacer<Item: Sendable>: Sendable {
     public enum Priority: Int, Sendable, Comparable {
