@@ -119,6 +119,10 @@ stage loss scripts/loss/test.sh
 stage natlab scripts/natlab/test.sh
 # aiortc (PyPI) as the peer of callend join, both offer directions.
 stage aiortc scripts/aiortc/test.sh
+# WHIP (RFC 9725): callend publish over HTTPS into an aiortc WHIP server that records what it
+# gets (>= 90 % of the frames decodable, DELETE at the end, on SIGTERM), a redirect, and every
+# refusal a clear exit 1.
+stage whip scripts/whip/test.sh
 # Headless Chromium on the page of serve --http calls a callend endpoint: both offer directions,
 # and relayed through the NAT lab (the NAT case needs root).
 stage browser scripts/browser/test.sh

@@ -9,7 +9,7 @@ import Signaling
 /// crash found (Tests/FuzzCorpus) through the same functions. A target may reject its input in
 /// any way it likes; what it must not do is crash, hang or grow without bound.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case rtp, rtcp, vp8, opus, red, sdp, signaling, jwt, claims, websocket, http, y4m, ivf, wav
+    case rtp, rtcp, vp8, opus, red, sdp, signaling, jwt, claims, websocket, http, whip, y4m, ivf, wav
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -82,6 +82,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .http:
             var reader = HTTPRequestHead.Reader()
             _ = try? reader.append(bytes)
+        case .whip:
+            // A WHIP/WHEP server's response in pieces, its Link fields, and its body as an ICE fragment.
+            var reader = HTTPResponseReader(maxBodyLength: 64 * 1024)
+            for chunk in Self.chunks(bytes) {
+                let read: HTTPResponseMessage?
+                do { read = try reader.append(chunk) } catch { return }
+                if let response = read {
+                    _ = LinkField.iceServers(LinkField.parse(response.fields(named: "Link")))
+                    _ = try? ICEFragment(parsing: response.text)
+                    return
+                }
+            }
+            _ = try? reader.finish()
         case .y4m:
             Self.withFile(bytes) { path in
                 guard let reader = try? Y4MReader(path: path) else { return }

@@ -117,45 +117,33 @@ func readToken(_ args: inout Arguments) throws -> String {
     return token
 }
 
-func runJoin(_ args: inout Arguments) throws {
-    if args.flag("--help") || args.flag("-h") { print(joinHelp); return }
-    guard let room = args.popOperand() else { throw UsageError(description: "join needs a ROOM") }
-    let token = try readToken(&args)
-    let serverArgument = try args.value("--server") ?? "127.0.0.1:7000"
-    let overTLS = serverArgument.hasPrefix("tls://")
-    // A list of services (nodes sharing rooms, or a standby) is tried in turn: HOST1:PORT1,HOST2:PORT2.
-    let servers = try (overTLS ? String(serverArgument.dropFirst(6)) : serverArgument).split(separator: ",").map { text throws(UsageError) in
-        try parseHostPort(String(text), option: "--server")
-    }
-    guard let server = servers.first else { throw UsageError(description: "--server takes HOST:PORT[,HOST:PORT...]") }
-    let caFile = try args.value("--ca-file")
-    let insecurePlaintext = args.flag("--insecure-plaintext")
-    if overTLS && insecurePlaintext { throw UsageError(description: "--insecure-plaintext applies to a plain --server HOST:PORT, not tls://") }
-    if !overTLS && !insecurePlaintext, let remote = servers.first(where: { !PlaintextPolicy.isLoopback(host: $0.host) }) {
-        throw UsageError(description: PlaintextPolicy.refusal("join --server \(remote.host):\(remote.port)"))
-    }
-    if let caFile {
-        guard overTLS else { throw UsageError(description: "--ca-file applies to --server tls://HOST:PORT only") }
-        guard FileManager.default.isReadableFile(atPath: caFile) else { throw UsageError(description: "cannot read --ca-file \(caFile)") }
-    }
-    let camera = try args.value("--camera"), mic = try args.value("--mic"), speaker = try args.value("--speaker")
+/// The media sources of join and publish: --camera or --video-source (with --video-size, --fps,
+/// --pixel-format), --mic or --audio-source.
+func parseCallSources(_ args: inout Arguments) throws -> (MediaSenderConfiguration.VideoSource, MediaSenderConfiguration.AudioSource) {
+    let camera = try args.value("--camera"), mic = try args.value("--mic")
     let pixelFormat = try args.value("--pixel-format")
     var (video, audio) = try parseSources(&args, maxFrameRate: 60)
-    let videoOutput = try args.value("--video-out")
-    let audioOutput = try args.value("--audio-out")
-    let encoding = try args.value("--encoding")
-    let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
-    let duration = try args.integer("--duration", in: 1...86_400)
-    let control = try args.value("--control")
-    let noStdin = args.flag("--no-stdin")
-    let measureLatency = args.flag("--measure-latency")
+    if let camera {
+        guard case .pattern(let w, let h, let fps) = video else { throw UsageError(description: "--camera and --video-source are alternatives; give one") }
+        if let pixelFormat, pixelFormat.count != 4 { throw UsageError(description: "--pixel-format takes a FourCC such as YUYV, MJPG or NV12") }
+        video = .camera(path: camera, mode: CameraModeRequest(width: w, height: h, frameRate: fps, fourCC: pixelFormat?.uppercased()))
+    } else if pixelFormat != nil {
+        throw UsageError(description: "--pixel-format applies to --camera only")
+    }
+    if let mic {
+        guard audio == .tone else { throw UsageError(description: "--mic and --audio-source are alternatives; give one") }
+        audio = .alsa(pcm: mic)
+    }
+    return (video, audio)
+}
+
+/// The endpoint's own ICE servers and policy: --ice-server URL..., --turn-username with
+/// --turn-credential-file (or CALLEND_TURN_CREDENTIAL), --ice-transport all|relay.
+func parseICEOptions(_ args: inout Arguments) throws -> ([ICEServer], ICETransportPolicy) {
     let iceURLs = try args.values("--ice-server")
     let turnUsername = try args.value("--turn-username")
     let turnCredentialFile = try args.value("--turn-credential-file")
     let iceTransport = try args.value("--ice-transport")
-    let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
-    let logger = try logWriter(program: "callend join", &args)
-    try args.finish(command: "join")
     guard iceTransport == nil || ICETransportPolicy(rawValue: iceTransport!) != nil else {
         throw UsageError(description: "--ice-transport takes all or relay, not '\(iceTransport!)'")
     }
@@ -183,17 +171,44 @@ func runJoin(_ args: inout Arguments) throws {
             throw error
         }
     }
-    if let camera {
-        guard case .pattern(let w, let h, let fps) = video else { throw UsageError(description: "--camera and --video-source are alternatives; give one") }
-        if let pixelFormat, pixelFormat.count != 4 { throw UsageError(description: "--pixel-format takes a FourCC such as YUYV, MJPG or NV12") }
-        video = .camera(path: camera, mode: CameraModeRequest(width: w, height: h, frameRate: fps, fourCC: pixelFormat?.uppercased()))
-    } else if pixelFormat != nil {
-        throw UsageError(description: "--pixel-format applies to --camera only")
+    return (iceServers, iceTransport.flatMap(ICETransportPolicy.init(rawValue:)) ?? .all)
+}
+
+func runJoin(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(joinHelp); return }
+    guard let room = args.popOperand() else { throw UsageError(description: "join needs a ROOM") }
+    let token = try readToken(&args)
+    let serverArgument = try args.value("--server") ?? "127.0.0.1:7000"
+    let overTLS = serverArgument.hasPrefix("tls://")
+    // A list of services (nodes sharing rooms, or a standby) is tried in turn: HOST1:PORT1,HOST2:PORT2.
+    let servers = try (overTLS ? String(serverArgument.dropFirst(6)) : serverArgument).split(separator: ",").map { text throws(UsageError) in
+        try parseHostPort(String(text), option: "--server")
     }
-    if let mic {
-        guard audio == .tone else { throw UsageError(description: "--mic and --audio-source are alternatives; give one") }
-        audio = .alsa(pcm: mic)
+    guard let server = servers.first else { throw UsageError(description: "--server takes HOST:PORT[,HOST:PORT...]") }
+    let caFile = try args.value("--ca-file")
+    let insecurePlaintext = args.flag("--insecure-plaintext")
+    if overTLS && insecurePlaintext { throw UsageError(description: "--insecure-plaintext applies to a plain --server HOST:PORT, not tls://") }
+    if !overTLS && !insecurePlaintext, let remote = servers.first(where: { !PlaintextPolicy.isLoopback(host: $0.host) }) {
+        throw UsageError(description: PlaintextPolicy.refusal("join --server \(remote.host):\(remote.port)"))
     }
+    if let caFile {
+        guard overTLS else { throw UsageError(description: "--ca-file applies to --server tls://HOST:PORT only") }
+        guard FileManager.default.isReadableFile(atPath: caFile) else { throw UsageError(description: "cannot read --ca-file \(caFile)") }
+    }
+    let (video, audio) = try parseCallSources(&args)
+    let speaker = try args.value("--speaker")
+    let videoOutput = try args.value("--video-out")
+    let audioOutput = try args.value("--audio-out")
+    let encoding = try args.value("--encoding")
+    let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
+    let duration = try args.integer("--duration", in: 1...86_400)
+    let control = try args.value("--control")
+    let noStdin = args.flag("--no-stdin")
+    let measureLatency = args.flag("--measure-latency")
+    let (iceServers, iceTransport) = try parseICEOptions(&args)
+    let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
+    let logger = try logWriter(program: "callend join", &args)
+    try args.finish(command: "join")
     if speaker != nil && audioOutput != nil { throw UsageError(description: "--speaker and --audio-out are alternatives; give one") }
     if let videoOutput, ![".y4m", ".ivf", ".ppm"].contains(where: videoOutput.hasSuffix) {
         throw UsageError(description: "--video-out takes a .y4m, .ivf or .ppm file, not '\(videoOutput)'")
@@ -203,7 +218,7 @@ func runJoin(_ args: inout Arguments) throws {
         options = try ConnectOptions(token: token) {
             $0.roomName = room
             $0.iceServers = iceServers
-            $0.iceTransportPolicy = iceTransport.flatMap(ICETransportPolicy.init(rawValue:)) ?? .all
+            $0.iceTransportPolicy = iceTransport
             if overTLS { $0.signalingTLS = caFile.map { .caFile($0) } ?? .systemTrust }
             $0.insecurePlaintext = insecurePlaintext
             $0.fallbackServers = Array(servers.dropFirst())

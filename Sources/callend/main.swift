@@ -20,6 +20,7 @@ let mainHelp = """
     commands:
       demo            a signaling service and two endpoints calling each other on loopback, with a summary
       join            join a room through 'callend serve' and hold a two-party call
+      publish         send the camera and microphone to a WHIP server (RFC 9725) by its URL
       devices         list cameras (formats, sizes, rates) and ALSA sound devices; --json for scripts
       send            stream VP8 + Opus over RTP to HOST:PORT (and PORT+2), write the SDP; optional SRTP
       receive         receive the streams an SDP file describes; write Y4M/IVF and WAV
@@ -156,6 +157,8 @@ do {
         try runDevices(&args)
     case "join":
         try runJoin(&args)
+    case "publish":
+        try runPublish(&args)
     case "demo":
         try runDemo(&args)
     case "send":

@@ -66,6 +66,25 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
         #expect(bobCall.stream(.video)?.localRTXSSRC == bob.rtxSSRC)
     }
 
+    /// A WHIP publisher offers sendonly (RFC 9725 §4.2); a side that takes no media answers an
+    /// offer that sends with sendonly too, and one that offers recvonly (a WHEP player) gets sendonly.
+    @Test func aSideThatTakesNoMediaOffersAndAnswersSendOnly() throws {
+        var publisher = LocalMedia(sendsVideo: true, sendsAudio: true)
+        publisher.receives = false
+        let offer = try JSEPDescription(type: .offer, sdp: OfferAnswer.offer(publisher, transport: transport(1)).sdp)
+        #expect(offer.media.map(\.direction) == [.sendonly, .sendonly])
+        let server = LocalMedia(sendsVideo: false, sendsAudio: false)
+        let (answer, serverCall) = try OfferAnswer.answer(offer, local: server, transport: transport(2))
+        #expect(answer.media.map(\.direction) == [.recvonly, .recvonly] && serverCall.streams.allSatisfy { !$0.sends && $0.receives })
+        let publisherCall = try OfferAnswer.negotiate(offer: OfferAnswer.offer(publisher, transport: transport(1)), answer: answer, local: publisher)
+        #expect(publisherCall.streams.allSatisfy { $0.sends && !$0.receives })
+        var player = LocalMedia(sendsVideo: false, sendsAudio: false)
+        player.receives = true
+        let viewerOffer = OfferAnswer.offer(player, transport: transport(3))
+        let (toViewer, _) = try OfferAnswer.answer(viewerOffer, local: publisher, transport: transport(4))
+        #expect(toViewer.media.map(\.direction) == [.sendonly, .sendonly])
+    }
+
     /// A browser's offer: the answer takes its VP8 and Opus under its payload types, only the
     /// feedback and extension callend knows, and declines what it does not speak.
     @Test func aBrowserOfferIsAnsweredInItsOwnTerms() throws {

@@ -78,6 +78,7 @@ import TestSupport
             ["serve", "--listen", "127.0.0.1:0", "--http", "0.0.0.0:0", "--secret-file", secret.path],
             ["join", "lab", "--token", "t", "--server", "192.0.2.1:7000"],
             ["join", "lab", "--token", "t", "--server", "127.0.0.1:7000,signal.example.org:7000"],
+            ["publish", "http://whip.example.org/whip/live", "--duration", "1"],
         ]
         for arguments in refused {
             let result = try runCallend(arguments)
@@ -96,6 +97,14 @@ import TestSupport
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--allowed-host", "x"], "apply to the web side"),
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--seat-grace", "0"], "--seat-grace takes a positive duration"),
             (["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path, "--max-token-lifetime", "31d"], "--max-token-lifetime takes a positive duration"),
+            (["publish"], "publish needs the WHIP endpoint's URL"),
+            (["publish", "rtmp://x/live"], "is not an http:// or https:// URL"),
+            (["publish", "https://user:pass@x/live"], "credentials in a URL are refused"),
+            (["publish", "http://127.0.0.1:1/w", "--ca-file", folder + "/ca.pem"], "--ca-file applies to an https:// URL only"),
+            (["publish", "https://x/w", "--bearer-token-file", folder + "/missing"], "cannot read --bearer-token-file"),
+            (["publish", "https://x/w", "--bearer-token", "t"], "unknown option '--bearer-token'"),
+            (["publish", "https://x/w", "--video-source", "none", "--audio-source", "none"], "nothing to publish"),
+            (["publish", "https://x/w", "--encoding", "fast"], "--encoding takes auto or manual"),
             (["tls", "--out", folder + "/a"], "needs --host"),
             (["tls", "--host", "a b", "--out", folder + "/b"], "is not a DNS name or an IP address"),
             (["tls", "--host", "x", "--out", folder + "/c", "--days", "0"], "--days takes a whole number"),

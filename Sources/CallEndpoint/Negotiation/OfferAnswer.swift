@@ -15,6 +15,8 @@ public struct CallSecurityError: Error, Equatable, Sendable, CustomStringConvert
 public struct LocalMedia: Sendable, Equatable {
     public var sendsVideo: Bool
     public var sendsAudio: Bool
+    /// Whether this side takes the peer's media (false: a WHIP publisher offers sendonly).
+    public var receives = true
     public var videoSSRC = UInt32.random(in: 1...UInt32.max)
     public var rtxSSRC = UInt32.random(in: 1...UInt32.max)
     public var audioSSRC = UInt32.random(in: 1...UInt32.max)
@@ -74,14 +76,15 @@ public enum OfferAnswer {
     /// The BUNDLE demultiplexing extension (RFC 8843 §15.2), ID 4 where callend chooses.
     static let mid = JSEPDescription.HeaderExtension(id: 4, uri: "urn:ietf:params:rtp-hdrext:sdes:mid")
 
-    /// This side's offer: audio (mid 0) and video (mid 1), sendrecv where a track is published.
+    /// This side's offer: audio (mid 0) and video (mid 1), sendrecv where a track is published
+    /// (sendonly when this side takes no media, recvonly when it publishes none of that kind).
     public static func offer(_ local: LocalMedia, transport: JSEPDescription.Transport) -> JSEPDescription {
         var audio = JSEPDescription.Media(kind: "audio", mid: "0")
         audio.codecs = [opus]
-        audio.direction = .init(sends: local.sendsAudio, receives: true)
+        audio.direction = .init(sends: local.sendsAudio, receives: local.receives)
         var video = JSEPDescription.Media(kind: "video", mid: "1")
         video.codecs = [vp8]
-        video.direction = .init(sends: local.sendsVideo, receives: true)
+        video.direction = .init(sends: local.sendsVideo, receives: local.receives)
         for i in [0, 1] {
             var m = i == 0 ? audio : video
             m.extensions = [transportCC, mid]
@@ -112,7 +115,7 @@ public enum OfferAnswer {
                 continue
             }
             let sends = offered.direction.receives && (kind == .video ? local.sendsVideo : local.sendsAudio)
-            answered.direction = .init(sends: sends, receives: offered.direction.sends)
+            answered.direction = .init(sends: sends, receives: offered.direction.sends && local.receives)
             answered.codecs = [chosen]
             answered.extensions = offered.extensions.filter { $0.uri == transportCC.uri || $0.uri == mid.uri }
             answered.rtcpReducedSize = offered.rtcpReducedSize

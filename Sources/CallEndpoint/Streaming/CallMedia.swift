@@ -22,9 +22,12 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     /// seconds at worst through TURN; a peer that never answers must not hold the round for ever).
     public static let connectTimeout: Duration = .seconds(30)
 
-    public init(media: Call.Media, ice: ICEAgent.Configuration, certificate: DTLSCertificate,
+    /// `receives` false: this side offers and answers without taking the peer's media (a WHIP publisher).
+    public init(media: Call.Media, ice: ICEAgent.Configuration, certificate: DTLSCertificate, receives: Bool = true,
                 onEvent: @escaping @Sendable (BundleTransport.Event) -> Void) throws {
-        local = LocalMedia(sendsVideo: media.videoTrack != nil, sendsAudio: media.audioTrack != nil)
+        var local = LocalMedia(sendsVideo: media.videoTrack != nil, sendsAudio: media.audioTrack != nil)
+        local.receives = receives
+        self.local = local
         final class Outcome: @unchecked Sendable {  // set once, right after init
             weak var media: CallMedia?
         }
@@ -141,6 +144,15 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         session.withLock { s in (s.local, s.remote) = (offer, answer) }
     }
 
+    /// The peer's answer to a restart this side began on the transport itself, given as ICE
+    /// credentials and candidates only (a WHIP/WHEP PATCH, RFC 9725 §4.4): the certificate, the
+    /// DTLS role and the media stay those of the session.
+    public func acceptRestart(ufrag: String, password: String, candidates: [String]) throws {
+        guard var remote = session.withLock({ $0.remote?.transport }) else { throw NegotiationError("no session to restart") }
+        (remote.ufrag, remote.password, remote.candidates) = (ufrag, password, candidates)
+        try transport.setRestartRemote(remote)
+    }
+
     /// Answers a later offer of the peer in this session. New ICE credentials in it are an ICE
     /// restart: a new agent answers them, and ours (a restart of our own under way) gives way.
     /// The media and the DTLS role stay as they are.
@@ -209,7 +221,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
                       redRTXPayloadType: $0.codec.redRTXPayloadType)
             },
             audio: incoming.audio.map { .init(payloadType: $0.codec.payloadType, redPayloadType: $0.codec.redPayloadType) })
-        receiving.duration = duration.map { $0 + .seconds(2) }
+        // The peer's last frames get two seconds more; a side that takes no media ends with its sender.
+        receiving.duration = duration.map { local.receives ? $0 + .seconds(2) : $0 }
         // Silence of 4 s (reports come every second) is an outage: the round goes on, and media
         // resumes when the path returns (or after an ICE restart). A peer that comes back as a
         // new process sends a new offer, which starts a new round.

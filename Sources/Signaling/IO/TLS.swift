@@ -106,13 +106,28 @@ final class TLSSession {
 
     /// Drives the handshake on a blocking socket (the client).
     func handshake() throws(TLSError) {
-        guard SSL_do_handshake(ssl) == 1 else {
-            let verify = SSL_get_verify_result(ssl)
-            guard verify == Int(X509_V_OK) else {
-                throw TLSError("TLS handshake", detail: "the service's certificate is refused: \(String(cString: X509_verify_cert_error_string(verify)))")
-            }
-            throw TLSError("TLS handshake")
+        guard SSL_do_handshake(ssl) == 1 else { throw handshakeFailure() }
+    }
+
+    enum HandshakeProgress { case done, wantsRead, wantsWrite }
+
+    /// One step of the handshake on a non-blocking socket: done, or what it waits for.
+    func handshakeStep() throws(TLSError) -> HandshakeProgress {
+        let result = SSL_do_handshake(ssl)
+        if result == 1 { return .done }
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: return .wantsRead
+        case SSL_ERROR_WANT_WRITE: return .wantsWrite
+        default: throw handshakeFailure()
         }
+    }
+
+    private func handshakeFailure() -> TLSError {
+        let verify = SSL_get_verify_result(ssl)
+        guard verify == Int(X509_V_OK) else {
+            return TLSError("TLS handshake", detail: "the server's certificate is refused: \(String(cString: X509_verify_cert_error_string(verify)))")
+        }
+        return TLSError("TLS handshake")
     }
 
     /// Non-blocking read; `.wouldBlock` also when OpenSSL needs to write first (handshake).

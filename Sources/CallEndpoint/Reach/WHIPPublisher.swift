@@ -1,0 +1,340 @@
+import Foundation
+import Platform
+import RTPTransport
+import Signaling
+import Synchronization
+
+/// What a publication did, for the summary line.
+public struct PublishSummary: Sendable {
+    /// From the first POST to its 201.
+    public var answeredIn: Duration?
+    /// From the first POST until DTLS keyed SRTP (media could flow).
+    public var connectedIn: Duration?
+    /// Sessions made (more than one when the path was lost and the publication was POSTed again).
+    public var sessions = 0
+    public var iceRestarts = 0
+    public var sent: SenderStatistics?
+    public var deleted = false
+    public var endReason = ""
+}
+
+/// Publishes a camera and a microphone to a WHIP server (RFC 9725): gathers, POSTs the offer with
+/// its candidates (sendonly audio and video, bundled), takes the answer, and sends until the
+/// duration passes or `stop()`; then DELETEs the session. Candidates found after the POST go by
+/// PATCH. A path that is lost is restarted by PATCH (`If-Match: "*"`); a server that takes no
+/// PATCH, or a restart that does not bring the path back, gets a new POST (and the old session a
+/// DELETE). Runs on the calling thread.
+public final class WHIPPublisher: @unchecked Sendable {  // the event queue and the stop flag are thread-safe; everything else is used on the run thread
+    public struct Options: Sendable {
+        public var endpoint: HTTPURL
+        public var bearerToken: String?
+        /// PEM CAs for an https endpoint (nil: the system's).
+        public var caFile: String?
+        /// This publisher's own STUN/TURN servers, beside those the server's Link fields give.
+        public var iceServers: [ICEServer] = []
+        public var iceTransportPolicy: ICETransportPolicy = .all
+        public var encodingMode: VideoEncodingMode = .auto
+        public var maxVideoBitrate = 2_500_000
+        /// How long to gather before the POST (candidates after it are trickled by PATCH).
+        public var gatheringWait: Duration = .seconds(2)
+        /// New POSTs after a lost path, before giving up.
+        public var maxSessions = 5
+
+        public init(endpoint: HTTPURL) { self.endpoint = endpoint }
+    }
+
+    public let options: Options
+    public let media: Call.Media
+    public let duration: Duration?
+    private let log: @Sendable (LogMessage) -> Void
+    private let certificate: DTLSCertificate
+    private let whip: WHIPClient
+    private let stopRequested = Atomic<Bool>(false)
+    /// The transports' events, by session; a nil event only wakes the waiting thread.
+    private let events = BlockingQueue<(session: Int, event: BundleTransport.Event?)>(capacity: 4096)
+    /// The media of the session running now, to stop it.
+    private let running = Mutex<CallMedia?>(nil)
+
+    public init(options: Options, media: Call.Media, duration: Duration?, log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws {
+        self.options = options
+        self.media = media
+        self.duration = duration
+        self.log = log
+        certificate = try DTLSCertificate()
+        whip = WHIPClient(endpoint: options.endpoint, bearerToken: options.bearerToken, http: try HTTPClient(caFile: options.caFile))
+    }
+
+    public func stop() {
+        stopRequested.store(true, ordering: .relaxed)
+        events.append((0, nil))
+        running.withLock { $0 }?.stop()
+    }
+
+    private var stopped: Bool { stopRequested.load(ordering: .relaxed) }
+
+    /// Publishes until the duration passes or `stop()`; throws when the server refuses the
+    /// publication or no path to it comes up.
+    public func run() throws -> PublishSummary {
+        let start = ContinuousClock.now
+        let deadline = duration.map { start + $0 }
+        var summary = PublishSummary()
+        defer { media.close() }
+        var linkServers: [ICEServer] = []
+        while !stopped && (deadline.map { ContinuousClock.now < $0 } ?? true) {
+            summary.sessions += 1
+            let session = summary.sessions
+            let made = try CallMedia(media: media, ice: iceConfiguration(servers: linkServers), certificate: certificate, receives: false) { [events] event in
+                events.append((session, event))
+            }
+            defer { made.transport.close() }
+            // Candidates gathered before the POST go in the offer (most WHIP servers take no trickle).
+            var gathered: [String] = []
+            var complete = false
+            let gatherUntil = ContinuousClock.now + options.gatheringWait
+            while !complete && !stopped && ContinuousClock.now < gatherUntil {
+                for (s, event) in events.take(timeout: gatherUntil - ContinuousClock.now) where s == session {
+                    switch event {
+                    case nil: break
+                    case .localCandidate(let line, _): gathered.append(line)
+                    case .gatheringDone: complete = true
+                    default: break
+                    }
+                }
+            }
+            if stopped { break }
+            var offer = made.offer()
+            offer.transport.candidates = gathered
+            offer.transport.endOfCandidates = complete
+            log("whip: POST \(options.endpoint) (\(gathered.count) candidates\(complete ? "" : ", more to trickle"))")
+            let posted = ContinuousClock.now
+            var resource = try whip.post(offer: offer.sdp)
+            if summary.answeredIn == nil { summary.answeredIn = ContinuousClock.now - posted }
+            let servers = resource.iceServers.isEmpty ? "" : ", ICE servers " + resource.iceServers.flatMap(\.urls).joined(separator: " ")
+            log("whip: 201 in \(Int((ContinuousClock.now - posted).inMilliseconds)) ms, session \(resource.location)\(servers)")
+            linkServers = Call.iceServers(resource.iceServers)
+            let answer: JSEPDescription
+            do { answer = try JSEPDescription(type: .answer, sdp: resource.answer) } catch {
+                try? whip.delete(resource)
+                throw NegotiationError("the WHIP server's answer is not a usable SDP answer: \(error)")
+            }
+            let call: NegotiatedCall
+            do { call = try made.accept(answer, to: offer) } catch {
+                try? whip.delete(resource)
+                throw error
+            }
+            let streams = call.streams.map { "\($0.kind.rawValue) \($0.codec.name) \(JSEPDescription.Direction(sends: $0.sends, receives: $0.receives).rawValue)" }
+            log("media: \(streams.joined(separator: ", ")) over ICE + DTLS-SRTP (BUNDLE)")
+            running.withLock { $0 = made }
+            let watcher = Watcher(publisher: self, media: made, session: session, trickle: !complete, linkServers: linkServers)
+            watcher.start(resource: resource)
+            var encoding = CallMedia.Encoding()
+            encoding.mode = options.encodingMode
+            encoding.maxVideoBitrate = options.maxVideoBitrate
+            let log = self.log
+            encoding.onDecision = { decision in log("\(decision.line)") }
+            let result: Result<(sent: SenderStatistics, received: ReceiverSummary), any Error> = Result {
+                try made.run(call, media: media, encoding: encoding, duration: deadline.map { $0 - ContinuousClock.now })
+            }
+            running.withLock { $0 = nil }
+            let watched = watcher.finish()
+            resource = watched.resource
+            summary.iceRestarts += watched.restarts
+            if summary.connectedIn == nil, let secured = watched.securedAt { summary.connectedIn = secured - posted }
+            deleteSession(resource, summary: &summary)
+            switch result {
+            case .success(let sent):
+                summary.sent = sent.sent
+                if watched.repost && !stopped && summary.sessions < options.maxSessions {
+                    log(.warning("whip: \(watched.reason): publishing again with a new POST"))
+                    continue
+                }
+                summary.endReason = watched.repost ? watched.reason : stopped ? "stopped" : "done"
+            case .failure(let error):
+                summary.endReason = "\(error)"
+                throw error
+            }
+            break
+        }
+        if summary.endReason.isEmpty { summary.endReason = stopped ? "stopped" : "done" }
+        return summary
+    }
+
+    private func deleteSession(_ resource: WHIPResource, summary: inout PublishSummary) {
+        do {
+            try whip.delete(resource)
+            summary.deleted = true
+            log("whip: DELETE \(resource.location): session ended")
+        } catch {
+            log(.warning("whip: \(error)"))
+        }
+    }
+
+    private func iceConfiguration(servers: [ICEServer]) -> ICEAgent.Configuration {
+        var ice = ICEAgent.Configuration(controlling: true)
+        ice.servers = servers + options.iceServers
+        ice.relayOnly = options.iceTransportPolicy == .relay
+        return ice
+    }
+
+    /// Watches one session while its media runs: trickles late candidates, restarts a lost path
+    /// by PATCH, and asks for a new POST when that cannot work. On its own thread.
+    private final class Watcher: @unchecked Sendable {  // the outcome is behind a mutex; the rest is used on the watcher thread only
+        struct Outcome {
+            var resource: WHIPResource?
+            var restarts = 0
+            var repost = false
+            var reason = ""
+            var securedAt: ContinuousClock.Instant?
+        }
+        let publisher: WHIPPublisher
+        let media: CallMedia
+        let session: Int
+        var trickle: Bool
+        let linkServers: [ICEServer]
+        let over = Atomic<Bool>(false)
+        let outcome = Mutex(Outcome())
+        let done = DispatchSemaphore(value: 0)
+
+        init(publisher: WHIPPublisher, media: CallMedia, session: Int, trickle: Bool, linkServers: [ICEServer]) {
+            self.publisher = publisher
+            self.media = media
+            self.session = session
+            self.trickle = trickle
+            self.linkServers = linkServers
+        }
+
+        func start(resource: WHIPResource) {
+            outcome.withLock { $0.resource = resource }
+            startThread(named: "whip-watcher") { [self] in
+                run(resource)
+                done.signal()
+            }
+        }
+
+        /// Ends the watch and returns what it did.
+        func finish() -> (resource: WHIPResource, restarts: Int, repost: Bool, reason: String, securedAt: ContinuousClock.Instant?) {
+            over.store(true, ordering: .relaxed)
+            publisher.events.append((session, nil))
+            done.wait()
+            let o = outcome.withLock { $0 }
+            return (o.resource!, o.restarts, o.repost, o.reason, o.securedAt)
+        }
+
+        private func repost(_ reason: String) {
+            outcome.withLock { ($0.repost, $0.reason) = (true, reason) }
+            media.stop()
+        }
+
+        private func run(_ initial: WHIPResource) {
+            var resource = initial
+            let whip = publisher.whip, log = publisher.log
+            var policy = ICERestartPolicy(offerer: true)
+            var addresses = LocalAddresses.current()
+            var nextAddressCheck = ContinuousClock.now + .seconds(1)
+            var lastHeard = media.transport.packetsAuthenticated
+            /// A restart under way: its credentials and the candidates gathered for it so far.
+            var restarting: (ufrag: String, password: String, candidates: [String], since: ContinuousClock.Instant)?
+            var restartsTried = 0
+            func patch(_ fragment: ICEFragment, restart: Bool) -> ICEFragment?? {
+                do {
+                    let answer = try whip.patch(&resource, fragment: fragment, restart: restart)
+                    outcome.withLock { $0.resource = resource }
+                    return .some(answer)
+                } catch {
+                    if error.isUnsupported {
+                        if restart {
+                            repost("the server takes no ICE restart (\(error.status ?? 0))")
+                        } else {
+                            log("whip: the server takes no trickled candidates (\(error.status ?? 0)); the ones in the offer have to do")
+                            trickle = false
+                        }
+                    } else {
+                        log(.warning("whip: \(error)"))
+                        if restart { repost("the ICE restart failed") }
+                    }
+                    return nil
+                }
+            }
+            func sendRestart() {
+                guard let r = restarting else { return }
+                var fragment = ICEFragment(ufrag: r.ufrag, password: r.password, mid: "0", candidates: r.candidates)
+                fragment.endOfCandidates = true
+                guard let answered = patch(fragment, restart: true) else { return }
+                restarting = nil
+                guard let answer = answered else {
+                    repost("the server answered the ICE restart without its own credentials")
+                    return
+                }
+                do {
+                    try media.acceptRestart(ufrag: answer.ufrag, password: answer.password, candidates: answer.candidates)
+                    outcome.withLock { $0.restarts += 1 }
+                    log("whip: ICE restart answered; checking the new path")
+                } catch {
+                    repost("the server's answer to the ICE restart: \(error)")
+                }
+            }
+            while !over.load(ordering: .relaxed) && !outcome.withLock({ $0.repost }) {
+                let now = ContinuousClock.now
+                for (s, event) in publisher.events.take(timeout: .milliseconds(restarting == nil ? 200 : 50)) where s == session {
+                    guard let event else { continue }
+                    switch event {
+                    case .localCandidate(let line, let ufrag):
+                        if var r = restarting, ufrag == r.ufrag {
+                            r.candidates.append(line)
+                            restarting = r
+                        } else if trickle, restarting == nil {
+                            let transport = media.localTransport
+                            _ = patch(ICEFragment(ufrag: transport.ufrag, password: transport.password, candidates: [line]), restart: false)
+                        }
+                    case .gatheringDone(let ufrag):
+                        if restarting?.ufrag == ufrag { sendRestart() }
+                    case .secured(let profile):
+                        outcome.withLock { $0.securedAt = $0.securedAt ?? .now }
+                        log("dtls: connected, SRTP \(profile.rawValue)")
+                    case .selectedPair(let pair): log("ice: \(pair)")
+                    case .pathLost:
+                        log(.warning("ice: consent expired (RFC 7675): sending paused, checking the path again every second"))
+                        policy.pathLost(at: now)
+                    case .pathRestored:
+                        log("ice: the path works again")
+                        policy.pathRestored()
+                    case .restarted: log("ice: restart done, the new path carries the media")
+                    case .failed(let why), .untrusted(let why): log(.warning(why))
+                    default: break
+                    }
+                }
+                if let r = restarting, now - r.since >= .seconds(3) { sendRestart() }  // gathering took too long: what there is goes
+                var changed = false
+                if now >= nextAddressCheck {
+                    nextAddressCheck = now + .seconds(1)
+                    let fresh = LocalAddresses.current()
+                    if fresh != addresses {
+                        changed = true
+                        log("network: local addresses now \(fresh.sorted().joined(separator: " "))")
+                        addresses = fresh
+                    }
+                }
+                if policy.lostSince != nil {
+                    let heard = media.transport.packetsAuthenticated
+                    if heard != lastHeard { policy.heard(at: now) }
+                    lastHeard = heard
+                }
+                if restarting == nil, policy.shouldRestart(at: now, addressesChanged: changed) {
+                    if restartsTried >= 2 {
+                        repost("two ICE restarts did not bring the path back")
+                        continue
+                    }
+                    do {
+                        let credentials = try media.transport.restartICE(controlling: true, servers: linkServers + publisher.options.iceServers)
+                        restarting = (credentials.ufrag, credentials.password, [], now)
+                        restartsTried += 1
+                        policy.restarted(at: now)
+                        log("ice: restarting (\(changed ? "local addresses changed" : policy.reason(at: now))) by PATCH")
+                    } catch {
+                        log(.warning("ice: cannot restart: \(error)"))
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# WHIP (RFC 9725) between callend and other stacks. Cases:
+#   publish-aiortc  `callend publish` over HTTPS (a private CA, --ca-file) into a WHIP server
+#                   written on aiortc (scripts/whip/aiortc_whip_server.py), which records what it
+#                   receives to WebM: >= 90 % of the frames callend sent are in the recording and
+#                   decode (ffprobe -count_frames), its audio decoded, the session DELETEd at the
+#                   end of --duration
+#   publish-sigterm publishing without a duration, ended by SIGTERM once media flows: exit 0 and
+#                   the server sees the DELETE
+#   publish-redirect a 307 is followed to the real endpoint with the same offer
+#   publish-refused every refusal is exit 1 with a message that says what it means: a wrong
+#                   token (401), 403, 404, 409, 415, 422, 429 (with Retry-After), 500, 503, a 201
+#                   that is not SDP (whose session is DELETEd at once), a server that is not there
+# Skips, saying so, when aiortc cannot be installed. Removes everything it made.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/wait.sh
+source scripts/stage.sh
+python=.build/bench-venv/bin/python
+if ! "$python" -c "import aiortc" 2>/dev/null; then
+  bash scripts/congestion/setup-bench.sh >/dev/null 2>&1 || true
+fi
+if ! "$python" -c "import aiortc" 2>/dev/null; then
+  skip "aiortc could not be installed from PyPI into .build/bench-venv"
+fi
+command -v ffprobe >/dev/null || skip "needs ffprobe (scripts/install-deps.sh installs ffmpeg)"
+bin=$(swift build --show-bin-path)/callend
+work=$(mktemp -d /tmp/callend-whip.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+status=0
+fail() { echo "whip: $*"; status=1; }
+
+service_tls "$work/tls" localhost || exit 1
+echo "whip-token-$RANDOM$RANDOM" > "$work/token"
+"$python" scripts/whip/aiortc_whip_server.py --listen 127.0.0.1:0 --token "$(cat "$work/token")" --record "$work/recording.webm" \
+  --tls-cert "$work/tls/server.pem" --tls-key "$work/tls/server-key.pem" > "$work/server.log" 2>&1 &
+pids+=($!)
+wait_for "$work/server.log" "listening on" 30 || { cat "$work/server.log"; exit 1; }
+port=$(sed -n 's/listening on 127.0.0.1:\([0-9]*\)/\1/p' "$work/server.log")
+base=https://localhost:$port
+
+# publish NAME PATH [ARGS...]: callend publish to base/PATH with the token (token_file, if set)
+# and the CA; output in NAME.out / NAME.err.
+publish() {
+  local name=$1 path=$2
+  shift 2
+  timeout 90 "$bin" publish "$base$path" --bearer-token-file "${token_file:-$work/token}" --ca-file "$work/tls/ca.pem" --no-stdin "$@" \
+    > "$work/$name.out" 2> "$work/$name.err"
+}
+
+# publish-aiortc
+seconds=${WHIP_SECONDS:-10}
+publish publish-aiortc /whip/live --video-size 320x240 --duration "$seconds"
+rc=$?
+sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/publish-aiortc.out")
+recorded=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/recording.webm" 2>/dev/null | head -1)
+audio=$(ffprobe -v error -count_frames -select_streams a:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/recording.webm" 2>/dev/null | head -1)
+echo "whip: publish-aiortc: exit $rc; callend sent ${sent:-0} frames; the recording holds ${recorded:-0} decodable video frames and ${audio:-0} audio frames; $(grep -c '^whip-server: DELETE' "$work/server.log") DELETE"
+cat "$work/publish-aiortc.out"
+if [ $rc -ne 0 ] || [ -z "$sent" ] || [ "$sent" -eq 0 ] || [ "${recorded:-0}" -lt $((sent * 9 / 10)) ] || [ "${audio:-0}" -eq 0 ] \
+   || ! grep -q '^whip-server: DELETE' "$work/server.log" || ! grep -q 'session deleted' "$work/publish-aiortc.out"; then
+  fail "publish-aiortc FAILED"; tail -15 "$work/publish-aiortc.err"
+else
+  echo "whip: publish-aiortc passed"
+fi
+
+# publish-sigterm
+deletes=$(grep -c '^whip-server: DELETE' "$work/server.log")
+timeout 90 "$bin" publish "$base/whip/live" --bearer-token-file "$work/token" --ca-file "$work/tls/ca.pem" --no-stdin --video-size 320x240 \
+  > "$work/publish-sigterm.out" 2> "$work/publish-sigterm.err" &
+pp=$!; pids+=($pp)
+if wait_for "$work/publish-sigterm.err" "dtls: connected" 30; then
+  kill -TERM $pp
+  wait $pp; rc=$?
+  after=$(grep -c '^whip-server: DELETE' "$work/server.log")
+  if [ $rc -eq 0 ] && [ "$after" -eq $((deletes + 1)) ] && grep -q 'ended: stopped' "$work/publish-sigterm.out"; then
+    echo "whip: publish-sigterm passed ($(cat "$work/publish-sigterm.out"))"
+  else
+    fail "publish-sigterm FAILED: exit $rc, DELETEs $deletes -> $after"; cat "$work/publish-sigterm.out"; tail -5 "$work/publish-sigterm.err"
+  fi
+else
+  fail "publish-sigterm FAILED: no media"; tail -10 "$work/publish-sigterm.err"
+fi
+
+# publish-redirect
+publish publish-redirect /redirect --video-size 160x120 --duration 3
+rc=$?
+if [ $rc -eq 0 ] && grep -q 'session deleted' "$work/publish-redirect.out" && grep -q "session $base/whip/session/" "$work/publish-redirect.err"; then
+  echo "whip: publish-redirect passed"
+else
+  fail "publish-redirect FAILED: exit $rc"; cat "$work/publish-redirect.out"; tail -5 "$work/publish-redirect.err"
+fi
+
+# publish-refused: PATH, what the message must say
+refused() {
+  local name=$1 path=$2 expect=$3
+  shift 3
+  publish "refused-$name" "$path" --video-size 160x120 --duration 3 "$@"
+  local rc=$?
+  if [ $rc -eq 1 ] && grep -qF -- "$expect" "$work/refused-$name.err"; then
+    echo "whip: publish-refused $name: exit 1, \"$(tail -1 "$work/refused-$name.err" | cut -c1-220)\""
+  else
+    fail "publish-refused $name FAILED: exit $rc, expected \"$expect\" in:"; tail -3 "$work/refused-$name.err"
+  fi
+}
+echo "not-the-token" > "$work/wrong-token"
+token_file=$work/wrong-token refused 401 /whip/live "refused the bearer token (401"
+refused 403 /status/403 "(403 Forbidden)"
+refused 404 /nowhere "(404 Not Found)"
+refused 409 /status/409 "a conflict (409)"
+refused 415 /status/415 "(415 Unsupported Media Type)"
+refused 422 /status/422 "cannot use the description (422"
+refused 429 /status/429 "retry after 7 s"
+refused 500 /status/500 "the server failed (500"
+refused 503 /status/503 "unavailable (503): retry after 7 s"
+refused not-sdp /wrong-type "not application/sdp"
+grep -q "DELETE of the session /wrong-type made" "$work/server.log" || fail "publish-refused not-sdp FAILED: the session the unusable 201 made was not DELETEd"
+timeout 30 "$bin" publish "https://localhost:1/whip/live" --ca-file "$work/tls/ca.pem" --no-stdin --duration 3 > /dev/null 2> "$work/refused-nobody.err"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "connect to localhost:1" "$work/refused-nobody.err"; then
+  echo "whip: publish-refused nobody: exit 1, \"$(tail -1 "$work/refused-nobody.err")\""
+else
+  fail "publish-refused nobody FAILED: exit $rc"; tail -3 "$work/refused-nobody.err"
+fi
+posts=$(grep -c '^whip-server: POST' "$work/server.log") deletes=$(grep -c '^whip-server: DELETE [0-9a-f]' "$work/server.log")
+if [ "$posts" -ne "$deletes" ]; then
+  fail "a session was left on the server: $posts sessions made, $deletes DELETEd"
+fi
+echo "whip: $([ $status -eq 0 ] && echo passed || echo FAILED)"
+exit $status
