@@ -13,13 +13,16 @@ let joinHelp = """
                         [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
                         [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
                         [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
-                        [--measure-latency] [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
+                        [--measure-latency] [--max-viewers N] [--ice-server URL]... [--turn-username U --turn-credential-file F]
+                        [--ice-transport all|relay]
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
     participant to join sends the offer (SDP, trickled ICE candidates), and media flows both ways
     over one ICE path (host, STUN and TURN candidates; DTLS-SRTP; VP8 + Opus, RTCP, NACK/PLI). The
     call ends after --duration, on 'leave', on SIGINT/SIGTERM, or when the peer leaves for good. A
-    peer that drops out is waited for; when it joins again media resumes.
+    peer that drops out is waited for; when it joins again media resumes. Through a service with
+    --http, WHEP players holding a token for the room watch this endpoint (each its own session,
+    beside the call), and a WHIP publisher into /whip/ROOM is a peer like any other.
 
       --token-file F        the access token from F (or CALLEND_TOKEN): a token given with --token
                             shows in the process list to every user of the machine
@@ -44,6 +47,8 @@ let joinHelp = """
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
+      --max-viewers N       WHEP players watching at once (default 4; 0 refuses them); each gets
+                            its own encode of the camera, scaled, in the camera's mode of the call
       --measure-latency     read the capture stamps in a peer's test pattern and tone: glass-to-
                             glass latency in the stats (latencyMs, audioLatencyMs) and the summary
       --ice-server URL      a STUN or TURN server of this endpoint's own (stun:HOST:PORT,
@@ -205,6 +210,7 @@ func runJoin(_ args: inout Arguments) throws {
     let control = try args.value("--control")
     let noStdin = args.flag("--no-stdin")
     let measureLatency = args.flag("--measure-latency")
+    let maxViewers = try args.integer("--max-viewers", in: 0...64)
     let (iceServers, iceTransport) = try parseICEOptions(&args)
     let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     let logger = try logWriter(program: "callend join", &args)
@@ -222,6 +228,7 @@ func runJoin(_ args: inout Arguments) throws {
             if overTLS { $0.signalingTLS = caFile.map { .caFile($0) } ?? .systemTrust }
             $0.insecurePlaintext = insecurePlaintext
             $0.fallbackServers = Array(servers.dropFirst())
+            if let maxViewers { $0.maxViewers = maxViewers }
             switch encoding {
             case "auto": $0.videoEncodingMode = .auto
             case "manual": $0.videoEncodingMode = .manual

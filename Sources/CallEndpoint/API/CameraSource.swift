@@ -180,8 +180,23 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
 public final class LocalVideoTrack: Sendable {
     public let source: CameraSource
     private let enabled = Atomic<Bool>(true)
+    private let sinks = TrackSinks<CameraOutput>()
 
     public init(source: CameraSource) { self.source = source }
+
+    /// Delivers the source's pictures to `sink` too (on the capture thread); the source starts
+    /// with the first. Returns the key for `removeSink`.
+    func addSink(_ sink: @escaping @Sendable (CameraOutput) -> Void) -> Int {
+        let (key, first) = sinks.add(sink)
+        if first { source.start { [sinks] output in sinks.deliver(output) } }
+        return key
+    }
+
+    /// Stops delivering to one sink; with the last gone, the source stops delivering (it keeps
+    /// capturing for the next session of a call).
+    func removeSink(_ key: Int) {
+        if sinks.remove(key) { source.detach() }
+    }
 
     public var isEnabled: Bool {
         get { enabled.load(ordering: .relaxed) }

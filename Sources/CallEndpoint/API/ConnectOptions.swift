@@ -70,6 +70,9 @@ public struct ConnectOptions: Sendable {
     /// Further signaling services (other nodes, a standby), tried in turn after the first
     /// whenever a connection fails or is lost; the call's media goes on meanwhile.
     public var fallbackServers: [(host: String, port: Int)] = []
+    /// WHEP players (through `serve --http`'s /whep/ROOM) this endpoint sends its media to at
+    /// once, beside its call; 0 refuses them.
+    public var maxViewers = 4
 
     public init(token: String, _ configure: (inout ConnectOptions) -> Void = { _ in }) throws(ConfigurationError) {
         self.token = token
@@ -96,6 +99,7 @@ public struct ConnectOptions: Sendable {
         if let video = encodingParameters?.maxVideoBitrate, !(50_000...50_000_000).contains(video) {
             throw ConfigurationError("maxVideoBitrate \(video) bit/s is outside 50000 ... 50000000")
         }
+        guard (0...64).contains(maxViewers) else { throw ConfigurationError("maxViewers \(maxViewers) is outside 0 ... 64") }
         if let audio = encodingParameters?.maxAudioBitrate, !(6_000...510_000).contains(audio) {
             throw ConfigurationError("maxAudioBitrate \(audio) bit/s is outside 6000 ... 510000 (Opus)")
         }

@@ -218,7 +218,18 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let emit = eventSink
         let (log, room) = (self.log, options.roomName)
         let joinedClient = Mutex<SignalingClient?>(nil)
+        var viewerEncoding = CallMedia.Encoding()
+        viewerEncoding.mode = options.effectiveEncodingMode
+        viewerEncoding.maxVideoBitrate = options.encodingParameters?.maxVideoBitrate ?? 2_500_000
+        viewerEncoding.controlsCameraMode = false
+        let viewers = ViewerHub(maxViewers: options.maxViewers, media: media, certificate: certificate, encoding: viewerEncoding,
+                                ice: { [self] in iceConfiguration(controlling: false) }, log: log)
         configuration.eventHandler = { event in
+            // WHEP players are the viewer hub's, beside the call.
+            if case .message(let message) = event, ViewerHub.isViewer(message) {
+                if let client = joinedClient.withLock({ $0 }) { viewers.handle(message, client: client) }
+                return
+            }
             if let roomEvent = RoomEvent(event) { emit(roomEvent) }
             // The signaling connection's ups and downs, for whoever reads the log (media goes on).
             switch event {
@@ -289,6 +300,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 : "\(summary.endReason): waiting for \(summary.peer ?? "the peer") to join again")
         }
         if stopRequested.load(ordering: .relaxed), summary.endReason.isEmpty || summary.mediaRounds > 0 && summary.endReason != "done" { summary.endReason = "stopped" }
+        viewers.stopAll(client: client)
         onEvent?(.disconnected(reason: summary.endReason))
         if let peer = summary.peer { client.send(RelayMessage(kind: .bye, id: "", to: peer)) }
         usleep(100_000)
@@ -384,6 +396,41 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         }
     }
 
+    /// A WHIP client publishing into the room through `serve --http` (its session's name).
+    static func isWHIPPublisher(_ participant: String) -> Bool { participant.hasPrefix("whip~") }
+
+    /// A WHIP publisher while the call has a peer: the service answers its POST with 409.
+    private func refuseWHIP(_ name: String, busyWith peer: String, client: SignalingClient) {
+        log(.warning("whip: refused \(name): this endpoint is in a call with \(peer)"))
+        _ = client.send(RelayMessage(kind: .bye, id: "", to: name, payload: .object([
+            "reason": .string("the room's endpoint is in a call with \(peer); publish when it is free"), "status": .number(409),
+        ])))
+    }
+
+    /// The candidates the round's agent (`ufrag`) gathers within two seconds, taken from the event
+    /// queue (they go in the answer instead of trickling), and whether gathering finished.
+    private func gatheredCandidates(round: Int, ufrag: String) -> (candidates: [String], complete: Bool) {
+        var candidates: [String] = []
+        let until = ContinuousClock.now + ViewerHub.gatheringWait
+        while ContinuousClock.now < until {
+            let gathering = events.take { event in
+                switch event {
+                case .transport(round, .localCandidate), .transport(round, .gatheringDone): true
+                default: false
+                }
+            }
+            for event in gathering {
+                switch event {
+                case .transport(_, .localCandidate(let line, let u)) where u == ufrag: candidates.append(line)
+                case .transport(_, .gatheringDone(let u)) where u == ufrag: return (candidates, true)
+                default: break
+                }
+            }
+            events.wait(timeout: .milliseconds(20))
+        }
+        return (candidates, false)
+    }
+
     /// Signaling until an offer/answer completes; nil when stopped or out of time first.
     private func negotiate(round: Int, signaling: RoundSignaling, summary: inout CallSummary,
                            deadline: ContinuousClock.Instant?) throws -> (CallMedia, NegotiatedCall)? {
@@ -423,14 +470,19 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     guard let from = message.from else { continue }
                     // Once this round has its peer, nobody else in the room negotiates with it.
                     if let peer = signaling.peer, peer != from {
-                        ignore(message, peer: peer, noted: &noted)
+                        if Self.isWHIPPublisher(from) { refuseWHIP(from, busyWith: peer, client: signaling.client) } else { ignore(message, peer: peer, noted: &noted) }
                         continue
                     }
                     // A new offer replaces one of ours (both joined at once): the later joiner offers.
                     if let stale = callMedia, offer != nil { stale.transport.close(); callMedia = nil; offer = nil }
                     summary.peer = from
                     let made = try roundMedia(controlling: false)
-                    let (answer, call) = try made.answer(try Self.description(message.payload, as: .offer))
+                    var (answer, call) = try made.answer(try Self.description(message.payload, as: .offer))
+                    if Self.isWHIPPublisher(from) {
+                        // A WHIP publisher takes no trickle from the server: the answer carries the candidates.
+                        (answer.transport.candidates, answer.transport.endOfCandidates) = gatheredCandidates(round: round, ufrag: made.localTransport.ufrag)
+                        log("whip: \(from) publishes into the room: its media is this call's peer's")
+                    }
                     signaling.describe(answer, to: from)
                     negotiated = call
                 case .signaling(.message(let message)) where message.kind == .answer:
@@ -497,6 +549,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             var addresses = LocalAddresses.current()
             var nextAddressCheck = ContinuousClock.now + .seconds(1)
             var lastHeardCount = callMedia.transport.packetsAuthenticated
+            /// A restart a WHIP publisher asked for: its answer waits for our new agent's candidates.
+            var fragmentRestart: (ufrag: String, password: String, candidates: [String], until: ContinuousClock.Instant)?
             func restart(_ reason: String) {
                 do {
                     let offer = try callMedia.restartOffer(servers: currentICEServers)
@@ -580,6 +634,20 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     case .signaling(.message(let m)) where m.kind == .bye: over = true
                     case .signaling(.message(let m)) where m.kind == .candidate:
                         if let candidate = Self.candidate(m.payload) { apply(candidate: candidate, to: callMedia.transport) }
+                    case .signaling(.message(let m)) where m.kind == .offer && m.payload["iceRestart"] != nil:
+                        // A WHIP publisher's ICE restart by PATCH: credentials and candidates only.
+                        guard case .object(let fields)? = m.payload["iceRestart"], case .string(let ufrag)? = fields["ufrag"],
+                              case .string(let password)? = fields["pwd"] else { continue }
+                        let candidates: [String] = if case .array(let list)? = fields["candidates"] { list.compactMap(\.stringValue) } else { [] }
+                        do {
+                            let mine = try callMedia.transport.restartICE(controlling: false, servers: currentICEServers)
+                            try callMedia.acceptRestart(ufrag: ufrag, password: password, candidates: candidates)
+                            fragmentRestart = (mine.ufrag, mine.password, [], .now + ViewerHub.gatheringWait)
+                            restarts.add(1, ordering: .relaxed)
+                            self.log("ice: the WHIP publisher restarts ICE")
+                        } catch {
+                            self.log(.warning("ice: the WHIP publisher's restart: \(error)"))
+                        }
                     case .signaling(.message(let m)) where m.kind == .offer:
                         guard let offer = try? Self.description(m.payload, as: .offer), callMedia.continuesSession(offer) else {
                             // A new session: the next round takes it, with whatever came after it.
@@ -614,6 +682,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                             self.log(.warning("ice: the peer's answer to our restart: \(error)"))
                         }
                     case .transport(let r, let e) where r == round:
+                        if let pending = fragmentRestart {
+                            if case .localCandidate(let line, pending.ufrag) = e { fragmentRestart?.candidates.append(line); continue }
+                            if case .gatheringDone(pending.ufrag) = e { fragmentRestart?.until = .now }
+                        }
                         handle(e, signaling: signaling)
                         if e == .pathLost { policy.pathLost(at: .now) }
                         if e == .pathRestored { policy.pathRestored() }
@@ -625,6 +697,11 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     break
                 }
                 let now = ContinuousClock.now
+                if let pending = fragmentRestart, now >= pending.until {
+                    fragmentRestart = nil
+                    let fragment = ICEFragment(ufrag: pending.ufrag, password: pending.password, candidates: pending.candidates, endOfCandidates: true)
+                    _ = signaling.client.send(RelayMessage(kind: .answer, id: "", to: peer, payload: .object(["type": .string("answer"), "sdp": .string(fragment.serialized)])))
+                }
                 var changed = false
                 if now >= nextAddressCheck {
                     nextAddressCheck = now + .seconds(1)
@@ -652,7 +729,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 }
                 // Until the next event or report; while the path is lost, the restart policy's
                 // moments come closer than that.
-                events.wait(timeout: policy.lostSince != nil ? .milliseconds(20) : nextReport - now)
+                events.wait(timeout: policy.lostSince != nil || fragmentRestart != nil ? .milliseconds(20) : nextReport - now)
             }
             if stopRequested.load(ordering: .relaxed) { callMedia.stop() }
         }

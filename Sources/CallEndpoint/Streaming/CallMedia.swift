@@ -181,6 +181,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     public struct Encoding: Sendable {
         public var mode: VideoEncodingMode = .auto
         public var maxVideoBitrate = 2_500_000
+        /// False for a viewer's session: pictures are scaled, the camera's mode is the call's.
+        public var controlsCameraMode = true
         public var onDecision: (@Sendable (EncodingDecision) -> Void)?
         public init() {}
     }
@@ -210,6 +212,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
             sending.midExtension = (id, video?.mid ?? "1", audio?.mid ?? "0")
         }
         sending.encodingMode = encoding.mode
+        sending.controlsCameraMode = encoding.controlsCameraMode
         sending.maxVideoBitrate = encoding.maxVideoBitrate
         sending.videoBitrate = min(sending.videoBitrate, encoding.maxVideoBitrate)
         sending.onDecision = encoding.onDecision

@@ -12,8 +12,11 @@ extension MediaSender {
         guard let track = audioTrack else { return }
         let device = track.device
         let blocks = audioBlocks
-        try device.startCapture { blocks.put($0) }
-        defer { ownsTracks ? device.stopCapture() : try? device.startCapture { _ in } }
+        let sink = try track.addSink { blocks.put($0) }
+        defer {
+            track.removeSink(sink)
+            if ownsTracks { device.stopCapture() }
+        }
         var encoder: OpusEncoder?
         var audioSettings = (bitrate: configuration.audioBitrate, fec: -1)
         while shouldContinue() {

@@ -13,14 +13,17 @@ extension MediaSender {
         let source = track.source
         let frames = videoFrames
         let modeChanged = Atomic<Bool>(false)
-        source.start { output in
+        let sink = track.addSink { output in
             switch output {
             case .frame(let frame): frames.put(frame)
             case .modeChanged: modeChanged.store(true, ordering: .relaxed)
             case .ended: frames.put(nil)
             }
         }
-        defer { ownsTracks ? source.stop() : source.detach() }
+        defer {
+            track.removeSink(sink)
+            if ownsTracks { source.stop() }
+        }
         let auto = configuration.encodingMode == .auto && configuration.transportSequenceExtensionID != nil
         var appliedBitrate = 0
         var appliedMode: VideoMode?
@@ -37,7 +40,7 @@ extension MediaSender {
         /// The ladder for what the source delivers now: the camera's real modes, or scaling.
         func ladder(for frame: VideoFrame) -> ModeLadder {
             let native = VideoMode(width: frame.width, height: frame.height, frameRate: max(1, Int(source.format.frameRate.rounded())))
-            if case .device = source.input { return .forCamera(source.offeredModes, native: native) }
+            if case .device = source.input, configuration.controlsCameraMode { return .forCamera(source.offeredModes, native: native) }
             return .forScaling(native: native)
         }
         var lastEncoded: Duration?

@@ -44,6 +44,10 @@ public struct MediaSenderConfiguration: Sendable {
     /// the stream apart (as libwebrtc does); nil where not negotiated.
     public var midExtension: (id: UInt8, video: String, audio: String)?
     public var encodingMode: VideoEncodingMode = .auto
+    /// Whether auto mode may switch a camera's mode. A viewer's session (one of several senders
+    /// of the same camera) scales pictures instead, so viewers cannot pull the camera from
+    /// under the call and each other.
+    public var controlsCameraMode = true
     /// The most the video may use (manual mode's cap, auto mode's ceiling).
     public var maxVideoBitrate = 2_500_000
     /// Every encoding decision, as it is made.

@@ -359,6 +359,17 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             guard let (head, rest) = result else { return }
             route(head, on: connection)
             if case .webSocket = connection.mode, !rest.isEmpty { received(rest[...], on: connection) }
+            if case .httpBody = connection.mode { received(rest[...], on: connection) }
+        case .httpBody(let head, var body, let length):
+            body += bytes
+            guard body.count >= length else {
+                connection.mode = .httpBody(head, body, length)
+                return
+            }
+            connection.mode = .awaitingReply
+            webRTCHTTP(head, body: Array(body.prefix(length)), on: connection)
+        case .awaitingReply:
+            return
         case .webSocket(var reader):
             let events: [WebSocketEvent]
             do { events = try reader.append(bytes) } catch {
@@ -407,6 +418,10 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     /// Answers one request on the web side: the page, its script, or the WebSocket upgrade.
     private func route(_ head: HTTPRequestHead, on connection: ServerConnection) {
+        if !connection.metricsOnly, WebRTCHTTPRequest.route(head.path) != nil {
+            startWebRTCHTTP(head, on: connection)
+            return
+        }
         guard head.method == "GET" else {
             respond(connection, HTTPResponse.text(status: 405, "only GET", fields: [("Allow", "GET")]))
             return
@@ -458,6 +473,66 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         }
     }
 
+    /// The most a WHIP/WHEP body may hold: an SDP offer with many candidates is a few kB.
+    static let maxWebRTCHTTPBody = 64 * 1024
+
+    /// A WHIP/WHEP request's head: CORS preflights are answered here; the rest read their body.
+    private func startWebRTCHTTP(_ head: HTTPRequestHead, on connection: ServerConnection) {
+        guard access.serves(host: head.field("host")) else {
+            respond(connection, HTTPResponse.text(status: 421, "this service does not answer for Host \(head.field("host")?.prefix(128) ?? "(none)")"))
+            return
+        }
+        // A page from a site not allowed may not use a viewer's token here (its browser sends Origin).
+        if let origin = head.field("origin") {
+            guard access.allows(origin: origin, host: head.field("host") ?? "") else {
+                respond(connection, HTTPResponse.text(status: 403, "a page from \(origin.prefix(128)) may not use WHIP/WHEP here; allow it with --allowed-origin"))
+                return
+            }
+            connection.corsOrigin = origin
+        }
+        if head.method == "OPTIONS" {
+            let methods = WebRTCHTTPRequest.route(head.path)?.session == nil ? "POST, OPTIONS" : "PATCH, DELETE, OPTIONS"
+            var fields: [(String, String)] = [("Allow", methods), ("Accept-Post", "application/sdp"), ("Accept-Patch", ICEFragment.contentType)]
+            if connection.corsOrigin != nil {
+                fields += [("Access-Control-Allow-Methods", methods), ("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match"),
+                           ("Access-Control-Max-Age", "600")]
+            }
+            respond(connection, HTTPResponse.make(status: 204, fields: fields + corsFields(connection)))
+            return
+        }
+        guard head.field("transfer-encoding") == nil else {
+            respond(connection, HTTPResponse.text(status: 411, "send the body with a Content-Length"))
+            return
+        }
+        let length = head.field("content-length").flatMap { Int($0) } ?? 0
+        guard length >= 0, length <= Self.maxWebRTCHTTPBody else {
+            respond(connection, HTTPResponse.text(status: 413, "a body is limited to \(Self.maxWebRTCHTTPBody) bytes"))
+            return
+        }
+        connection.mode = .httpBody(head, [], length)
+    }
+
+    /// A whole WHIP/WHEP request: to the core, which answers now or once the endpoint has.
+    private func webRTCHTTP(_ head: HTTPRequestHead, body: [UInt8], on connection: ServerConnection) {
+        guard let route = WebRTCHTTPRequest.route(head.path) else { return }
+        guard let text = String(validating: body, as: UTF8.self) else {
+            respond(connection, HTTPResponse.text(status: 400, "the body is not UTF-8"))
+            return
+        }
+        let authorization = head.field("authorization") ?? ""
+        let token = authorization.lowercased().hasPrefix("bearer ") ? String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces) : nil
+        let request = WebRTCHTTPRequest(method: head.method, kind: route.kind, room: route.room, session: route.session, bearerToken: token,
+                                        contentType: head.field("content-type"), ifMatch: head.field("if-match"), body: text)
+        apply(core.webRTCHTTP(connection.id, request, now: now, wallClock: wallClock))
+    }
+
+    /// CORS fields for a browser's WHIP/WHEP request from an allowed origin: the answer's fields it may read.
+    private func corsFields(_ connection: ServerConnection) -> [(String, String)] {
+        guard let origin = connection.corsOrigin else { return [] }
+        return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+                ("Access-Control-Expose-Headers", "Location, ETag, Link, Accept-Patch, Retry-After")]
+    }
+
     /// Sends a whole HTTP response, then closes.
     private func respond(_ connection: ServerConnection, _ response: [UInt8]) {
         connection.mode = .lines  // nothing more is read as HTTP
@@ -490,7 +565,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 switch connection.mode {
                 case .lines: queue(message.serialized(), on: connection)
                 case .webSocket: queue(WebSocket.frame(.text, message.serialized().dropLast()), on: connection)
-                case .httpRequest:
+                case .httpRequest, .httpBody, .awaitingReply:
                     // Before the upgrade, the service's refusals (full, too many from one address,
                     // no request in time) are HTTP responses.
                     if case .error(let code, let text, _) = message {
@@ -507,6 +582,10 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 if connection.output.isEmpty { drop(id, reason: "closed by server") }
             case .directory(let request):
                 directory?.submit(request)
+            case .respond(let id, let reply):
+                guard let connection = connections[id], !connection.isClosed else { continue }
+                respond(connection, HTTPResponse.make(status: reply.status, fields: reply.fields + corsFields(connection), body: Array(reply.body.utf8),
+                                                      contentType: reply.contentType))
             }
         }
     }
@@ -568,11 +647,17 @@ final class ServerConnection {
     enum Mode {
         case lines
         case httpRequest(HTTPRequestHead.Reader)
+        /// The body of a WHIP/WHEP request: its head, what came of the body so far, its length.
+        case httpBody(HTTPRequestHead, [UInt8], Int)
+        /// A WHIP/WHEP request handed to the core, whose answer comes as `.respond`.
+        case awaitingReply
         case webSocket(WebSocketReader)
     }
     var mode: Mode
     /// Accepted on the metrics listener: only GET /metrics is answered.
     var metricsOnly = false
+    /// The Origin of a browser's WHIP/WHEP request that may read the answer (CORS).
+    var corsOrigin: String?
     /// WebSocket pings and pongs, limited like messages (token bucket, refilled by time).
     private var controlTokens: Double?
     private var controlRefill: Duration = .zero

@@ -12,6 +12,8 @@ public final class SignalingServerCore {
         /// Work for the room directory the nodes share (`serve --redis`), done off the loop; its
         /// answer comes back through `directoryAnswered`.
         case directory(DirectoryRequest)
+        /// Answer a WHIP/WHEP request on the web side, then close its connection.
+        case respond(ConnectionID, HTTPReply)
     }
 
     /// What the service knows of a seated participant's credential.
@@ -65,7 +67,10 @@ public final class SignalingServerCore {
     let verifier: TokenVerifier
     private var connections: [ConnectionID: Connection] = [:]
     /// Room name → this node's participants with a live connection, in join order.
-    private var rooms: [String: [(identity: String, connection: ConnectionID)]] = [:]
+    var rooms: [String: [(identity: String, connection: ConnectionID)]] = [:]
+    /// WHIP/WHEP sessions by ID, and the web connections whose request waits for an endpoint.
+    var webRTCHTTPSessions: [String: WebRTCHTTPSession] = [:]
+    var waitingHTTP: [ConnectionID: String] = [:]
     /// Seats, when this service's rooms are its own; with a directory the seats live there.
     private var seats: SeatTable
     /// Open connections per address block, and those of them that have not joined.
@@ -167,7 +172,7 @@ public final class SignalingServerCore {
             // this is a participant coming back.
             return count(join(id, room: room, token: token, now: now, wallClock: wallClock))
         case .relay(let relay):
-            return count(forward(relay, from: id))
+            return count(forward(relay, from: id, now: now, wallClock: wallClock))
         case .ping(let pingID):
             return [.send(id, .pong(id: pingID))]
         case .pong:
@@ -184,7 +189,7 @@ public final class SignalingServerCore {
         /// Errors sent, by code: refused joins (room_full, token_*, ...), protocol errors, limits.
         public var errors: [SignalingErrorCode: Int] = [:]
     }
-    public private(set) var counters = Counters()
+    public internal(set) var counters = Counters()
 
     /// Counts the errors among `actions`, and returns them.
     private func count(_ actions: [Action]) -> [Action] {
@@ -199,7 +204,7 @@ public final class SignalingServerCore {
             if perAddress[address] == 0 { perAddress[address] = nil }
             if connection.pending { release(pendingOf: address) }
         }
-        return leave(connection, id: id, reason: "disconnected", now: now)
+        return webRTCHTTPConnectionClosed(id) + webRTCHTTPEndpointLeft(id) + leave(connection, id: id, reason: "disconnected", now: now)
     }
 
     private func release(pendingOf address: String) {
@@ -213,7 +218,7 @@ public final class SignalingServerCore {
     public func tick(now: Duration, wallClock: Int64) -> [Action] {
         var actions: [Action] = []
         for (id, connection) in connections {
-            if connection.room == nil, now - connection.openedAt > limits.joinTimeout {
+            if connection.room == nil, waitingHTTP[id] == nil, now - connection.openedAt > limits.joinTimeout {
                 actions += [.send(id, .error(code: .joinTimeout, message: "no successful join within \(limits.joinTimeout)", id: nil)), .close(id)]
             } else if now - connection.lastActivity > limits.keepaliveTimeout {
                 actions += [.send(id, .error(code: .keepaliveTimeout, message: "nothing received for \(limits.keepaliveTimeout); send ping", id: nil)), .close(id)]
@@ -228,7 +233,7 @@ public final class SignalingServerCore {
             }
         }
         seats.expire(now: now)
-        return count(actions)
+        return count(actions + webRTCHTTPTick(now: now, wallClock: wallClock))
     }
 
     /// When a seated participant's credential is renewed, and until when the renewal lives: once
@@ -347,7 +352,7 @@ public final class SignalingServerCore {
         let old = members.remove(at: index).connection
         rooms[room] = members.isEmpty ? nil : members
         detach(old)
-        return [.send(old, .error(code: .replaced, message: "\(identity) joined again from another connection", id: nil)), .close(old)]
+        return webRTCHTTPEndpointLeft(old) + [.send(old, .error(code: .replaced, message: "\(identity) joined again from another connection", id: nil)), .close(old)]
     }
 
     private func detach(_ id: ConnectionID) {
@@ -384,6 +389,10 @@ public final class SignalingServerCore {
             claims = try verifier.verify(token, room: room, now: wallClock)
         } catch {
             return [.send(id, .error(code: error.code, message: error.message, id: nil))]
+        }
+        // Names of WHIP/WHEP sessions are the service's: a participant under one could pass for a session.
+        guard !Self.isSessionName(claims.identity) else {
+            return [.send(id, .error(code: .badMessage, message: "identities that begin with whip~ or whep~ are the service's own", id: nil))]
         }
         // What the token is worth from now on is all its renewals may be worth.
         let grant = max(0, min(claims.expires - wallClock, limits.maxTokenLifetime))
@@ -458,10 +467,11 @@ public final class SignalingServerCore {
         return actions + members.map { .send($0.connection, .peerLeft(participant: identity, reason: reason)) }
     }
 
-    private func forward(_ message: RelayMessage, from id: ConnectionID) -> [Action] {
+    private func forward(_ message: RelayMessage, from id: ConnectionID, now: Duration, wallClock: Int64) -> [Action] {
         guard let room = connections[id]?.room, let identity = connections[id]?.identity, let members = rooms[room] else {
             return [.send(id, .error(code: .notJoined, message: "join a room before sending \(message.kind.rawValue)", id: message.id))]
         }
+        if let toSession = forwardToSession(message, from: id, identity: identity, now: now, wallClock: wallClock) { return toSession }
         let targets = members.filter { $0.connection != id && (message.to == nil || $0.identity == message.to) }
         var relayed = message
         relayed.from = identity

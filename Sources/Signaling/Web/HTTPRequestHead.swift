@@ -2,7 +2,7 @@ import Foundation
 
 /// The head of an HTTP/1.1 request (RFC 9112 §2-3): request line and header fields, as far as the
 /// signaling service's web side needs them (a page, and the WebSocket upgrade). Bodies are not
-/// read: every request the service answers is a GET.
+/// read here: the WHIP/WHEP requests that have one are read by the server by their Content-Length.
 public struct HTTPRequestHead: Sendable, Equatable {
     public var method: String
     /// The path, without the query.
@@ -87,9 +87,12 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
 /// A whole HTTP/1.1 response with its body; every response closes the connection except 101.
 public enum HTTPResponse {
-    static let reasons = [101: "Switching Protocols", 200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-                          408: "Request Timeout", 421: "Misdirected Request", 426: "Upgrade Required", 431: "Request Header Fields Too Large",
-                          503: "Service Unavailable", 505: "HTTP Version Not Supported"]
+    static let reasons = [101: "Switching Protocols", 200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
+                          403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict", 411: "Length Required",
+                          412: "Precondition Failed", 413: "Content Too Large", 415: "Unsupported Media Type", 421: "Misdirected Request",
+                          422: "Unprocessable Content", 426: "Upgrade Required", 428: "Precondition Required", 429: "Too Many Requests",
+                          431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable", 504: "Gateway Timeout",
+                          505: "HTTP Version Not Supported"]
 
     public static func make(status: Int, fields: [(String, String)] = [], body: [UInt8] = [], contentType: String = "text/plain; charset=utf-8") -> [UInt8] {
         var head = "HTTP/1.1 \(status) \(reasons[status] ?? "Error")\r\n"
