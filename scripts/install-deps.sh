@@ -24,6 +24,9 @@ packages=(
   docker.io docker-compose debootstrap
   # the Redis that several signaling nodes share rooms through (serve --redis), for the fleet test
   redis-server
+  # a WHIP publisher of another stack (GStreamer webrtcbin) for serve --http's /whip/ROOM, with
+  # the GStreamer elements its pipelines use
+  simple-whip-client gstreamer1.0-nice gstreamer1.0-plugins-bad
 )
 
 missing=()

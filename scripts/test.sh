@@ -123,6 +123,10 @@ stage aiortc scripts/aiortc/test.sh
 # gets (>= 90 % of the frames decodable, DELETE at the end, on SIGTERM), a redirect, and every
 # refusal a clear exit 1.
 stage whip scripts/whip/test.sh
+# WHIP and WHEP on serve --http: Debian's whip-client publishes into a room whose endpoint
+# records; a WHEP player page in headless Chromium watches an endpoint on loopback and, relayed
+# by TURN from the Link fields, through the NAT lab (root).
+stage whep scripts/whep/test.sh
 # Headless Chromium on the page of serve --http calls a callend endpoint: both offer directions,
 # and relayed through the NAT lab (the NAT case needs root).
 stage browser scripts/browser/test.sh

@@ -538,6 +538,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let roundOver = Atomic<Bool>(false)
         let restarts = Atomic<Int>(0)
         let newSession = Atomic<Bool>(false)
+        let publisherLeft = Atomic<Bool>(false)
         let offerer = callMedia.transport.configuration.ice.controlling
         startThread(named: "call-watcher") { [self] in
             var policy = ICERestartPolicy(offerer: offerer)
@@ -631,7 +632,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     case .signaling(.iceServers(let list)):
                         // Renewed with the credential: the next restart's agent uses them.
                         serviceICEServers.withLock { $0 = Self.iceServers(list) }
-                    case .signaling(.message(let m)) where m.kind == .bye: over = true
+                    case .signaling(.message(let m)) where m.kind == .bye:
+                        over = true
+                        if Self.isWHIPPublisher(peer) { publisherLeft.store(true, ordering: .relaxed) }
                     case .signaling(.message(let m)) where m.kind == .candidate:
                         if let candidate = Self.candidate(m.payload) { apply(candidate: candidate, to: callMedia.transport) }
                     case .signaling(.message(let m)) where m.kind == .offer && m.payload["iceRestart"] != nil:
@@ -745,6 +748,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         encoding.onDecision = { decision in log("\(decision.line)") }
         var result = try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
         if newSession.load(ordering: .relaxed) { result.received.endReason = Self.newSessionReason }
+        // A WHIP publisher's DELETE ends its session, not this endpoint: the next one is waited for.
+        if publisherLeft.load(ordering: .relaxed) { result.received.endReason = "the WHIP publisher ended its session" }
         return result
     }
 }

@@ -225,6 +225,7 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
                 let mine = try media.transport.restartICE(controlling: false)
                 try media.acceptRestart(ufrag: ufrag, password: password, candidates: candidates)
                 restarts.withLock { $0.pending = (mine.ufrag, mine.password, .now + ViewerHub.gatheringWait, client) }
+                log("whep: \(name): restarts ICE by PATCH with \(candidates.count) candidates of its own")
                 events.append(nil)  // wakes the watcher to time the answer
             } catch {
                 log(.warning("whep: \(name): cannot restart ICE: \(error)"))

@@ -354,7 +354,8 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
             if lost {
                 onEvent(.pathLost)
                 startRechecking()
-            } else if new == .failed, state.withLock({ $0.profile == nil }) {
+            } else if new == .failed, state.withLock({ $0.profile == nil && $0.next == nil }) {
+                // (With a restart under way, its agent may still find the first path.)
                 onEvent(.failed("ICE failed: no candidate pair works"))
             }
         }
@@ -362,16 +363,21 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
 
     /// The restart's agent has a path: it carries media from now on, and the previous one goes.
     private func promoteNext() {
-        guard let (old, leg, wasLost) = state.withLock({ s -> (ICEAgent, Leg, Bool)? in
+        guard let (old, leg, wasLost, firstPath) = state.withLock({ s -> (ICEAgent, Leg, Bool, Bool)? in
             guard let next = s.next, !s.closed else { return nil }
             let old = s.current.agent
             s.current = next
             s.next = nil
             s.consent.signOfLife(at: .now)
+            // A restart before any path (a WHEP player that restarts with the TURN servers of
+            // the answer) brings the first one: DTLS starts on it.
+            let firstPath = !s.iceConnected && s.dtls != nil
+            s.iceConnected = true
             defer { s.lostSince = nil }
-            return (old, next, s.lostSince != nil)
+            return (old, next, s.lostSince != nil, firstPath)
         }) else { return }
         closeInBackground(old)
+        if firstPath { startHandshake() }
         onEvent(.restarted(ufrag: leg.agent.localCredentials.ufrag))
         if let pair = leg.selectedPair { onEvent(.selectedPair(pair)) }
         if wasLost { onEvent(.pathRestored) }

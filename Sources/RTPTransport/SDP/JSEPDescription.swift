@@ -134,15 +134,22 @@ public struct JSEPDescription: Sendable, Equatable {
         let origin = message.session.first { $0.type == "o" }?.value.split(separator: " ") ?? []
         sessionID = origin.count > 1 ? UInt64(origin[1]) ?? 0 : 0
         sessionVersion = origin.count > 2 ? UInt64(origin[2]) ?? 0 : 0
+        let bundled = message.attributes("group").first { $0.hasPrefix("BUNDLE") }?.split(separator: " ").dropFirst().map(String.init) ?? []
+        // RFC 8843 §7.3.3: an offerer may give every section but the first port 0 with
+        // a=bundle-only (GStreamer's webrtcbin does): such a section is in the bundle, not rejected.
+        let messageMedia = message.media.enumerated().map { index, m in
+            var section = m
+            if m.port == 0, m.has("bundle-only"), bundled.contains(m.attribute("mid") ?? String(index)) { section.port = 9 }
+            return section
+        }
         var sections: [Media] = []
-        for (index, m) in message.media.enumerated() {
+        for (index, m) in messageMedia.enumerated() {
             sections.append(try Self.readMedia(m, index: index))
         }
         guard !sections.isEmpty else { throw ParseError("SDP", "no m= section") }
         media = sections
-        let used = message.media.enumerated().filter { $0.element.port != 0 }
+        let used = messageMedia.enumerated().filter { $0.element.port != 0 }
         guard let first = used.first else { throw ParseError("SDP", "every m= section is rejected") }
-        let bundled = message.attributes("group").first { $0.hasPrefix("BUNDLE") }?.split(separator: " ").dropFirst().map(String.init) ?? []
         if used.count > 1 {
             guard used.allSatisfy({ bundled.contains(sections[$0.offset].mid) }) else {
                 throw ParseError("SDP", "more than one media section without a=group:BUNDLE over them; callend sends all media over one transport (RFC 8843)")

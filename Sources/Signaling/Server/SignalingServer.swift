@@ -478,6 +478,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     /// A WHIP/WHEP request's head: CORS preflights are answered here; the rest read their body.
     private func startWebRTCHTTP(_ head: HTTPRequestHead, on connection: ServerConnection) {
+        connection.webRTCHTTPRequest = "\(head.method) \(head.path.prefix(200))"
         guard access.serves(host: head.field("host")) else {
             respond(connection, HTTPResponse.text(status: 421, "this service does not answer for Host \(head.field("host")?.prefix(128) ?? "(none)")"))
             return
@@ -584,6 +585,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 directory?.submit(request)
             case .respond(let id, let reply):
                 guard let connection = connections[id], !connection.isClosed else { continue }
+                log("http: \(connection.webRTCHTTPRequest ?? "?") -> \(reply.status)\(reply.status >= 400 ? ": \(reply.body.prefix(200))" : "")")
                 respond(connection, HTTPResponse.make(status: reply.status, fields: reply.fields + corsFields(connection), body: Array(reply.body.utf8),
                                                       contentType: reply.contentType))
             }
@@ -658,6 +660,8 @@ final class ServerConnection {
     var metricsOnly = false
     /// The Origin of a browser's WHIP/WHEP request that may read the answer (CORS).
     var corsOrigin: String?
+    /// "METHOD /path" of a WHIP/WHEP request, for the log line of its answer.
+    var webRTCHTTPRequest: String?
     /// WebSocket pings and pongs, limited like messages (token bucket, refilled by time).
     private var controlTokens: Double?
     private var controlRefill: Duration = .zero

@@ -136,11 +136,11 @@ extension SignalingServerCore {
         guard request.contentType?.lowercased().hasPrefix(ICEFragment.contentType) == true else {
             return reply(id, HTTPReply(status: 415, "a PATCH takes \(ICEFragment.contentType)", fields: [("Accept-Patch", ICEFragment.contentType)]))
         }
-        guard let ifMatch = request.ifMatch?.trimmingCharacters(in: .whitespaces) else {
-            return reply(id, HTTPReply(status: 428, "a PATCH needs If-Match: the session's ETag, or \"*\" for an ICE restart"))
-        }
+        let ifMatch = request.ifMatch?.trimmingCharacters(in: .whitespaces)
         let restart = ifMatch == "\"*\"" || ifMatch == "*"
-        guard restart || ifMatch == session.etag else { return reply(id, HTTPReply(status: 412, "the ETag does not match the session's ICE session")) }
+        // Clients written before RFC 9725 send trickle without If-Match (Debian's whip-client):
+        // taken; a tag that names another ICE session is not.
+        if let ifMatch, !restart, ifMatch != session.etag { return reply(id, HTTPReply(status: 412, "the ETag does not match the session's ICE session")) }
         let fragment: ICEFragment
         do { fragment = try ICEFragment(parsing: request.body) } catch { return reply(id, HTTPReply(status: 422, error.description)) }
         guard session.waiting == nil else { return reply(id, HTTPReply(status: 409, "an earlier request of this session waits for the endpoint")) }

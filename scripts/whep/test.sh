@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# WHIP and WHEP on the service (`serve --http`), with outside clients. Cases:
+#   whip-client  Debian's whip-client (GStreamer webrtcbin) publishes 450 frames (15 s) of VP8 and Opus
+#                into /whip/ROOM; the room's `callend join` is its peer and records: >= 90 % of
+#                the frames in its IVF recording, its audio decoded, and the DELETE seen (the
+#                endpoint hears the session's bye). As packaged whip-client aborts at start
+#                (libnice's UPnP library pulls in libsoup3 beside its libsoup2): a stub
+#                libgupnp-igd-1.0.so.4 made here goes on LD_LIBRARY_PATH. libnice gathers nothing
+#                on loopback, so this case runs in a namespace with an address on a veth.
+#   whep-loopback  the WHEP player page (player.html, a minimal standard WHEP client served from
+#                another origin: CORS and --allowed-origin) in headless Chromium watches a
+#                `callend join`: its video element plays and getStats counts >= 90 % of the frames
+#                the endpoint sent that viewer decoded, audio arrives, DELETE answers 200.
+#   whep-refused a second player while the endpoint has --max-viewers 1 is refused (503), and
+#                one with a token for another room (403).
+#   whep-nat     (root) the NAT lab: the player behind one symmetric NAT, the endpoint behind
+#                another, the service and coturn on the public side over TLS; the player starts
+#                relay-only without servers, takes the TURN credentials of the 201's Link fields
+#                and restarts ICE with them by PATCH; >= 90 % decoded through the relay.
+# WHEP_CASES="whip-client whep-loopback whep-nat" picks cases (whep-refused runs with whep-loopback).
+# Prints POST -> first frame for each player. Skips (77), saying why, where Chromium or
+# whip-client cannot run; removes every namespace, process and file it made.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/wait.sh
+source scripts/stage.sh
+py=/usr/bin/python3
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || ! "$py" -c "import selenium" 2>/dev/null; then
+  skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
+fi
+command -v whip-client >/dev/null || skip "needs Debian's simple-whip-client (scripts/install-deps.sh installs it)"
+[ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 || skip "needs root and ip netns (whip-client needs an address on a veth)"
+bin=$(swift build --show-bin-path)/callend
+here=$PWD/scripts/whep
+work=$(mktemp -d /tmp/callend-whep.XXXXXX)
+ns=cw$$
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  ip netns del "$ns" 2>/dev/null
+  [ -n "${WHEP_KEEP:-}" ] && echo "whep: kept $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+status=0
+fail() { echo "whep: $*"; status=1; }
+cases=${WHEP_CASES:-whip-client whep-loopback whep-nat}
+wants() { [[ " $cases " == *" $1 "* ]]; }
+
+# judge NAME: the player's JSON line against what the endpoint sent that viewer.
+judge() {
+  "$py" - "$work" "$1" <<'PY'
+import json, re, sys
+work, name = sys.argv[1:]
+lines = [l for l in open(f"{work}/{name}-player.out").read().splitlines() if l.startswith("{")]
+page = json.loads(lines[-1]) if lines else {}
+log = open(f"{work}/{name}-endpoint.err").read()
+sent = [int(n) for n in re.findall(r"whep: whep~\w+ done: sent (\d+) frames", log)]
+video = page.get("video") or {}
+decoded = video.get("framesDecoded", 0)
+ok = bool(sent) and page.get("playing") and decoded >= 0.9 * sent[-1] and (page.get("audio") or {}).get("samples", 0) > 0 and page.get("deleteStatus") == 200
+print(f"whep: {name}: the player decoded {decoded} of the {sent[-1] if sent else 0} frames the endpoint sent it ({video.get('width')}x{video.get('height')}), "
+      f"audio samples {(page.get('audio') or {}).get('samples', 0)}, path {page.get('pair')}, ICE restarted by PATCH: {page.get('restarted')}, "
+      f"POST -> first frame {page.get('firstFrameMs') or 0:.0f} ms, DELETE {page.get('deleteStatus')}: {'passed' if ok else 'FAILED'}")
+if not ok: print(f"whep: {name}: the player said {json.dumps(page)[:600]}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+"$bin" token --new-secret --out "$work/secret"
+# --- whip-client into /whip/ROOM, in a namespace with an address on a veth
+if wants whip-client; then
+ip netns add "$ns"
+ip -n "$ns" link set lo up
+ip -n "$ns" link add "${ns}v0" type veth peer name "${ns}v1"
+ip -n "$ns" addr add 10.77.0.2/24 dev "${ns}v0"
+ip -n "$ns" link set "${ns}v0" up; ip -n "$ns" link set "${ns}v1" up
+cat > "$work/gupnp-stub.c" <<'C'
+/* Stands in for libgupnp-igd-1.0.so.4, which libnice loads for UPnP port mappings and which
+   pulls in libsoup3 beside whip-client's libsoup2 (GLib aborts then). No thread, no mapping:
+   libnice does without UPnP. */
+void *gupnp_simple_igd_thread_new(void) { return 0; }
+unsigned long gupnp_simple_igd_get_type(void) { return 0; }
+void gupnp_simple_igd_add_port(void) {}
+void gupnp_simple_igd_remove_port_local(void) {}
+C
+mkdir -p "$work/stub"
+cc -shared -fPIC -Wl,-soname,libgupnp-igd-1.0.so.4 -o "$work/stub/libgupnp-igd-1.0.so.4" "$work/gupnp-stub.c" || skip "no C compiler for the stub"
+ip netns exec "$ns" "$bin" serve --listen 127.0.0.1:7000 --http 127.0.0.1:8080 --secret-file "$work/secret" > "$work/ns-serve.log" 2>&1 &
+pids+=($!)
+wait_for "$work/ns-serve.log" "web page at" 30 || exit 1
+"$bin" token --room studio --identity recorder --secret-file "$work/secret" > "$work/recorder.token"
+"$bin" token --room studio --identity gstreamer --secret-file "$work/secret" > "$work/gstreamer.token"
+ip netns exec "$ns" "$bin" join studio --token-file "$work/recorder.token" --server 127.0.0.1:7000 --duration 120 --no-stdin \
+  --video-out "$work/whip-client.ivf" --audio-out "$work/whip-client.wav" > "$work/recorder.out" 2> "$work/recorder.err" &
+pr=$!; pids+=($pr)
+wait_for "$work/recorder.err" "joined room" 30 || exit 1
+frames=450
+start=$SECONDS
+ip netns exec "$ns" env LD_LIBRARY_PATH="$work/stub" timeout -s INT $((frames / 30 + 4)) whip-client -o -u http://127.0.0.1:8080/whip/studio \
+  -t "$(cat "$work/gstreamer.token")" \
+  -V "videotestsrc is-live=true pattern=ball num-buffers=$frames ! video/x-raw,width=320,height=240,framerate=30/1 ! videoconvert ! queue ! vp8enc deadline=1 ! rtpvp8pay pt=96 ssrc=2 ! queue ! application/x-rtp,media=video,encoding-name=VP8,payload=96" \
+  -A "audiotestsrc is-live=true wave=sine ! audioconvert ! audioresample ! queue ! opusenc ! rtpopuspay pt=100 ssrc=1 ! queue ! application/x-rtp,media=audio,encoding-name=OPUS,payload=100" \
+  > "$work/whip-client.log" 2>&1
+if wait_for "$work/recorder.err" "the WHIP publisher ended its session" 15; then deleted=yes; else deleted=no; fi
+kill -TERM $pr; wait $pr 2>/dev/null
+recorded=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/whip-client.ivf" 2>/dev/null | head -1)
+audio=$(sed -n 's/.*audio \([0-9]*\) decoded.*/\1/p' "$work/recorder.out")
+echo "whep: whip-client: published $frames frames in $((SECONDS - start)) s; the endpoint recorded ${recorded:-0} decodable frames and decoded ${audio:-0} audio frames; DELETE seen: $deleted"
+if [ "${recorded:-0}" -ge $((frames * 9 / 10)) ] && [ "${audio:-0}" -gt 0 ] && [ $deleted = yes ]; then
+  echo "whep: whip-client passed"
+else
+  fail "whip-client FAILED"; grep -v '^$' "$work/whip-client.log" | tail -8; grep -v '"change"' "$work/recorder.err" | tail -8
+fi
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+wait 2>/dev/null
+pids=()
+fi
+
+# --- the WHEP player in Chromium
+page_port=$((8400 + RANDOM % 400))
+if wants whep-loopback; then
+(cd "$here" && exec "$py" -m http.server "$page_port" --bind 127.0.0.1) > "$work/pages.log" 2>&1 &
+pids+=($!)
+"$bin" serve --listen 127.0.0.1:0 --http 127.0.0.1:0 --secret-file "$work/secret" --allowed-origin "http://127.0.0.1:$page_port" > "$work/serve.log" 2>&1 &
+pids+=($!)
+wait_for "$work/serve.log" "web page at" 30 || exit 1
+sport=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
+web=$(sed -n 's/^web page at \(http:[^ ]*\)\/ .*/\1/p' "$work/serve.log")
+until (exec 3<>"/dev/tcp/127.0.0.1/$page_port") 2>/dev/null; do sleep 0.05; done
+
+
+"$bin" token --room lab --identity camera --secret-file "$work/secret" > "$work/camera.token"
+"$bin" token --room lab --identity viewer --secret-file "$work/secret" > "$work/viewer.token"
+"$bin" token --room elsewhere --identity viewer --secret-file "$work/secret" > "$work/other-room.token"
+"$bin" join lab --token-file "$work/camera.token" --server "127.0.0.1:$sport" --video-size 640x360 --duration 120 --no-stdin --max-viewers 1 \
+  > "$work/whep-loopback-endpoint.out" 2> "$work/whep-loopback-endpoint.err" &
+pe=$!; pids+=($pe)
+wait_for "$work/whep-loopback-endpoint.err" "joined room" 30 || exit 1
+player="http://127.0.0.1:$page_port/player.html?whep=$web/whep/lab"
+"$py" "$here/watch.py" "$player&token=$(cat "$work/viewer.token")" --frames 90 --seconds 6 > "$work/whep-loopback-player.out" 2> "$work/whep-loopback-player.err" &
+pw=$!; pids+=($pw)
+wait_for "$work/whep-loopback-endpoint.err" "dtls: connected" 60
+# whep-refused: while the first player watches, a second is one too many; a token for another room is refused.
+"$py" "$here/watch.py" "$player&token=$(cat "$work/viewer.token")" --frames 1 --timeout 20 > "$work/refused-full.out" 2> /dev/null
+"$py" "$here/watch.py" "$player&token=$(cat "$work/other-room.token")" --frames 1 --timeout 20 > "$work/refused-room.out" 2> /dev/null
+wait $pw; rc=$?
+[ $rc -eq 3 ] && skip "Chromium cannot start here: $(tail -1 "$work/whep-loopback-player.err")"
+wait_for "$work/whep-loopback-endpoint.err" "done: sent" 15
+judge whep-loopback || { status=1; tail -5 "$work/whep-loopback-player.err"; grep whep "$work/whep-loopback-endpoint.err" | tail -5; }
+grep -q '"error": "Error: POST: 503 this endpoint has its 1 viewers' "$work/refused-full.out" \
+  && echo "whep: whep-refused: a second viewer over --max-viewers 1: 503" || fail "whep-refused FAILED (max viewers): $(cut -c1-300 "$work/refused-full.out")"
+grep -q '"error": "Error: POST: 403 token_room' "$work/refused-room.out" \
+  && echo "whep: whep-refused: a token for another room: 403" || fail "whep-refused FAILED (another room): $(cut -c1-300 "$work/refused-room.out")"
+kill -TERM $pe 2>/dev/null
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+wait 2>/dev/null
+pids=()
+fi
+
+# --- whep-nat: through the NAT lab, relayed
+if wants whep-nat; then
+if ! command -v iptables >/dev/null || ! command -v turnserver >/dev/null; then
+  echo "whep: whep-nat: needs iptables and coturn"
+  exit 1
+fi
+own_work=$work
+source scripts/natlab/lab.sh
+natlab_start || { rm -rf "$own_work"; exit 1; }
+trap 'natlab_down; ip netns del "$ns" 2>/dev/null; [ -n "${WHEP_KEEP:-}" ] && echo "whep: kept $work" || rm -rf "$work" "$own_work"' EXIT
+natlab_nat "$RA" symmetric; natlab_nat "$RB" symmetric
+nport=$((7600 + RANDOM % 300))
+page_origin="http://10.1.0.2:$page_port"
+ip netns exec "$S" "$bin" serve --listen "$server_ip:7000" --http "$server_ip:$nport" --secret-file "$work/secret" "${serve_tls[@]}" \
+  --turn-secret-file "$work/turn-secret" --ice-server "stun:$server_ip:3478" --ice-server "turn:$server_ip:3478?transport=udp" \
+  --allowed-origin "$page_origin" > "$work/serve-nat.log" 2>&1 &
+pids+=($!)
+wait_for "$work/serve-nat.log" "web page at" 30 || exit 1
+(cd "$here" && exec ip netns exec "$A" "$py" -m http.server "$page_port" --bind 10.1.0.2) > "$work/pages.log" 2>&1 &
+pids+=($!)
+"$bin" token --room roof --identity roof --secret-file "$work/secret" > "$work/roof.token"
+"$bin" token --room roof --identity phone --secret-file "$work/secret" > "$work/phone.token"
+ip netns exec "$B" "$bin" join roof --token-file "$work/roof.token" --server "tls://$server_ip:7000" "${join_tls[@]}" --video-size 640x360 \
+  --duration 120 --no-stdin --ice-transport relay > "$work/whep-nat-endpoint.out" 2> "$work/whep-nat-endpoint.err" &
+pe=$!; pids+=($pe)
+wait_for "$work/whep-nat-endpoint.err" "joined room" 30 || exit 1
+until ip netns exec "$A" bash -c "exec 3<>/dev/tcp/10.1.0.2/$page_port" 2>/dev/null; do sleep 0.05; done
+ip netns exec "$A" "$py" "$here/watch.py" "$page_origin/player.html?whep=https://$server_ip:$nport/whep/roof&relay=1${WHEP_DEBUG:+&debug=1}&token=$(cat "$work/phone.token")" \
+  --frames 90 --seconds 6 --trust-key "$tls_pin" > "$work/whep-nat-player.out" 2> "$work/whep-nat-player.err"
+wait_for "$work/whep-nat-endpoint.err" "done: sent" 15
+judge whep-nat || { status=1; tail -5 "$work/whep-nat-player.err"; grep whep "$work/whep-nat-endpoint.err" | tail -8; }
+grep -q '"pair": "relay' "$work/whep-nat-player.out" || fail "whep-nat: the player's path is not relayed"
+kill -TERM $pe 2>/dev/null
+fi
+echo "whep: $([ $status -eq 0 ] && echo passed || echo FAILED)"
+exit $status

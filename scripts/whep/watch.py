@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""Opens the WHEP player (player.html) in Debian's headless Chromium and watches: waits until the
+video element plays and --frames frames are decoded, watches --seconds more, then DELETEs the
+session and prints one JSON line: the player's getStats (frames decoded and received, size,
+audio samples, the candidate pair), POST -> first frame in ms, whether ICE was restarted by
+PATCH, and the DELETE's status. Exits 3 when Chromium cannot start, 1 when the media did not
+come within --timeout.
+
+  watch.py PLAYER_URL [--frames N] [--seconds S] [--timeout S] [--trust-key PIN]
+"""
+import argparse, json, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("url")
+parser.add_argument("--frames", type=int, default=60)
+parser.add_argument("--seconds", type=float, default=8)
+parser.add_argument("--timeout", type=float, default=60)
+parser.add_argument("--trust-key", help="base64 SHA-256 of a certificate key Chromium trusts (the service's private CA)")
+args = parser.parse_args()
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+except ImportError as error:
+    print(f"watch.py: no selenium: {error}", file=sys.stderr)
+    sys.exit(3)
+
+options = Options()
+options.binary_location = "/usr/bin/chromium"
+options.page_load_strategy = "eager"  # the player's state is read from its script, not its load event
+for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--mute-audio",
+             "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update"]:
+    options.add_argument(flag)
+if args.trust_key:
+    options.add_argument(f"--ignore-certificate-errors-spki-list={args.trust_key}")
+try:
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+except Exception as error:
+    print(f"watch.py: Chromium cannot start: {str(error).splitlines()[0]}", file=sys.stderr)
+    sys.exit(3)
+
+def stats():
+    return driver.execute_async_script("window.whepStats().then(arguments[arguments.length - 1])")
+
+status = 1
+result = {}
+try:
+    driver.set_script_timeout(20)
+    driver.get(args.url)
+    deadline = time.time() + args.timeout
+    while time.time() < deadline:
+        result = stats()
+        if result.get("state") == "failed":
+            break
+        if result.get("playing") and (result.get("video") or {}).get("framesDecoded", 0) >= args.frames:
+            status = 0
+            break
+        time.sleep(0.25)
+    if status == 0:
+        time.sleep(args.seconds)
+        result = stats()
+    result["deleteStatus"] = driver.execute_async_script("window.whepStop().then(arguments[arguments.length - 1])")
+except Exception as error:
+    result["driverError"] = str(error).splitlines()[0]
+    status = 1
+finally:
+    print(json.dumps(result), flush=True)
+    try:
+        driver.quit()
+    except Exception:
+        pass
+sys.exit(status)
