@@ -61,6 +61,7 @@ import Testing
         #expect(reply(patched, to: 11)?.status == 204)
         let candidates = patched.compactMap { action -> RelayMessage? in if case .send(1, .relay(let m)) = action { return m }; return nil }
         #expect(candidates.map(\.kind) == [.candidate, .candidate] && candidates.allSatisfy { $0.from == name })
+        #expect(Set(candidates.map(\.id)).count == 2, "each message its own ID: a client drops a sender's repeated ID as a copy")
         #expect(candidates[0].payload["candidate"]?.stringValue == "candidate:1 1 udp 1 192.0.2.9 5000 typ host" && candidates[1].payload["candidate"]?.stringValue == "")
         // An ICE restart waits for the endpoint's answer, then gets its fragment and a new ETag.
         let restart = http(h, 12, request("PATCH", session: id, type: ICEFragment.contentType, ifMatch: "\"*\"", body: fragment))

@@ -7,6 +7,9 @@
 #                (libnice's UPnP library pulls in libsoup3 beside its libsoup2): a stub
 #                libgupnp-igd-1.0.so.4 made here goes on LD_LIBRARY_PATH. libnice gathers nothing
 #                on loopback, so this case runs in a namespace with an address on a veth.
+#   publish-restart  `callend publish` (HTTPS) from one namespace into /whip/ROOM of a service in
+#                another; the publisher's address changes twice mid-session: each time it
+#                restarts ICE by PATCH, the endpoint answers, and >= 90 % of the frames decode.
 #   whep-loopback  the WHEP player page (player.html, a minimal standard WHEP client served from
 #                another origin: CORS and --allowed-origin) in headless Chromium watches a
 #                `callend join`: its video element plays and getStats counts >= 90 % of the frames
@@ -44,7 +47,7 @@ cleanup() {
 trap cleanup EXIT
 status=0
 fail() { echo "whep: $*"; status=1; }
-cases=${WHEP_CASES:-whip-client whep-loopback whep-nat}
+cases=${WHEP_CASES:-whip-client publish-restart whep-loopback whep-nat}
 wants() { [[ " $cases " == *" $1 "* ]]; }
 
 # judge NAME: the player's JSON line against what the endpoint sent that viewer.
@@ -111,6 +114,58 @@ if [ "${recorded:-0}" -ge $((frames * 9 / 10)) ] && [ "${audio:-0}" -gt 0 ] && [
   echo "whep: whip-client passed"
 else
   fail "whip-client FAILED"; grep -v '^$' "$work/whip-client.log" | tail -8; grep -v '"change"' "$work/recorder.err" | tail -8
+fi
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+wait 2>/dev/null
+pids=()
+fi
+
+# --- publish-restart: callend publish into /whip/ROOM from another namespace; its address
+# changes twice mid-session (one added, then the first removed): each time it restarts ICE by
+# PATCH (If-Match: "*") and the endpoint, which answers with its new candidates, keeps decoding.
+if wants publish-restart; then
+pns=${ns}p ens=${ns}e
+ip netns add "$pns"; ip netns add "$ens"
+ip -n "$pns" link set lo up; ip -n "$ens" link set lo up
+ip link add "${ns}pv" type veth peer name "${ns}ev"
+ip link set "${ns}pv" netns "$pns"; ip link set "${ns}ev" netns "$ens"
+ip -n "$pns" addr add 10.78.0.1/24 dev "${ns}pv"; ip -n "$ens" addr add 10.78.0.2/24 dev "${ns}ev"
+ip -n "$pns" link set "${ns}pv" up; ip -n "$ens" link set "${ns}ev" up
+# The second address stays when the first goes (by default the kernel removes secondaries with it).
+ip netns exec "$pns" sysctl -q -w "net.ipv4.conf.${ns}pv.promote_secondaries=1"
+trap 'cleanup; ip netns del "$pns" 2>/dev/null; ip netns del "$ens" 2>/dev/null' EXIT
+service_tls "$work/tls" 10.78.0.2 || exit 1
+ip netns exec "$ens" "$bin" serve --listen 10.78.0.2:7000 --http 10.78.0.2:8443 --secret-file "$work/secret" "${serve_tls[@]}" > "$work/restart-serve.log" 2>&1 &
+pids+=($!)
+wait_for "$work/restart-serve.log" "web page at" 30 || exit 1
+"$bin" token --room relay --identity box --secret-file "$work/secret" > "$work/box.token"
+"$bin" token --room relay --identity roofcam --secret-file "$work/secret" > "$work/roofcam.token"
+ip netns exec "$ens" "$bin" join relay --token-file "$work/box.token" --server tls://10.78.0.2:7000 "${join_tls[@]}" --duration 120 --no-stdin \
+  > "$work/restart-endpoint.out" 2> "$work/restart-endpoint.err" &
+pe=$!; pids+=($pe)
+wait_for "$work/restart-endpoint.err" "joined room" 30 || exit 1
+ip netns exec "$pns" "$bin" publish https://10.78.0.2:8443/whip/relay --bearer-token-file "$work/roofcam.token" "${join_tls[@]}" \
+  --video-size 320x240 --duration 20 --no-stdin > "$work/restart-publish.out" 2> "$work/restart-publish.err" &
+pp=$!; pids+=($pp)
+wait_for "$work/restart-publish.err" "dtls: connected" 30
+ip -n "$pns" addr add 10.78.0.3/24 dev "${ns}pv"
+wait_for "$work/restart-publish.err" "ICE restart answered" 20
+wait_for "$work/restart-publish.err" "restart done" 20
+ip -n "$pns" addr del 10.78.0.1/24 dev "${ns}pv"
+wait $pp; rc=$?
+wait_for "$work/restart-endpoint.err" "the WHIP publisher ended its session" 15
+kill -TERM $pe; wait $pe 2>/dev/null
+sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/restart-publish.out")
+decoded=$(sed -n 's/.*video \([0-9]*\) frames decoded.*/\1/p' "$work/restart-endpoint.out")
+restarts=$(sed -n 's/.*ICE restarts \([0-9]*\).*/\1/p' "$work/restart-publish.out")
+patches=$(grep -c 'PATCH /whip/relay/.* -> 200' "$work/restart-serve.log")
+echo "whep: publish-restart: exit $rc; $(cat "$work/restart-publish.out")"
+echo "whep: publish-restart: the endpoint decoded ${decoded:-0} of ${sent:-0} frames; ${patches} restarts answered 200 by PATCH"
+if [ $rc -eq 0 ] && [ "${restarts:-0}" -ge 2 ] && [ "$patches" -ge 2 ] && ! grep -q 'sessions [0-9]' "$work/restart-publish.out" \
+   && [ "${decoded:-0}" -ge $((${sent:-1} * 9 / 10)) ]; then
+  echo "whep: publish-restart passed"
+else
+  fail "publish-restart FAILED"; grep -v '"change"' "$work/restart-publish.err" | tail -12; grep -v '"change"' "$work/restart-endpoint.err" | tail -8
 fi
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null

@@ -80,6 +80,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
         var summary = PublishSummary()
         defer { media.close() }
         var linkServers: [ICEServer] = []
+        var repostFailures = 0
         while !stopped && (deadline.map { ContinuousClock.now < $0 } ?? true) {
             summary.sessions += 1
             let session = summary.sessions
@@ -107,7 +108,20 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             offer.transport.endOfCandidates = complete
             log("whip: POST \(options.endpoint) (\(gathered.count) candidates\(complete ? "" : ", more to trickle"))")
             let posted = ContinuousClock.now
-            var resource = try whip.post(offer: offer.sdp)
+            let posting = Result { () throws(WHIPError) in try whip.post(offer: offer.sdp) }
+            if case .failure(let error) = posting {
+                // Publishing again after a lost path, with the network still gone: again, until it
+                // is back (the first POST's failure is the caller's to hear).
+                guard error.status == nil && summary.sessions > 1 else { throw error }
+                summary.sessions -= 1
+                let wait = Duration.seconds(1 << min(repostFailures, 3))
+                repostFailures += 1
+                log(.warning("whip: \(error); publishing again in \(wait)"))
+                _ = events.take(timeout: wait)
+                continue
+            }
+            guard case .success(var resource) = posting else { continue }
+            repostFailures = 0
             if summary.answeredIn == nil { summary.answeredIn = ContinuousClock.now - posted }
             let servers = resource.iceServers.isEmpty ? "" : ", ICE servers " + resource.iceServers.flatMap(\.urls).joined(separator: " ")
             log("whip: 201 in \(Int((ContinuousClock.now - posted).inMilliseconds)) ms, session \(resource.location)\(servers)")
@@ -234,7 +248,11 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             var lastHeard = media.transport.packetsAuthenticated
             /// A restart under way: its credentials and the candidates gathered for it so far.
             var restarting: (ufrag: String, password: String, candidates: [String], since: ContinuousClock.Instant)?
+            /// Restarts since the path last worked; past two, a new POST.
             var restartsTried = 0
+            /// A restart whose PATCH could not reach the server (no route, the network down) is
+            /// tried again then, until it can.
+            var retryAt: ContinuousClock.Instant?
             func patch(_ fragment: ICEFragment, restart: Bool) -> ICEFragment?? {
                 do {
                     let answer = try whip.patch(&resource, fragment: fragment, restart: restart)
@@ -248,6 +266,10 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                             log("whip: the server takes no trickled candidates (\(error.status ?? 0)); the ones in the offer have to do")
                             trickle = false
                         }
+                    } else if restart && error.status == nil {
+                        log(.warning("whip: \(error); the restart goes again in 2 s"))
+                        restarting = nil
+                        retryAt = .now + .seconds(2)
                     } else {
                         log(.warning("whip: \(error)"))
                         if restart { repost("the ICE restart failed") }
@@ -298,7 +320,9 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                     case .pathRestored:
                         log("ice: the path works again")
                         policy.pathRestored()
-                    case .restarted: log("ice: restart done, the new path carries the media")
+                    case .restarted:
+                        restartsTried = 0
+                        log("ice: restart done, the new path carries the media")
                     case .failed(let why), .untrusted(let why): log(.warning(why))
                     default: break
                     }
@@ -319,7 +343,9 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                     if heard != lastHeard { policy.heard(at: now) }
                     lastHeard = heard
                 }
-                if restarting == nil, policy.shouldRestart(at: now, addressesChanged: changed) {
+                let retry = retryAt.map { now >= $0 } ?? false
+                if restarting == nil, retry || policy.shouldRestart(at: now, addressesChanged: changed) {
+                    retryAt = nil
                     if restartsTried >= 2 {
                         repost("two ICE restarts did not bring the path back")
                         continue
@@ -329,7 +355,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                         restarting = (credentials.ufrag, credentials.password, [], now)
                         restartsTried += 1
                         policy.restarted(at: now)
-                        log("ice: restarting (\(changed ? "local addresses changed" : policy.reason(at: now))) by PATCH")
+                        log("ice: restarting (\(retry ? "again" : changed ? "local addresses changed" : policy.reason(at: now))) by PATCH")
                     } catch {
                         log(.warning("ice: cannot restart: \(error)"))
                     }

@@ -96,6 +96,13 @@ extension SignalingServerCore {
     /// How long the endpoint has to answer an offer or a restart.
     public static let webRTCHTTPAnswerTimeout: Duration = .seconds(8)
 
+    /// A relay message ID of its own for each message of a session: endpoints drop a message
+    /// whose sender and ID they have seen (a copy re-sent after a reconnect).
+    func nextSessionMessageID(_ name: String) -> String {
+        webRTCHTTPMessages += 1
+        return "\(name)-\(webRTCHTTPMessages)"
+    }
+
     /// Whether identities of this form are the service's own (WHIP/WHEP sessions): no token may join under one.
     static func isSessionName(_ identity: String) -> Bool { identity.hasPrefix("whip~") || identity.hasPrefix("whep~") }
 
@@ -151,12 +158,12 @@ extension SignalingServerCore {
             let payload = JSONValue.object(["type": .string("offer"), "via": .string(session.kind.rawValue), "iceRestart": .object([
                 "ufrag": .string(fragment.ufrag), "pwd": .string(fragment.password), "candidates": .array(fragment.candidates.map(JSONValue.string)),
             ])])
-            return [.send(session.endpoint.connection, .relay(RelayMessage(kind: .offer, id: "\(session.name)-restart", from: session.name, to: session.endpoint.identity, payload: payload)))]
+            return [.send(session.endpoint.connection, .relay(RelayMessage(kind: .offer, id: nextSessionMessageID(session.name), from: session.name, to: session.endpoint.identity, payload: payload)))]
         }
         var actions: [Action] = []
         for line in fragment.candidates + (fragment.endOfCandidates ? [""] : []) {
             let payload = JSONValue.object(["candidate": .string(line), "sdpMid": .string(fragment.mid), "sdpMLineIndex": .number(0), "usernameFragment": .string(fragment.ufrag)])
-            actions.append(.send(session.endpoint.connection, .relay(RelayMessage(kind: .candidate, id: "\(session.name)-c", from: session.name, to: session.endpoint.identity, payload: payload))))
+            actions.append(.send(session.endpoint.connection, .relay(RelayMessage(kind: .candidate, id: nextSessionMessageID(session.name), from: session.name, to: session.endpoint.identity, payload: payload))))
         }
         return actions + reply(id, HTTPReply(status: 204, "", fields: [("ETag", session.etag)]))
     }
@@ -181,7 +188,7 @@ extension SignalingServerCore {
         waitingHTTP[id] = sessionID
         let payload = JSONValue.object(["type": .string("offer"), "sdp": .string(request.body), "via": .string(request.kind.rawValue)])
         counters.relayed += 1
-        return [.send(endpoint.connection, .relay(RelayMessage(kind: .offer, id: "\(session.name)-offer", from: session.name, to: endpoint.identity, payload: payload)))]
+        return [.send(endpoint.connection, .relay(RelayMessage(kind: .offer, id: nextSessionMessageID(session.name), from: session.name, to: endpoint.identity, payload: payload)))]
     }
 
     private func reply(_ id: ConnectionID, _ reply: HTTPReply) -> [Action] {
@@ -236,7 +243,7 @@ extension SignalingServerCore {
     private func endSession(_ session: WebRTCHTTPSession, reason: String) -> [Action] {
         var actions: [Action] = []
         if let waiting = session.waiting { actions += reply(waiting.connection, HTTPReply(status: 503, reason, fields: [("Retry-After", "5")])) }
-        actions.append(.send(session.endpoint.connection, .relay(RelayMessage(kind: .bye, id: "\(session.name)-bye", from: session.name, to: session.endpoint.identity,
+        actions.append(.send(session.endpoint.connection, .relay(RelayMessage(kind: .bye, id: nextSessionMessageID(session.name), from: session.name, to: session.endpoint.identity,
                                                                               payload: .object(["reason": .string(reason)])))))
         return actions
     }

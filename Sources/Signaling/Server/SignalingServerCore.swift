@@ -71,6 +71,7 @@ public final class SignalingServerCore {
     /// WHIP/WHEP sessions by ID, and the web connections whose request waits for an endpoint.
     var webRTCHTTPSessions: [String: WebRTCHTTPSession] = [:]
     var waitingHTTP: [ConnectionID: String] = [:]
+    var webRTCHTTPMessages: UInt64 = 0
     /// Seats, when this service's rooms are its own; with a directory the seats live there.
     private var seats: SeatTable
     /// Open connections per address block, and those of them that have not joined.
