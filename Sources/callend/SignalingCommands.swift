@@ -53,8 +53,15 @@ let serveHelp = """
                               WebSocket at /ws (one JSON message per text frame); HTTPS and WSS
                               with --tls-cert/--tls-key. Browsers give a page their camera and
                               microphone only over HTTPS or on localhost; elsewhere it receives only.
-                              The line 'web page at URL' on standard output says where
-      --allowed-origin ORIGIN a page at ORIGIN (https://app.example.org) may open /ws; by default
+                              The line 'web page at URL' on standard output says where.
+                              It also takes WHIP and WHEP (RFC 9725): POST /whip/ROOM publishes
+                              into ROOM (its endpoint takes the publisher as its peer), POST
+                              /whep/ROOM watches ROOM's endpoint; the bearer token is a token for
+                              ROOM; the answer comes from the endpoint, with Location, ETag and the
+                              ICE servers (per-session TURN credentials) in Link fields; PATCH
+                              (trickle, ICE restart) and DELETE on the session; OPTIONS and CORS
+      --allowed-origin ORIGIN a page at ORIGIN (https://app.example.org) may open /ws and use WHIP
+                              and WHEP (a WHEP player on another site); by default
                               only the service's own page may (browsers send Origin; other
                               clients send none and are let in). Repeatable
       --allowed-host NAME     answer requests for Host NAME; by default IP addresses, localhost and

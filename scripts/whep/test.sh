@@ -70,6 +70,28 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# time_players NAME ENDPOINT_LOG URL [WATCH OPTIONS...]: WHEP_RUNS - 1 more players one after
+# another (each once the previous viewer has ended at the endpoint), then POST -> first frame
+# over them and the case's first player: p50 and p95 (scripts/whep/bench.sh runs 20).
+time_players() {
+  local name=$1 endpoint_log=$2 url=$3 i done_before
+  shift 3
+  for ((i = 2; i <= ${WHEP_RUNS:-1}; i++)); do
+    done_before=$(grep -c 'done: sent' "$endpoint_log")
+    "${in_ns[@]}" "$py" "$here/watch.py" "$url" --frames 15 --seconds 0 "$@" >> "$work/$name-player.out" 2> /dev/null
+    local deadline=$((SECONDS + 15))
+    while [ "$(grep -c 'done: sent' "$endpoint_log")" -le "$done_before" ] && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
+  done
+  "$py" - "$work/$name-player.out" "$name" <<'PY'
+import json, statistics, sys
+times = sorted(json.loads(l)["firstFrameMs"] for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l).get("firstFrameMs"))
+if times:
+    p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+    print(f"whep: {sys.argv[2]}: POST -> first frame over {len(times)} players: p50 {statistics.median(times):.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms")
+PY
+}
+in_ns=()
+
 "$bin" token --new-secret --out "$work/secret"
 # --- whip-client into /whip/ROOM, in a namespace with an address on a veth
 if wants whip-client; then
@@ -203,6 +225,7 @@ wait $pw; rc=$?
 [ $rc -eq 3 ] && skip "Chromium cannot start here: $(tail -1 "$work/whep-loopback-player.err")"
 wait_for "$work/whep-loopback-endpoint.err" "done: sent" 15
 judge whep-loopback || { status=1; tail -5 "$work/whep-loopback-player.err"; grep whep "$work/whep-loopback-endpoint.err" | tail -5; }
+time_players whep-loopback "$work/whep-loopback-endpoint.err" "$player&token=$(cat "$work/viewer.token")"
 grep -q '"error": "Error: POST: 503 this endpoint has its 1 viewers' "$work/refused-full.out" \
   && echo "whep: whep-refused: a second viewer over --max-viewers 1: 503" || fail "whep-refused FAILED (max viewers): $(cut -c1-300 "$work/refused-full.out")"
 grep -q '"error": "Error: POST: 403 token_room' "$work/refused-room.out" \
@@ -245,6 +268,8 @@ ip netns exec "$A" "$py" "$here/watch.py" "$page_origin/player.html?whep=https:/
 wait_for "$work/whep-nat-endpoint.err" "done: sent" 15
 judge whep-nat || { status=1; tail -5 "$work/whep-nat-player.err"; grep whep "$work/whep-nat-endpoint.err" | tail -8; }
 grep -q '"pair": "relay' "$work/whep-nat-player.out" || fail "whep-nat: the player's path is not relayed"
+in_ns=(ip netns exec "$A")
+time_players whep-nat "$work/whep-nat-endpoint.err" "$page_origin/player.html?whep=https://$server_ip:$nport/whep/roof&relay=1&token=$(cat "$work/phone.token")" --trust-key "$tls_pin"
 kill -TERM $pe 2>/dev/null
 fi
 echo "whep: $([ $status -eq 0 ] && echo passed || echo FAILED)"

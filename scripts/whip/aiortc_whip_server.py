@@ -1,6 +1,6 @@
 """A WHIP server (RFC 9725) on aiortc, for testing `callend publish` against another stack.
 
-  aiortc_whip_server.py --listen HOST:PORT --token T --record FILE.webm [--tls-cert C --tls-key K]
+  aiortc_whip_server.py --listen HOST:PORT --token T --record FILE.webm [--tls-cert C --tls-key K] [--no-transport-cc]
 
 POST /whip/live takes an SDP offer (Bearer T, application/sdp) and answers 201 with the answer
 (aiortc gathers before answering: no trickle), a Location under /whip/session/, an ETag and a Link
@@ -50,7 +50,11 @@ class Session:
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
         await self.pc.setLocalDescription(await self.pc.createAnswer())
         await self.recorder.start()
-        return self.pc.localDescription.sdp
+        sdp = self.pc.localDescription.sdp
+        if args.no_transport_cc:
+            # A server that sends reception reports only: no transport-wide feedback negotiated.
+            sdp = "".join(l for l in sdp.splitlines(keepends=True) if "transport-cc" not in l and "transport-wide-cc" not in l)
+        return sdp
 
     async def close(self):
         await self.recorder.stop()
@@ -165,6 +169,7 @@ def main():
     parser.add_argument("--record", required=True)
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
+    parser.add_argument("--no-transport-cc", action="store_true", help="answer without transport-cc (feedback by RTCP reports only)")
     args = parser.parse_args()
     host, _, port = args.listen.rpartition(":")
     server = ThreadingHTTPServer((host, int(port)), Handler)

@@ -11,6 +11,8 @@
 #   publish-refused every refusal is exit 1 with a message that says what it means: a wrong
 #                   token (401), 403, 404, 409, 415, 422, 429 (with Retry-After), 500, 503, a 201
 #                   that is not SDP (whose session is DELETEd at once), a server that is not there
+#   publish-reports the server negotiates no transport-cc: the automatic mode decides on the loss
+#                   its reception reports give (encoder decisions logged), >= 90 % recorded
 # Skips, saying so, when aiortc cannot be installed. Removes everything it made.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -131,6 +133,26 @@ fi
 posts=$(grep -c '^whip-server: POST' "$work/server.log") deletes=$(grep -c '^whip-server: DELETE [0-9a-f]' "$work/server.log")
 if [ "$posts" -ne "$deletes" ]; then
   fail "a session was left on the server: $posts sessions made, $deletes DELETEd"
+fi
+# publish-reports: a server that negotiates no transport-cc (reception reports only): the
+# automatic mode still decides, on the loss the reports give.
+"$python" scripts/whip/aiortc_whip_server.py --listen 127.0.0.1:0 --token "$(cat "$work/token")" --record "$work/reports.webm" \
+  --no-transport-cc > "$work/server-reports.log" 2>&1 &
+pids+=($!)
+wait_for "$work/server-reports.log" "listening on" 30 || exit 1
+rport=$(sed -n 's/listening on 127.0.0.1:\([0-9]*\)/\1/p' "$work/server-reports.log")
+timeout 90 "$bin" publish "http://127.0.0.1:$rport/whip/live" --bearer-token-file "$work/token" --no-stdin --video-size 320x240 --duration 10 \
+  > "$work/reports.out" 2> "$work/reports.err"
+rc=$?
+sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/reports.out")
+recorded=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/reports.webm" 2>/dev/null | head -1)
+decisions=$(grep -c '"cause":"increase"' "$work/reports.err")
+probes=$(grep -c '"cause":"probe"' "$work/reports.err")
+echo "whip: publish-reports: exit $rc; ${decisions} encoder decisions on reported loss, ${probes} on transport-cc probes (none can come); recorded ${recorded:-0} of ${sent:-0} frames"
+if [ $rc -eq 0 ] && [ "$decisions" -ge 1 ] && [ "$probes" -eq 0 ] && [ "${recorded:-0}" -ge $((${sent:-1} * 9 / 10)) ]; then
+  echo "whip: publish-reports passed"
+else
+  fail "publish-reports FAILED"; tail -8 "$work/reports.err"
 fi
 echo "whip: $([ $status -eq 0 ] && echo passed || echo FAILED)"
 exit $status

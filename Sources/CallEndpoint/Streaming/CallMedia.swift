@@ -213,6 +213,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         }
         sending.encodingMode = encoding.mode
         sending.controlsCameraMode = encoding.controlsCameraMode
+        sending.estimatesFromReports = true
         sending.maxVideoBitrate = encoding.maxVideoBitrate
         sending.videoBitrate = min(sending.videoBitrate, encoding.maxVideoBitrate)
         sending.onDecision = encoding.onDecision

@@ -24,7 +24,7 @@ extension MediaSender {
             track.removeSink(sink)
             if ownsTracks { source.stop() }
         }
-        let auto = configuration.encodingMode == .auto && configuration.transportSequenceExtensionID != nil
+        let auto = configuration.encodingMode == .auto && (configuration.transportSequenceExtensionID != nil || configuration.estimatesFromReports)
         var appliedBitrate = 0
         var appliedMode: VideoMode?
         // The ladder is built for the input it was made from: a switch to another camera, or a

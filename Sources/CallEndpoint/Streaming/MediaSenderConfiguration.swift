@@ -48,6 +48,10 @@ public struct MediaSenderConfiguration: Sendable {
     /// of the same camera) scales pictures instead, so viewers cannot pull the camera from
     /// under the call and each other.
     public var controlsCameraMode = true
+    /// Auto mode on a peer that sends no transport-cc feedback (a WHIP server): the estimate
+    /// comes from the loss in its reception reports and its REMB (`ReportedLossEstimator`). A
+    /// call's sender does; `callend send`, whose receivers are RTP tools, does not.
+    public var estimatesFromReports = false
     /// The most the video may use (manual mode's cap, auto mode's ceiling).
     public var maxVideoBitrate = 2_500_000
     /// Every encoding decision, as it is made.

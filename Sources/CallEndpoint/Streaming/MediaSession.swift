@@ -47,7 +47,7 @@ final class MediaSession {
             c.midExtensionID = s.midExtension?.id
             c.transportSequenceExtensionID = s.transportSequenceExtensionID
             c.fixedPacingRate = max(s.videoBitrate, s.maxVideoBitrate) * 3
-            if s.encodingMode == .auto {
+            if s.encodingMode == .auto && (s.transportSequenceExtensionID != nil || s.estimatesFromReports) {
                 var congestion = BandwidthEstimator.Configuration()
                 congestion.startBitrate = min(800_000, s.maxVideoBitrate)
                 congestion.maxBitrate = s.maxVideoBitrate + 64_000

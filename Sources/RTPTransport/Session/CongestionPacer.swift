@@ -7,24 +7,38 @@ import MediaCore
 struct CongestionPacer: Sendable {
     private(set) var pacer: Pacer<RTPPacket>
     private(set) var estimator: BandwidthEstimator?
+    /// The estimate from reception reports (and REMB), when the receiver sends no transport-cc.
+    private(set) var reported: ReportedLossEstimator?
+    /// No transport-cc: auto mode estimates from reports.
+    private let reportsOnly: Bool
     private var adapter = TransportFeedbackAdapter()
     private let estimatorConfiguration: BandwidthEstimator.Configuration?
     let overhead: Int
     /// Bytes of probe padding sent so far.
     private(set) var paddingBytes = 0
 
-    init(congestion: BandwidthEstimator.Configuration?, fixedRate: Int, overhead: Int) {
+    init(congestion: BandwidthEstimator.Configuration?, reportsOnly: Bool = false, fixedRate: Int, overhead: Int) {
         estimatorConfiguration = congestion
+        self.reportsOnly = reportsOnly
         pacer = Pacer(pacingRate: fixedRate)
         self.overhead = overhead
     }
 
     /// Auto mode starts estimating with the first video (as the encoders start).
     mutating func startEstimating() -> Bool {
-        guard estimator == nil, let configuration = estimatorConfiguration else { return false }
-        estimator = BandwidthEstimator(configuration: configuration)
+        guard estimator == nil, reported == nil, let configuration = estimatorConfiguration else { return false }
+        if reportsOnly { reported = ReportedLossEstimator(configuration: configuration) } else { estimator = BandwidthEstimator(configuration: configuration) }
         return true
     }
+
+    /// The estimate in force, from transport-cc or from reports.
+    var estimate: Int? { estimator?.estimate ?? reported?.estimate }
+
+    /// A reception report on our video, for the estimate from reports.
+    mutating func report(fractionLost: UInt8, now: Int64) -> BandwidthEstimator.Change? { reported?.onReport(fractionLost: fractionLost, now: now) }
+
+    /// A REMB, for the estimate from reports (transport-cc's estimate has its own evidence).
+    mutating func remb(bitrate: Int, now: Int64) -> BandwidthEstimator.Change? { reported?.onREMB(bitrate: bitrate, now: now) }
 
     var isEmpty: Bool { pacer.isEmpty }
 
@@ -61,6 +75,9 @@ struct CongestionPacer: Sendable {
                                                     newestFeedbackAt: adapter.newestReported?.at, shortestFeedbackDelay: roundTrip,
                                                     queueDelay: estimator.pathQueueDelay, now: now)
             if !pacer.probing, let probe = self.estimator?.probeToSend(now: now) { pacer.startProbe(probe, now: now) }
+        } else if let reported {
+            let pacing = SendPolicy.pacing(estimate: reported.estimate, lastDecrease: nil, now: now)
+            (pacer.pacingRate, pacer.maxDrainRate) = (pacing.rate, pacing.maxDrainRate)
         }
         var out: [RTPPacket] = []
         func stamp(_ packet: inout RTPPacket, probe: BandwidthEstimator.ProbeCluster?) {

@@ -124,7 +124,7 @@ public struct RTPSessionCore: Sendable {
         for stream in [configuration.video, configuration.audio].compactMap({ $0 }) { mids[stream.ssrc] = stream.mid }
         stamper = PacketStamper(transportSequenceID: configuration.transportSequenceExtensionID, midID: configuration.midExtensionID, mids: mids,
                                 rtx: configuration.rtx.flatMap { rtx in configuration.video.map { (rtx.ssrc, $0.ssrc) } })
-        pacer = CongestionPacer(congestion: configuration.transportSequenceExtensionID == nil ? nil : configuration.congestion,
+        pacer = CongestionPacer(congestion: configuration.congestion, reportsOnly: configuration.transportSequenceExtensionID == nil,
                                 fixedRate: configuration.fixedPacingRate, overhead: configuration.transportOverhead)
         transportCC = configuration.transportSequenceExtensionID.map { TransportCCRecorder(extensionID: $0, senderSSRC: configuration.receiverSSRC) }
     }
@@ -151,7 +151,7 @@ public struct RTPSessionCore: Sendable {
     }
 
     /// The bandwidth estimate (auto mode, once video started).
-    public var estimate: Int? { pacer.estimator?.estimate }
+    public var estimate: Int? { pacer.estimate }
     /// How long the oldest packet in the pacer has waited (µs): encoder pushback reads it.
     public func pacerQueueDelay(at now: MediaTime) -> Int64 { pacer.queueDelay(now: now.microseconds) }
     public var pacerIsEmpty: Bool { pacer.isEmpty }
@@ -432,8 +432,14 @@ public struct RTPSessionCore: Sendable {
                                          cause: (change?.cause ?? .increase).rawValue))
             case .receiverReport(let rr):
                 peerReported(rr.reports, arrivalNTP: arrivalNTP, video: videoSSRC, audio: audioSSRC, actions: &actions)
+                estimateFromReports(rr.reports, video: videoSSRC, now: arrival, actions: &actions)
+            case .remb(let remb):
+                if let change = pacer.remb(bitrate: Int(clamping: remb.bitrate), now: arrival.microseconds) {
+                    actions.append(.estimate(bitrate: change.to, lossFraction: pacer.reported?.lossFraction ?? 0, cause: change.cause.rawValue))
+                }
             case .senderReport(let sr):
                 peerReported(sr.reports, arrivalNTP: arrivalNTP, video: videoSSRC, audio: audioSSRC, actions: &actions)
+                estimateFromReports(sr.reports, video: videoSSRC, now: arrival, actions: &actions)
                 if sr.ssrc == receivedVideo?.statistics?.ssrc {
                     receivedVideo?.statistics?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival.sinceOrigin)
                     lipSync.videoSenderReport(ntp: sr.ntpTimestamp, rtp: sr.rtpTimestamp)
@@ -452,6 +458,15 @@ public struct RTPSessionCore: Sendable {
                 }
             default:
                 break
+            }
+        }
+    }
+
+    /// Without transport-cc, auto mode's estimate follows the loss the peer reports on our video.
+    private mutating func estimateFromReports(_ blocks: [ReceptionReport], video: UInt32?, now: MediaTime, actions: inout [SessionAction]) {
+        for block in blocks where block.ssrc == video {
+            if let change = pacer.report(fractionLost: block.fractionLost, now: now.microseconds) {
+                actions.append(.estimate(bitrate: change.to, lossFraction: pacer.reported?.lossFraction ?? 0, cause: change.cause.rawValue))
             }
         }
     }

@@ -35,6 +35,8 @@ public struct BandwidthEstimator: Sendable {
         /// Another sender keeps the bottleneck's queue full (a TCP download): the estimate
         /// takes back what it cut for that queue, and loss rules until the queue drains.
         case competing
+        /// The receiver's REMB capped the estimate (`ReportedLossEstimator`).
+        case remb
     }
 
     /// A change of the estimate and why.
