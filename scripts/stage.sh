@@ -21,3 +21,20 @@ service_tls() {
   join_tls=(--ca-file "$dir/ca.pem")
   tls_pin=$(openssl x509 -in "$dir/server.pem" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64)
 }
+
+# need_aiortc: sets python to the bench venv's interpreter with aiortc (installing it from PyPI
+# the first time), or skips the stage saying why.
+need_aiortc() {
+  python=.build/bench-venv/bin/python
+  if ! "$python" -c "import aiortc" 2>/dev/null; then
+    bash scripts/congestion/setup-bench.sh >/dev/null 2>&1 || true
+  fi
+  "$python" -c "import aiortc" 2>/dev/null || skip "aiortc could not be installed from PyPI into .build/bench-venv"
+}
+
+# stop_pids: ends every process in pids (the stage's own) and waits for them.
+stop_pids() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  pids=()
+}

@@ -16,36 +16,42 @@ import TestSupport
                               + extra + "Content-Length: \(body.utf8.count)\r\n\r\n" + body)
     }
 
-    @Test func anOfferReachesTheEndpointAndItsAnswerTheClient() async throws {
+    @Test func anOfferReachesTheEndpointAndItsAnswerTheClient() throws {
         let server = try startWebServer()
         defer { server.stop() }
-        let (endpoint, log) = makeClient(port: server.port, identity: "roof")
-        defer { endpoint.stop() }
-        #expect(await log.wait(isJoined) != nil)
-        // The client on a thread of its own (the test's tasks share the pool with blocking
-        // tests): the head and the body in pieces, as a slow client sends them.
-        let port = server.webPort!
-        let result = Mutex<(status: Int, head: String, body: String)?>(nil)
-        let done = DispatchSemaphore(value: 0)
+        // The endpoint answers the offer it hears on its client's own thread, as a callend join
+        // does (the test's tasks share the pool with blocking tests, which can starve them).
+        let now = Int64(Date().timeIntervalSince1970)
+        let token = TokenIssuer(secret: testSecret).mint(TokenClaims(identity: "roof", room: "lab", issuedAt: now, expires: now + 600))
+        var configuration = SignalingClientConfiguration(host: "127.0.0.1", port: server.port, room: "lab", token: { token }, tls: nil)
+        let endpoint = Mutex<SignalingClient?>(nil)
+        let heard = Mutex<RelayMessage?>(nil)
+        let joined = DispatchSemaphore(value: 0)
+        configuration.eventHandler = { event in
+            switch event {
+            case .joined: joined.signal()
+            case .message(let offer) where offer.kind == .offer:
+                heard.withLock { $0 = offer }
+                _ = endpoint.withLock { $0 }?.send(RelayMessage(kind: .answer, id: "a", to: offer.from,
+                                                               payload: .object(["type": .string("answer"), "sdp": .string("v=0\r\nanswer")])))
+            default: break
+            }
+        }
+        let client = SignalingClient(configuration: configuration)
+        endpoint.withLock { $0 = client }
+        client.start()
+        defer { client.stop() }
+        #expect(joined.wait(timeout: .now() + 30) == .success)
+        // The head and the body in pieces, as a slow client sends them.
+        let web = try WebClient(port: server.webPort!)
+        var patience = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(web.fd, SOL_SOCKET, SO_RCVTIMEO, &patience, socklen_t(MemoryLayout<timeval>.size))
         let head = "POST /whep/lab HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sdp\r\nAuthorization: Bearer \(joinToken("phone"))\r\nContent-Length: \(Self.offer.utf8.count)\r\n\r\n"
-        Thread.detachNewThread {
-            guard let client = try? WebClient(port: port) else { done.signal(); return }
-            client.send(Array(head.utf8))
-            client.send(Array(Self.offer.utf8.prefix(10)))
-            let response = client.request(String(decoding: Self.offer.utf8.dropFirst(10), as: UTF8.self))
-            result.withLock { $0 = response }
-            done.signal()
-        }
-        // The endpoint answers the offer it hears, as a callend join does.
-        guard case .message(let offer)? = await log.wait({ if case .message(let m) = $0 { return m.kind == .offer }; return false }) else {
-            done.wait()
-            Issue.record("the offer did not reach the endpoint: \(log.all); the client got \(String(describing: result.withLock { $0 }))")
-            return
-        }
-        #expect(offer.payload["via"]?.stringValue == "whep" && offer.payload["sdp"]?.stringValue == Self.offer)
-        _ = endpoint.send(RelayMessage(kind: .answer, id: "a", to: offer.from, payload: .object(["type": .string("answer"), "sdp": .string("v=0\r\nanswer")])))
-        done.wait()
-        let response = try #require(result.withLock { $0 })
+        web.send(Array(head.utf8))
+        web.send(Array(Self.offer.utf8.prefix(10)))
+        let response = web.request(String(decoding: Self.offer.utf8.dropFirst(10), as: UTF8.self))
+        let offer = heard.withLock { $0 }
+        #expect(offer?.payload["via"]?.stringValue == "whep" && offer?.payload["sdp"]?.stringValue == Self.offer && offer?.from?.hasPrefix("whep~") == true)
         #expect(response.status == 201 && response.body == "v=0\r\nanswer", "\(response)")
         #expect(response.head.contains("\r\nLocation: /whep/lab/") && response.head.contains("\r\nETag: \"") && response.head.contains("Content-Type: application/sdp"))
     }

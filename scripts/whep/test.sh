@@ -137,9 +137,7 @@ if [ "${recorded:-0}" -ge $((frames * 9 / 10)) ] && [ "${audio:-0}" -gt 0 ] && [
 else
   fail "whip-client FAILED"; grep -v '^$' "$work/whip-client.log" | tail -8; grep -v '"change"' "$work/recorder.err" | tail -8
 fi
-for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-wait 2>/dev/null
-pids=()
+stop_pids
 fi
 
 # --- publish-restart: callend publish into /whip/ROOM from another namespace; its address
@@ -189,9 +187,7 @@ if [ $rc -eq 0 ] && [ "${restarts:-0}" -ge 2 ] && [ "$patches" -ge 2 ] && ! grep
 else
   fail "publish-restart FAILED"; grep -v '"change"' "$work/restart-publish.err" | tail -12; grep -v '"change"' "$work/restart-endpoint.err" | tail -8
 fi
-for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-wait 2>/dev/null
-pids=()
+stop_pids
 fi
 
 # --- the WHEP player in Chromium
@@ -231,9 +227,7 @@ grep -q '"error": "Error: POST: 503 this endpoint has its 1 viewers' "$work/refu
 grep -q '"error": "Error: POST: 403 token_room' "$work/refused-room.out" \
   && echo "whep: whep-refused: a token for another room: 403" || fail "whep-refused FAILED (another room): $(cut -c1-300 "$work/refused-room.out")"
 kill -TERM $pe 2>/dev/null
-for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-wait 2>/dev/null
-pids=()
+stop_pids
 fi
 
 # --- whep-nat: through the NAT lab, relayed

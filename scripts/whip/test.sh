@@ -18,13 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/wait.sh
 source scripts/stage.sh
-python=.build/bench-venv/bin/python
-if ! "$python" -c "import aiortc" 2>/dev/null; then
-  bash scripts/congestion/setup-bench.sh >/dev/null 2>&1 || true
-fi
-if ! "$python" -c "import aiortc" 2>/dev/null; then
-  skip "aiortc could not be installed from PyPI into .build/bench-venv"
-fi
+need_aiortc
 command -v ffprobe >/dev/null || skip "needs ffprobe (scripts/install-deps.sh installs ffmpeg)"
 bin=$(swift build --show-bin-path)/callend
 work=$(mktemp -d /tmp/callend-whip.XXXXXX)

@@ -243,8 +243,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             var resource = initial
             let whip = publisher.whip, log = publisher.log
             var policy = ICERestartPolicy(offerer: true)
-            var addresses = LocalAddresses.current()
-            var nextAddressCheck = ContinuousClock.now + .seconds(1)
+            var addresses = LocalAddressWatch()
             var lastHeard = media.transport.packetsAuthenticated
             /// A restart under way: its credentials and the candidates gathered for it so far.
             var restarting: (ufrag: String, password: String, candidates: [String], since: ContinuousClock.Instant)?
@@ -329,14 +328,9 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                 }
                 if let r = restarting, now - r.since >= .seconds(3) { sendRestart() }  // gathering took too long: what there is goes
                 var changed = false
-                if now >= nextAddressCheck {
-                    nextAddressCheck = now + .seconds(1)
-                    let fresh = LocalAddresses.current()
-                    if fresh != addresses {
-                        changed = true
-                        log("network: local addresses now \(fresh.sorted().joined(separator: " "))")
-                        addresses = fresh
-                    }
+                if let before = addresses.changed(at: now) {
+                    changed = true
+                    log("network: local addresses now \(addresses.addresses.sorted().joined(separator: " ")) (were \(before.sorted().joined(separator: " ")))")
                 }
                 if policy.lostSince != nil {
                     let heard = media.transport.packetsAuthenticated

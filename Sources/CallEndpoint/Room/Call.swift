@@ -547,8 +547,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             // A restart that could not start (earlier agents still closing) is tried again a
             // second later, not on every pass.
             var restartNotBefore: ContinuousClock.Instant?
-            var addresses = LocalAddresses.current()
-            var nextAddressCheck = ContinuousClock.now + .seconds(1)
+            var addresses = LocalAddressWatch()
             var lastHeardCount = callMedia.transport.packetsAuthenticated
             /// A restart a WHIP publisher asked for: its answer waits for our new agent's candidates.
             var fragmentRestart: (ufrag: String, password: String, candidates: [String], until: ContinuousClock.Instant)?
@@ -706,17 +705,12 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     _ = signaling.client.send(RelayMessage(kind: .answer, id: "", to: peer, payload: .object(["type": .string("answer"), "sdp": .string(fragment.serialized)])))
                 }
                 var changed = false
-                if now >= nextAddressCheck {
-                    nextAddressCheck = now + .seconds(1)
-                    let fresh = LocalAddresses.current()
-                    if fresh != addresses {
-                        changed = true
-                        self.log("network: local addresses now \(fresh.sorted().joined(separator: " ")) (were \(addresses.sorted().joined(separator: " ")))")
-                        addresses = fresh
-                        // The signaling connection may have used a departed address: TCP would
-                        // take minutes to say so.
-                        signaling.client.reconnect(because: "local addresses changed")
-                    }
+                if let before = addresses.changed(at: now) {
+                    changed = true
+                    self.log("network: local addresses now \(addresses.addresses.sorted().joined(separator: " ")) (were \(before.sorted().joined(separator: " ")))")
+                    // The signaling connection may have used a departed address: TCP would
+                    // take minutes to say so.
+                    signaling.client.reconnect(because: "local addresses changed")
                 }
                 if policy.lostSince != nil {
                     let heard = callMedia.transport.packetsAuthenticated

@@ -28,3 +28,21 @@ public enum LocalAddresses {
         return found
     }
 }
+
+/// The local addresses, looked at once a second by a call's watcher: a change restarts ICE.
+public struct LocalAddressWatch: Sendable {
+    public private(set) var addresses = LocalAddresses.current()
+    private var nextLook = ContinuousClock.now + .seconds(1)
+
+    public init() {}
+
+    /// The addresses before, when they changed since the last look; nil otherwise (and between looks).
+    public mutating func changed(at now: ContinuousClock.Instant) -> Set<String>? {
+        guard now >= nextLook else { return nil }
+        nextLook = now + .seconds(1)
+        let fresh = LocalAddresses.current()
+        guard fresh != addresses else { return nil }
+        defer { addresses = fresh }
+        return addresses
+    }
+}
