@@ -8,7 +8,8 @@ ICE server. The media it receives is recorded to FILE (VP8 and Opus in WebM, re-
 PATCH of a session answers 405 (no trickle, no restart: RFC 9725 allows that). DELETE ends the
 session, closes the recording and prints "whip-server: DELETE <id>". For the client's error
 paths, POST /status/NNN answers NNN (429 and 503 with Retry-After: 7), POST /redirect answers 307
-to /whip/live, POST /wrong-type answers 201 with text/plain (and its DELETE is logged).
+to /whip/live, POST /wrong-type answers 201 with text/plain, /bad-sdp with an SDP that is no
+answer, /no-ice with a real answer from a peer closed at once (each one's DELETE is logged).
 
 Prints "listening on HOST:PORT" when ready and one JSON line per ended session:
 {"session": ID, "videoFrames": N, "audioFrames": N, "deleted": true}.
@@ -113,20 +114,30 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(status, f"status {status} as asked\n".encode(), headers)
         if self.path == "/redirect":
             return self.reply(307, headers=[("Location", "/whip/live")])
-        if self.path not in ("/whip/live", "/wrong-type"):
+        if self.path == "/bad-sdp":
+            if not self.authorized():
+                return
+            log("whip-server: POST bad-sdp")
+            return self.reply(201, b"v=0\r\nthis is no answer\r\n", [("Content-Type", "application/sdp"), ("Location", "/whip/session/bad-sdp")])
+        if self.path not in ("/whip/live", "/wrong-type", "/no-ice"):
             return self.reply(404, b"no such endpoint\n", [("Content-Type", "text/plain")])
         if not self.authorized():
             return
         if not (self.headers.get("Content-Type") or "").startswith("application/sdp"):
             return self.reply(415, b"application/sdp only\n", [("Content-Type", "text/plain")])
         if self.path == "/wrong-type":
-            return self.reply(201, b"not sdp\n", [("Content-Type", "text/plain"), ("Location", "/whip/session/unusable")])
+            return self.reply(201, b"not sdp\n", [("Content-Type", "text/plain"), ("Location", "/whip/session/wrong-type")])
         session = Session(args.record)
         try:
             answer = run(session.answer(offer.decode()))
         except Exception as error:  # an offer aiortc cannot use
             run(session.close())
             return self.reply(422, f"{error}\n".encode(), [("Content-Type", "text/plain")])
+        if self.path == "/no-ice":
+            # An answer from a peer that is gone at once: no ICE check is ever answered.
+            run(session.close())
+            log("whip-server: POST no-ice")
+            return self.reply(201, answer.encode(), [("Content-Type", "application/sdp"), ("Location", "/whip/session/no-ice")])
         sessions[session.id] = session
         log(f"whip-server: POST {session.id}")
         self.reply(201, answer.encode(), [
@@ -149,8 +160,8 @@ class Handler(BaseHTTPRequestHandler):
         if not self.authorized():
             return
         id = self.path.removeprefix("/whip/session/")
-        if id == "unusable":
-            log("whip-server: DELETE of the session /wrong-type made")
+        if id in ("wrong-type", "bad-sdp", "no-ice"):
+            log(f"whip-server: DELETE of the session /{id} made")
             return self.reply(200)
         session = sessions.pop(id, None)
         if session is None:

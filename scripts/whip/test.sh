@@ -10,7 +10,9 @@
 #   publish-redirect a 307 is followed to the real endpoint with the same offer
 #   publish-refused every refusal is exit 1 with a message that says what it means: a wrong
 #                   token (401), 403, 404, 409, 415, 422, 429 (with Retry-After), 500, 503, a 201
-#                   that is not SDP (whose session is DELETEd at once), a server that is not there
+#                   that is not SDP and one whose SDP is no answer (whose sessions are DELETEd at
+#                   once), an answer from a peer that is gone (ICE fails), a server that is not there
+#   publish-leave   'leave' on standard input ends publishing, with the DELETE
 #   publish-reports the server negotiates no transport-cc: the automatic mode decides on the loss
 #                   its reception reports give (encoder decisions logged), >= 90 % recorded
 # Skips, saying so, when aiortc cannot be installed. Removes everything it made.
@@ -26,7 +28,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
-  rm -rf "$work"
+  [ -n "${WHIP_KEEP:-}" ] && echo "whip: kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
 status=0
@@ -117,6 +119,30 @@ refused 500 /status/500 "the server failed (500"
 refused 503 /status/503 "unavailable (503): retry after 7 s"
 refused not-sdp /wrong-type "not application/sdp"
 grep -q "DELETE of the session /wrong-type made" "$work/server.log" || fail "publish-refused not-sdp FAILED: the session the unusable 201 made was not DELETEd"
+refused bad-sdp /bad-sdp "not a usable SDP answer"
+grep -q "DELETE of the session /bad-sdp made" "$work/server.log" || fail "publish-refused bad-sdp FAILED: its session was not DELETEd"
+refused no-ice /no-ice "ICE failed: no candidate pair works"
+grep -q "DELETE of the session /no-ice made" "$work/server.log" || fail "publish-refused no-ice FAILED: its session was not DELETEd"
+# publish-leave: 'leave' on standard input ends publishing, with the DELETE.
+mkfifo "$work/commands"
+timeout 90 "$bin" publish "$base/whip/live" --bearer-token-file "$work/token" --ca-file "$work/tls/ca.pem" --video-size 160x120 \
+  < "$work/commands" > "$work/publish-leave.out" 2> "$work/publish-leave.err" &
+pl=$!; pids+=($pl)
+exec 7> "$work/commands"
+before=$(grep -c '^whip-server: DELETE [0-9a-f]' "$work/server.log")
+if wait_for "$work/publish-leave.err" "dtls: connected" 30; then
+  echo leave >&7
+  wait $pl; rc=$?
+  if [ $rc -eq 0 ] && grep -q '"command":"leave"' "$work/publish-leave.out" && grep -q 'session deleted; ended: stopped' "$work/publish-leave.out" \
+     && [ "$(grep -c '^whip-server: DELETE [0-9a-f]' "$work/server.log")" -eq $((before + 1)) ]; then
+    echo "whip: publish-leave passed"
+  else
+    fail "publish-leave FAILED: exit $rc"; cat "$work/publish-leave.out"
+  fi
+else
+  fail "publish-leave FAILED: no media"
+fi
+exec 7>&-
 timeout 30 "$bin" publish "https://localhost:1/whip/live" --ca-file "$work/tls/ca.pem" --no-stdin --duration 3 > /dev/null 2> "$work/refused-nobody.err"
 rc=$?
 if [ $rc -eq 1 ] && grep -q "connect to localhost:1" "$work/refused-nobody.err"; then
@@ -124,7 +150,7 @@ if [ $rc -eq 1 ] && grep -q "connect to localhost:1" "$work/refused-nobody.err";
 else
   fail "publish-refused nobody FAILED: exit $rc"; tail -3 "$work/refused-nobody.err"
 fi
-posts=$(grep -c '^whip-server: POST' "$work/server.log") deletes=$(grep -c '^whip-server: DELETE [0-9a-f]' "$work/server.log")
+posts=$(grep -c '^whip-server: POST [0-9a-f]\{12\}$' "$work/server.log") deletes=$(grep -c '^whip-server: DELETE [0-9a-f]' "$work/server.log")
 if [ "$posts" -ne "$deletes" ]; then
   fail "a session was left on the server: $posts sessions made, $deletes DELETEd"
 fi
