@@ -86,6 +86,7 @@ import Testing
         ("POST", false, "other-room", "application/sdp", nil, offer, 403),
         ("POST", false, "phone", "text/plain", nil, offer, 415),
         ("POST", false, "phone", "application/sdp", nil, "not sdp", 422),
+        ("POST", false, "phone", "application/sdp", nil, "v=0\r\n\u{1}\u{1}\u{1}", 422),
         ("PATCH", true, "phone", "application/sdp", nil, "a=ice-ufrag:abcd\r\na=ice-pwd:0123456789012345678901\r\n", 415),
         ("PATCH", true, "phone", ICEFragment.contentType, "\"stale\"", "a=ice-ufrag:abcd\r\na=ice-pwd:0123456789012345678901\r\n", 412),
         ("PATCH", true, "phone", ICEFragment.contentType, nil, "a=candidate:1 1 udp 1 192.0.2.9 5000 typ host\r\n", 422),

@@ -473,8 +473,9 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         }
     }
 
-    /// The most a WHIP/WHEP body may hold: an SDP offer with many candidates is a few kB.
-    static let maxWebRTCHTTPBody = 64 * 1024
+    /// The most a WHIP/WHEP body may hold: an SDP offer with many candidates is a few kB, and
+    /// the offer must fit, escaped in JSON, in one signaling line to the endpoint (64 KiB).
+    static let maxWebRTCHTTPBody = 30 * 1024
 
     /// A WHIP/WHEP request's head: CORS preflights are answered here; the rest read their body.
     private func startWebRTCHTTP(_ head: HTTPRequestHead, on connection: ServerConnection) {

@@ -173,6 +173,10 @@ extension SignalingServerCore {
             return reply(id, HTTPReply(status: 415, "the offer goes as application/sdp"))
         }
         guard request.body.hasPrefix("v=0") else { return reply(id, HTTPReply(status: 422, "the body is not an SDP offer")) }
+        // SDP is text lines (RFC 8866 §9): control characters, which JSON escapes sixfold, are refused.
+        guard !request.body.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\r" && $0 != "\n" && $0 != "\t" || $0.value == 0x7f }) else {
+            return reply(id, HTTPReply(status: 422, "the body has control characters: not SDP"))
+        }
         // The room's endpoint: its first participant on this node (a WHIP publisher becomes its peer).
         guard let endpoint = rooms[request.room]?.first else {
             return reply(id, HTTPReply(status: 404, "no endpoint is in room \(request.room)\(clustered ? " on this node" : "")"))
