@@ -9,7 +9,8 @@
 #                on loopback, so this case runs in a namespace with an address on a veth.
 #   publish-restart  `callend publish` (HTTPS) from one namespace into /whip/ROOM of a service in
 #                another; the publisher's address changes twice mid-session: each time it
-#                restarts ICE by PATCH, the endpoint answers, and >= 90 % of the frames decode.
+#                restarts ICE by PATCH, the endpoint answers, and >= 90 % of the frames decode; the
+#                endpoint has --max-viewers 0, and a WHEP player of it gets 403.
 #   whep-loopback  the WHEP player page (player.html, a minimal standard WHEP client served from
 #                another origin: CORS and --allowed-origin) in headless Chromium watches a
 #                `callend join`: its video element plays and getStats counts >= 90 % of the frames
@@ -160,7 +161,7 @@ pids+=($!)
 wait_for "$work/restart-serve.log" "web page at" 30 || exit 1
 "$bin" token --room relay --identity box --secret-file "$work/secret" > "$work/box.token"
 "$bin" token --room relay --identity roofcam --secret-file "$work/secret" > "$work/roofcam.token"
-ip netns exec "$ens" "$bin" join relay --token-file "$work/box.token" --server tls://10.78.0.2:7000 "${join_tls[@]}" --duration 120 --no-stdin \
+ip netns exec "$ens" "$bin" join relay --token-file "$work/box.token" --server tls://10.78.0.2:7000 "${join_tls[@]}" --duration 120 --no-stdin --max-viewers 0 \
   > "$work/restart-endpoint.out" 2> "$work/restart-endpoint.err" &
 pe=$!; pids+=($pe)
 wait_for "$work/restart-endpoint.err" "joined room" 30 || exit 1
@@ -174,6 +175,15 @@ wait_for "$work/restart-publish.err" "restart done" 20
 ip -n "$pns" addr del 10.78.0.1/24 dev "${ns}pv"
 wait $pp; rc=$?
 wait_for "$work/restart-endpoint.err" "the WHIP publisher ended its session" 15
+# --max-viewers 0: a WHEP player is refused with 403, and told why (callend publish POSTs as one would).
+ip netns exec "$pns" "$bin" publish https://10.78.0.2:8443/whep/relay --bearer-token-file "$work/roofcam.token" "${join_tls[@]}" --duration 2 --no-stdin \
+  > /dev/null 2> "$work/no-viewers.err"
+viewer_rc=$?
+if [ $viewer_rc -eq 1 ] && grep -q '403 Forbidden.*takes no viewers' "$work/no-viewers.err"; then
+  echo "whep: publish-restart: a WHEP player of an endpoint with --max-viewers 0: $(tail -1 "$work/no-viewers.err" | cut -c1-200)"
+else
+  fail "publish-restart FAILED: a player of an endpoint with --max-viewers 0 got exit $viewer_rc: $(tail -1 "$work/no-viewers.err")"
+fi
 kill -TERM $pe; wait $pe 2>/dev/null
 sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/restart-publish.out")
 decoded=$(sed -n 's/.*video \([0-9]*\) frames decoded.*/\1/p' "$work/restart-endpoint.out")
