@@ -71,7 +71,10 @@ import TestSupport
     /// says --insecure-plaintext; `callend tls` refuses what it cannot make.
     @Test func plaintextOffLoopbackIsRefusedUnlessAskedFor() throws {
         let secret = try SecretFile()
-        let folder = try TestCertificate().directory
+        // Kept for the whole test: its folder (which `tls --out` writes into) goes with it.
+        let certificate = try TestCertificate()
+        defer { withExtendedLifetime(certificate) {} }
+        let folder = certificate.directory
         let refused: [[String]] = [
             ["serve", "--listen", "0.0.0.0:0", "--secret-file", secret.path],
             ["serve", "--listen", "[::]:0", "--secret-file", secret.path],

@@ -37,12 +37,12 @@ command -v whip-client >/dev/null || skip "needs Debian's simple-whip-client (sc
 bin=$(swift build --show-bin-path)/callend
 here=$PWD/scripts/whep
 work=$(mktemp -d /tmp/callend-whep.XXXXXX)
-ns=cw$$
+wns=cw$$  # (not "ns": the NAT lab uses that name for its loops)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
-  ip netns del "$ns" 2>/dev/null
+  for n in "$wns" "${wns}p" "${wns}e"; do ip netns del "$n" 2>/dev/null; done
   [ -n "${WHEP_KEEP:-}" ] && echo "whep: kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -96,11 +96,11 @@ in_ns=()
 "$bin" token --new-secret --out "$work/secret"
 # --- whip-client into /whip/ROOM, in a namespace with an address on a veth
 if wants whip-client; then
-ip netns add "$ns"
-ip -n "$ns" link set lo up
-ip -n "$ns" link add "${ns}v0" type veth peer name "${ns}v1"
-ip -n "$ns" addr add 10.77.0.2/24 dev "${ns}v0"
-ip -n "$ns" link set "${ns}v0" up; ip -n "$ns" link set "${ns}v1" up
+ip netns add "$wns"
+ip -n "$wns" link set lo up
+ip -n "$wns" link add "${wns}v0" type veth peer name "${wns}v1"
+ip -n "$wns" addr add 10.77.0.2/24 dev "${wns}v0"
+ip -n "$wns" link set "${wns}v0" up; ip -n "$wns" link set "${wns}v1" up
 cat > "$work/gupnp-stub.c" <<'C'
 /* Stands in for libgupnp-igd-1.0.so.4, which libnice loads for UPnP port mappings and which
    pulls in libsoup3 beside whip-client's libsoup2 (GLib aborts then). No thread, no mapping:
@@ -112,18 +112,18 @@ void gupnp_simple_igd_remove_port_local(void) {}
 C
 mkdir -p "$work/stub"
 cc -shared -fPIC -Wl,-soname,libgupnp-igd-1.0.so.4 -o "$work/stub/libgupnp-igd-1.0.so.4" "$work/gupnp-stub.c" || skip "no C compiler for the stub"
-ip netns exec "$ns" "$bin" serve --listen 127.0.0.1:7000 --http 127.0.0.1:8080 --secret-file "$work/secret" > "$work/ns-serve.log" 2>&1 &
+ip netns exec "$wns" "$bin" serve --listen 127.0.0.1:7000 --http 127.0.0.1:8080 --secret-file "$work/secret" > "$work/ns-serve.log" 2>&1 &
 pids+=($!)
 wait_for "$work/ns-serve.log" "web page at" 30 || exit 1
 "$bin" token --room studio --identity recorder --secret-file "$work/secret" > "$work/recorder.token"
 "$bin" token --room studio --identity gstreamer --secret-file "$work/secret" > "$work/gstreamer.token"
-ip netns exec "$ns" "$bin" join studio --token-file "$work/recorder.token" --server 127.0.0.1:7000 --duration 120 --no-stdin \
+ip netns exec "$wns" "$bin" join studio --token-file "$work/recorder.token" --server 127.0.0.1:7000 --duration 120 --no-stdin \
   --video-out "$work/whip-client.ivf" --audio-out "$work/whip-client.wav" > "$work/recorder.out" 2> "$work/recorder.err" &
 pr=$!; pids+=($pr)
 wait_for "$work/recorder.err" "joined room" 30 || exit 1
 frames=450
 start=$SECONDS
-ip netns exec "$ns" env LD_LIBRARY_PATH="$work/stub" timeout -s INT $((frames / 30 + 4)) whip-client -o -u http://127.0.0.1:8080/whip/studio \
+ip netns exec "$wns" env LD_LIBRARY_PATH="$work/stub" timeout -s INT $((frames / 30 + 4)) whip-client -o -u http://127.0.0.1:8080/whip/studio \
   -t "$(cat "$work/gstreamer.token")" \
   -V "videotestsrc is-live=true pattern=ball num-buffers=$frames ! video/x-raw,width=320,height=240,framerate=30/1 ! videoconvert ! queue ! vp8enc deadline=1 ! rtpvp8pay pt=96 ssrc=2 ! queue ! application/x-rtp,media=video,encoding-name=VP8,payload=96" \
   -A "audiotestsrc is-live=true wave=sine ! audioconvert ! audioresample ! queue ! opusenc ! rtpopuspay pt=100 ssrc=1 ! queue ! application/x-rtp,media=audio,encoding-name=OPUS,payload=100" \
@@ -145,16 +145,15 @@ fi
 # changes twice mid-session (one added, then the first removed): each time it restarts ICE by
 # PATCH (If-Match: "*") and the endpoint, which answers with its new candidates, keeps decoding.
 if wants publish-restart; then
-pns=${ns}p ens=${ns}e
+pns=${wns}p ens=${wns}e
 ip netns add "$pns"; ip netns add "$ens"
 ip -n "$pns" link set lo up; ip -n "$ens" link set lo up
-ip link add "${ns}pv" type veth peer name "${ns}ev"
-ip link set "${ns}pv" netns "$pns"; ip link set "${ns}ev" netns "$ens"
-ip -n "$pns" addr add 10.78.0.1/24 dev "${ns}pv"; ip -n "$ens" addr add 10.78.0.2/24 dev "${ns}ev"
-ip -n "$pns" link set "${ns}pv" up; ip -n "$ens" link set "${ns}ev" up
+ip link add "${wns}pv" type veth peer name "${wns}ev"
+ip link set "${wns}pv" netns "$pns"; ip link set "${wns}ev" netns "$ens"
+ip -n "$pns" addr add 10.78.0.1/24 dev "${wns}pv"; ip -n "$ens" addr add 10.78.0.2/24 dev "${wns}ev"
+ip -n "$pns" link set "${wns}pv" up; ip -n "$ens" link set "${wns}ev" up
 # The second address stays when the first goes (by default the kernel removes secondaries with it).
-ip netns exec "$pns" sysctl -q -w "net.ipv4.conf.${ns}pv.promote_secondaries=1"
-trap 'cleanup; ip netns del "$pns" 2>/dev/null; ip netns del "$ens" 2>/dev/null' EXIT
+ip netns exec "$pns" sysctl -q -w "net.ipv4.conf.${wns}pv.promote_secondaries=1"
 service_tls "$work/tls" 10.78.0.2 || exit 1
 ip netns exec "$ens" "$bin" serve --listen 10.78.0.2:7000 --http 10.78.0.2:8443 --secret-file "$work/secret" "${serve_tls[@]}" > "$work/restart-serve.log" 2>&1 &
 pids+=($!)
@@ -169,10 +168,10 @@ ip netns exec "$pns" "$bin" publish https://10.78.0.2:8443/whip/relay --bearer-t
   --video-size 320x240 --duration 20 --no-stdin > "$work/restart-publish.out" 2> "$work/restart-publish.err" &
 pp=$!; pids+=($pp)
 wait_for "$work/restart-publish.err" "dtls: connected" 30
-ip -n "$pns" addr add 10.78.0.3/24 dev "${ns}pv"
+ip -n "$pns" addr add 10.78.0.3/24 dev "${wns}pv"
 wait_for "$work/restart-publish.err" "ICE restart answered" 20
 wait_for "$work/restart-publish.err" "restart done" 20
-ip -n "$pns" addr del 10.78.0.1/24 dev "${ns}pv"
+ip -n "$pns" addr del 10.78.0.1/24 dev "${wns}pv"
 wait $pp; rc=$?
 wait_for "$work/restart-endpoint.err" "the WHIP publisher ended its session" 15
 # --max-viewers 0: a WHEP player is refused with 403, and told why (callend publish POSTs as one would).
@@ -248,8 +247,9 @@ if ! command -v iptables >/dev/null || ! command -v turnserver >/dev/null; then
 fi
 own_work=$work
 source scripts/natlab/lab.sh
-natlab_start || { rm -rf "$own_work"; exit 1; }
-trap 'natlab_down; ip netns del "$ns" 2>/dev/null; [ -n "${WHEP_KEEP:-}" ] && echo "whep: kept $work" || rm -rf "$work" "$own_work"' EXIT
+natlab_start || { natlab_down; rm -rf "$work"; work=$own_work; cleanup; trap - EXIT; exit 1; }
+trap 'natlab_down; work=$own_work; cleanup; [ -n "${WHEP_KEEP:-}" ] || rm -rf "$lab_work"' EXIT
+lab_work=$work
 natlab_nat "$RA" symmetric; natlab_nat "$RB" symmetric
 nport=$((7600 + RANDOM % 300))
 page_origin="http://10.1.0.2:$page_port"
