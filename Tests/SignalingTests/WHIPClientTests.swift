@@ -84,6 +84,7 @@ import Glibc
         "HTTP/1.1 20 OK\r\n\r\n", "SIP/2.0 200 OK\r\n\r\n", "HTTP/1.1 200 OK\r\nBad Line\r\n\r\n",
         "HTTP/1.1 200 OK\r\nContent-Length: 99999999\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-ac\r\nabcd", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+4\r\nabcd\r\n",
     ])
     func refusesMalformedResponses(_ text: String) {
         var reader = HTTPResponseReader()

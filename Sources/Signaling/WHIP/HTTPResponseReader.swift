@@ -153,7 +153,10 @@ public struct HTTPResponseReader: Sendable {
                 }
                 let line = String(decoding: buffer[..<end], as: UTF8.self)
                 let sizeText = line.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces)
-                guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16) else { throw Malformed(description: "'\(line.prefix(40))' is not a chunk size") }
+                // Hex digits only: Int(_:radix:) also takes a sign, and a negative size indexed the buffer backwards.
+                guard !sizeText.isEmpty, sizeText.count <= 8, sizeText.allSatisfy(\.isHexDigit), let size = Int(sizeText, radix: 16) else {
+                    throw Malformed(description: "'\(line.prefix(40))' is not a chunk size")
+                }
                 guard body.count + size <= maxBodyLength else { throw Malformed(description: "a response body over \(maxBodyLength) bytes") }
                 buffer.removeFirst(end + 2)
                 if size == 0 { trailers = true } else { chunkLeft = size }
