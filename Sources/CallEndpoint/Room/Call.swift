@@ -249,6 +249,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         client.start()
         defer {
             client.stop()
+            // The client's event handler holds this box (and the viewers, and through them the
+            // media): emptied, the client and its handler go, and the devices' handles with them.
+            joinedClient.withLock { $0 = nil }
             media.close()
         }
 
