@@ -17,10 +17,22 @@ failures=() skips=()
 # stage NAME COMMAND...: runs one part, says how it ended and how long it took (the whole must
 # stay well inside CI's time; the closing notes report these).
 stage() {
-  local name=$1 start=$SECONDS rc outcome
+  local name=$1 start=$SECONDS rc outcome before after left
   shift
+  before=$(leftovers)
   "$@" 2>&1 | tee "$stage_log"
   rc=${PIPESTATUS[0]}
+  # A stage cleans up every namespace and temp folder it made: what it left fails it (and is
+  # removed here, so no later stage runs beside it).
+  after=$(leftovers)
+  left=$(comm -13 <(echo "$before") <(echo "$after") | grep .)
+  if [ -n "$left" ]; then
+    echo "test.sh: $name left behind: $(echo $left)" | tee -a "$stage_log"
+    while read -r kind what; do
+      case $kind in netns) ip netns del "$what" 2>/dev/null ;; tmp) rm -rf "$what" ;; esac
+    done <<< "$left"
+    rc=1
+  fi
   case $rc in
     0) outcome=passed ;;
     77) outcome=skipped ;;
@@ -38,6 +50,12 @@ stage() {
       { echo "test.sh: $name failed; its last lines:"; tail -12 "$stage_log" | cut -c1-400; } >> "$failed_stages" ;;
   esac
   echo "test.sh: $name $outcome in $((SECONDS - start)) s ($((SECONDS - started)) s so far)"
+}
+
+# What a stage could leave behind: network namespaces and the temp folders the stages make.
+leftovers() {
+  { ip netns list 2>/dev/null | awk '{print "netns", $1}'
+    ls -d /tmp/callend-* 2>/dev/null | sed 's/^/tmp /'; } | sort
 }
 
 summary() {
