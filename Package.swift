@@ -32,7 +32,7 @@ let package = Package(
         // Frames, pixel conversion, containers, MediaTime and the clocks: what codecs, devices
         // and the media path share, with no codec in it.
         .target(name: "MediaCore", dependencies: ["CYUV", "Platform"]),
-        .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP"]),
+        .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP", "CVoice"]),
         .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform"]),
         .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "Platform"]),
@@ -50,6 +50,14 @@ let package = Package(
         // constants Glibc already exports and hide them from every file of the importing module.
         .target(name: "CNice", dependencies: ["CGObject"],
                 linkerSettings: [.linkedLibrary("nice"), .linkedLibrary("gio-2.0"), .linkedLibrary("gobject-2.0"), .linkedLibrary("glib-2.0")]),
+        // Echo cancellation, noise suppression and gain control (webrtc-audio-processing, a C++
+        // library) behind a C API, so no Swift module imports C++.
+        // (Its pkg-config file's flags are defines, which SwiftPM refuses from pkg-config with a
+        // warning, so they are given here: Debian's libwebrtc-audio-processing-dev.)
+        .target(name: "CVoice",
+                cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD"),
+                              .unsafeFlags(["-I/usr/include/webrtc_audio_processing"])],
+                linkerSettings: [.linkedLibrary("webrtc_audio_processing"), .linkedLibrary("stdc++")]),
         // Helpers shared by the test targets only.
         .target(name: "TestSupport", path: "Sources/TestSupport"),
 

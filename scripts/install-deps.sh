@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   # C libraries behind the system-library targets
   pkg-config libopus-dev libvpx-dev libyuv-dev libjpeg62-turbo-dev libsrtp2-dev libssl-dev
-  libasound2-dev libv4l-dev libnice-dev libspeexdsp-dev libhiredis-dev
+  libasound2-dev libv4l-dev libnice-dev libspeexdsp-dev libhiredis-dev libwebrtc-audio-processing-dev
   # outside tools the tests and benches compare against or make fixtures with
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
   # PyJWT for /usr/bin/python3 (token interop tests), openssl to make test certificates
@@ -27,6 +27,8 @@ packages=(
   # a WHIP publisher of another stack (GStreamer webrtcbin) for serve --http's /whip/ROOM, with
   # the GStreamer elements its pipelines use
   simple-whip-client gstreamer1.0-nice gstreamer1.0-plugins-bad
+  # speech and the echo path for the echo bench (GStreamer's webrtcdsp, in plugins-bad, beside it)
+  espeak-ng sox
 )
 
 missing=()

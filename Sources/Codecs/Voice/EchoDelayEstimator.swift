@@ -1,0 +1,98 @@
+/// How long after the speaker plays something the microphone hears it, found from the two
+/// signals themselves: their loudness envelopes (2 ms steps) are cross-correlated over the last
+/// 0.8 s, every 100 ms, for every lag up to 500 ms. webrtc-audio-processing's echo canceller needs this delay
+/// to within its filter's reach; its own delay-agnostic correction only starts after 15 s of
+/// audio, and a sound card's reported buffering misses what lies outside it (a second card, a
+/// Bluetooth speaker, a network hop). Pure: fed in call order, reads no clock.
+struct EchoDelayEstimator {
+    /// Samples per envelope step: 2 ms at 48 kHz.
+    static let step = 96
+    static let maxLag = 250  // steps: 500 ms
+    static let window = 400  // steps: 0.8 s
+    /// The first estimates run on what there is, from 0.4 s on.
+    static let minimumWindow = 200
+    /// A peak this strong (normalised correlation) and this far above the correlation at lags
+    /// well away from it counts.
+    static let threshold = 0.5
+
+    private var far: [Double] = []
+    private var near: [Double] = []
+    /// Steps dropped from the front of each (absolute step i of far is far[i - farDropped]).
+    private var farDropped = 0
+    private var nearDropped = 0
+    private var farPartial = (sum: 0.0, count: 0)
+    private var nearPartial = (sum: 0.0, count: 0)
+    private var sinceEstimate = 0
+    /// The delay found last, in steps; nil until one is found.
+    private(set) var lagSteps: Int?
+    private(set) var confidence = 0.0
+
+    var delayMilliseconds: Int? { lagSteps.map { $0 * Self.step * 1000 / 48_000 } }
+
+    mutating func render(_ mono: ArraySlice<Int16>) { Self.append(mono, to: &far, &farPartial) }
+
+    mutating func capture(_ mono: ArraySlice<Int16>) {
+        let before = near.count
+        Self.append(mono, to: &near, &nearPartial)
+        sinceEstimate += near.count - before
+        // The far end keeps maxLag more history than the window (trimmed in batches).
+        let keepFar = Self.window + Self.maxLag + 50
+        if far.count > keepFar * 2 { farDropped += far.count - keepFar; far.removeFirst(far.count - keepFar) }
+        if near.count > Self.window * 2 { nearDropped += near.count - Self.window; near.removeFirst(near.count - Self.window) }
+        if sinceEstimate >= 50, near.count >= Self.minimumWindow {  // every 100 ms
+            sinceEstimate = 0
+            estimate()
+        }
+    }
+
+    private static func append(_ samples: ArraySlice<Int16>, to envelope: inout [Double], _ partial: inout (sum: Double, count: Int)) {
+        for s in samples {
+            partial.sum += Double(s) * Double(s)
+            partial.count += 1
+            if partial.count == step {
+                envelope.append((partial.sum / Double(step)).squareRoot())
+                partial = (0, 0)
+            }
+        }
+    }
+
+    /// The lag whose correlation of envelope changes (each minus its window mean) is highest.
+    private mutating func estimate() {
+        let n = min(Self.window, near.count)
+        let nearWindow = near.suffix(n)
+        // The window is near's absolute steps [end - n, end); at lag L its echo came from far's
+        // absolute steps [end - n - L, end - L).
+        let end = nearDropped + near.count
+        let nearMean = nearWindow.reduce(0, +) / Double(n)
+        let nearCentered = nearWindow.map { $0 - nearMean }
+        let nearEnergy = nearCentered.reduce(0) { $0 + $1 * $1 }
+        guard nearEnergy > 0 else { return }
+        var best = (lag: 0, value: -1.0)
+        var values = [Double](repeating: 0, count: Self.maxLag + 1)
+        for lag in 0...Self.maxLag {
+            let start = end - n - lag - farDropped
+            guard start + n <= far.count else { continue }
+            guard start >= 0 else { break }
+            let slice = far[start..<start + n]
+            let mean = slice.reduce(0, +) / Double(n)
+            var dot = 0.0, energy = 0.0
+            for (i, x) in slice.enumerated() {
+                let c = x - mean
+                dot += c * nearCentered[i]
+                energy += c * c
+            }
+            guard energy > 0 else { continue }
+            let value = dot / (energy * nearEnergy).squareRoot()
+            values[lag] = value
+            if value > best.value { best = (lag, value) }
+        }
+        guard best.value >= Self.threshold else { return }
+        // A clear peak: the best lag 20 ms or more away from it is well below.
+        let away = values.enumerated().filter { abs($0.offset - best.lag) >= 10 }.map(\.element).max() ?? 0
+        guard best.value - away >= 0.15 else { return }
+        // Small wobbles are not news: each change of the delay makes the canceller realign.
+        if let current = lagSteps, abs(current - best.lag) < 3 { return }
+        lagSteps = best.lag
+        confidence = best.value
+    }
+}
