@@ -10,8 +10,8 @@ let joinHelp = """
     usage: callend join ROOM (--token-file F | CALLEND_TOKEN=T | --token T) [--server tls://HOST:PORT [--ca-file F] | --server HOST:PORT]
                         [--insecure-plaintext]
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
-                        [--mic PCM | --audio-source tone|F.wav|none] [--speaker PCM | --audio-out F.wav]
-                        [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
+                        [--mic PCM [--mic-channels N] [--mic-channel K | --mic-mix W,...] [--voice] | --audio-source tone|F.wav|none]
+                        [--speaker PCM | --audio-out F.wav] [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
                         [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
                         [--measure-latency] [--max-viewers N] [--ice-server URL]... [--turn-username U --turn-credential-file F]
                         [--ice-transport all|relay]
@@ -42,6 +42,12 @@ let joinHelp = """
       --video-source S      the moving test pattern (default), a Y4M file (looped), or none
       --mic PCM             capture from an ALSA PCM (default, plughw:CARD=...,DEV=0); else --audio-source:
                             tone (default, 440 Hz), a 48 kHz WAV file (looped) or none
+      --mic-channels N      channels to open on --mic (default 1; a microphone array: its count)
+      --mic-channel K       the microphone is channel K (1 ... N) of them, sent mono
+      --mic-mix W,W,...     or a mix of them, one weight per channel (0.5,0.5,0,0)
+      --voice               voice processing on --mic (webrtc-audio-processing): echo cancellation
+                            against what --speaker plays, noise suppression, gain control, a
+                            high-pass filter; mono; the stats show the echo delay and ERLE
       --speaker PCM         play the peer's audio to an ALSA PCM; --audio-out writes it to a WAV file
       --video-out F         the peer's video: .y4m decoded, .ivf as received, .ppm a snapshot every second
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
@@ -142,6 +148,56 @@ func parseCallSources(_ args: inout Arguments) throws -> (MediaSenderConfigurati
     return (video, audio)
 }
 
+/// How --mic is captured: --mic-channels N opened, --mic-channel K or --mic-mix W,W,... of them,
+/// and --voice (echo cancellation against --speaker, noise suppression, gain control).
+struct MicrophoneOptions {
+    var channels: Int?
+    var selection = MicrophoneSelection.all
+    var voice = false
+
+    var given: Bool { channels != nil || selection != .all || voice }
+
+    init(_ args: inout Arguments) throws {
+        channels = try args.integer("--mic-channels", in: 1...32)
+        voice = args.flag("--voice")
+        let channel = try args.integer("--mic-channel", in: 1...32)
+        let mix = try args.value("--mic-mix")
+        if channel != nil && mix != nil { throw UsageError(description: "--mic-channel and --mic-mix are alternatives; give one") }
+        if let channel { selection = .channel(channel) }
+        if let mix {
+            let weights = mix.split(separator: ",", omittingEmptySubsequences: false).map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard !weights.isEmpty, weights.allSatisfy({ $0 != nil }) else {
+                throw UsageError(description: "--mic-mix takes one weight per channel, such as 0.5,0.5,0,0, not '\(mix)'")
+            }
+            selection = .mix(weights.map { $0! })
+        }
+    }
+
+    /// The ALSA device for --mic PCM with these options (and, with --voice, --speaker on the
+    /// same device, so the echo canceller hears exactly what the speaker plays).
+    func device(capture pcm: String, speaker: String?) throws -> ALSAAudioDevice {
+        let channels: Int
+        switch (self.channels, selection) {
+        case (let n?, _): channels = n
+        case (nil, .channel): throw UsageError(description: "--mic-channel needs --mic-channels N: how many channels the capture device has")
+        case (nil, .mix(let weights)): channels = weights.count
+        case (nil, .all): channels = 1
+        }
+        do {
+            try selection.validate(channels: channels)
+        } catch {
+            throw UsageError(description: "--mic-channels \(channels): \(error)")
+        }
+        return try ALSAAudioDevice {
+            $0.capturePCM = pcm
+            $0.playbackPCM = voice ? speaker : nil
+            $0.captureChannels = channels
+            $0.microphone = selection
+            if voice { $0.mode = .voiceChat }
+        }
+    }
+}
+
 /// The endpoint's own ICE servers and policy: --ice-server URL..., --turn-username with
 /// --turn-credential-file (or CALLEND_TURN_CREDENTIAL), --ice-transport all|relay.
 func parseICEOptions(_ args: inout Arguments) throws -> ([ICEServer], ICETransportPolicy) {
@@ -201,6 +257,7 @@ func runJoin(_ args: inout Arguments) throws {
         guard FileManager.default.isReadableFile(atPath: caFile) else { throw UsageError(description: "cannot read --ca-file \(caFile)") }
     }
     let (video, audio) = try parseCallSources(&args)
+    let microphone = try MicrophoneOptions(&args)
     let speaker = try args.value("--speaker")
     let videoOutput = try args.value("--video-out")
     let audioOutput = try args.value("--audio-out")
@@ -241,12 +298,21 @@ func runJoin(_ args: inout Arguments) throws {
     }
     if let encoding, encoding != "auto" && encoding != "manual" { throw UsageError(description: "--encoding takes auto or manual, not '\(encoding)'") }
     // Devices are opened before joining, so a missing camera or microphone fails at once.
+    var microphoneDevice: ALSAAudioDevice?
+    if case .alsa(let pcm) = audio, microphone.given {
+        microphoneDevice = try microphone.device(capture: pcm, speaker: speaker)
+    } else if microphone.given {
+        throw UsageError(description: "--voice, --mic-channels, --mic-channel and --mic-mix apply to --mic PCM")
+    }
     let playout: (any AudioDevice)? = if let speaker {
-        try ALSAAudioDevice { $0.capturePCM = nil; $0.playbackPCM = speaker }
+        // With --voice the microphone's device plays too: one device for both, like a
+        // voice-processing audio unit.
+        try microphoneDevice?.configuration.playbackPCM != nil ? microphoneDevice : ALSAAudioDevice { $0.capturePCM = nil; $0.playbackPCM = speaker }
     } else {
         try audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
     }
-    var media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true),
+    let audioTrack = try microphoneDevice.map { LocalAudioTrack(device: $0) } ?? audio.makeTrack(loopFiles: true)
+    var media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: audioTrack,
                            renderers: videoOutput.map { [VideoRenderers.forPath($0)] } ?? [],
                            audioPlayout: playout)
     media.measuresLatency = measureLatency

@@ -231,6 +231,68 @@ extension DispatchSemaphore {
         #expect(goertzel(secondTail, 880) > 20 * goertzel(secondTail, 440), "and played 880 Hz after the microphone switch")
     }
 
+    /// A 4-channel capture (a microphone array through alsa-lib's file plugin) whose channels
+    /// carry 300, 500, 700 and 900 Hz: the microphone is channel 3, so the peer hears 700 Hz;
+    /// with --voice on the same device its voice processing runs in the call and reports.
+    @Test(arguments: [false, true])
+    func theMicrophoneIsTheChannelPicked(voice: Bool) throws {
+        #expect(ALSATestConfiguration.ready)
+        let dir = try ScratchFolder()
+        let frequencies = [300.0, 500, 700, 900]
+        var samples: [Int16] = []
+        samples.reserveCapacity(48_000 * 30 * 4)
+        for i in 0..<(48_000 * 30) {
+            for f in frequencies { samples.append(Int16(6000 * sin(2 * Double.pi * f * Double(i) / 48_000))) }
+        }
+        try Data(littleEndianBytes(samples)).write(to: URL(fileURLWithPath: "\(dir.path)/array.raw"))
+        let out = "\(dir.path)/out.raw", echo = "\(dir.path)/speaker.raw"
+        let service = try TestService()
+        let mic = try ALSAAudioDevice {
+            $0.capturePCM = "callend_test_in:FILE=\(dir.path)/array.raw"
+            $0.playbackPCM = voice ? "callend_test_out:FILE=\(echo)" : nil
+            $0.captureChannels = 4
+            $0.microphone = .channel(3)
+            if voice {
+                var processing = VoiceProcessing.voiceChat
+                processing.noiseSuppression = 0  // a steady tone is what noise suppression removes
+                $0.mode = .voice(processing)
+            }
+        }
+        #expect(mic.captureChannels == 1)
+        let alice = try service.connect("alice", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: mic),
+                                                                   audioPlayout: voice ? mic : nil), seconds: 30)
+        let speaker = try ALSAAudioDevice { $0.capturePCM = nil; $0.playbackPCM = "callend_test_out:FILE=\(out)" }
+        let bob = try service.connect("bob", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: try SyntheticAudioDevice(source: .tone)),
+                                                               audioPlayout: speaker), seconds: 30)
+        defer { alice.disconnect(); bob.disconnect() }
+        #expect(eventually(10) { fileSize(out) > 48_000 * 2 * 2 * 3 }, "three seconds of audio reach the speaker")
+        if voice {
+            #expect(eventually(10) { (mic.voiceStats?.capturedChunks ?? 0) > 200 && (mic.voiceStats?.renderedChunks ?? 0) > 200 },
+                    "voice processing runs on both sides: \(String(describing: mic.voiceStats))")
+            #expect(mic.voiceStats?.errors == 0)
+        }
+        alice.disconnect()
+        _ = try alice.wait()
+        bob.disconnect()
+        _ = try bob.wait()
+        let heard = Array(stereoToMono(try Data(contentsOf: URL(fileURLWithPath: out))).suffix(48_000).prefix(24_000))
+        let powers = frequencies.map { goertzel(heard, $0) }
+        #expect(powers[2] > 20 * (powers[0] + powers[1] + powers[3]), "powers at 300/500/700/900 Hz: \(powers)")
+    }
+
+    @Test func microphoneSelectionsAreCheckedAndApplied() throws {
+        #expect(MicrophoneSelection.channel(2).apply([1, 2, 3, 4, 5, 6], channels: 3) == [2, 5])
+        #expect(MicrophoneSelection.mix([0.5, 0.5]).apply([100, 300, -100, 100], channels: 2) == [200, 0])
+        #expect(MicrophoneSelection.all.apply([1, 2], channels: 2) == [1, 2])
+        #expect(throws: ConfigurationError.self) { try MicrophoneSelection.channel(5).validate(channels: 4) }
+        #expect(throws: ConfigurationError.self) { try MicrophoneSelection.channel(0).validate(channels: 4) }
+        #expect(throws: ConfigurationError.self) { try MicrophoneSelection.mix([1, 0]).validate(channels: 4) }
+        #expect(throws: ConfigurationError.self) { try MicrophoneSelection.mix([0, 0]).validate(channels: 2) }
+        #expect(throws: ConfigurationError.self) { try MicrophoneSelection.mix([.nan, 1]).validate(channels: 2) }
+        #expect(throws: ConfigurationError.self, "4 channels cannot be sent as they are") { try MicrophoneSelection.all.validate(channels: 4) }
+        #expect(throws: ConfigurationError.self) { try ALSAAudioDevice { $0.capturePCM = nil; $0.playbackPCM = nil; $0.captureChannels = 2; $0.microphone = .channel(3) } }
+    }
+
     @Test func controlCommandsParseAndRefuseBadInput() throws {
         #expect(try ControlCommand(parsing: "mute") == .mute(nil))
         #expect(try ControlCommand(parsing: "  unmute   VIDEO ") == .unmute(.video))

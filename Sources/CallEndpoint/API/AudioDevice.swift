@@ -27,11 +27,15 @@ public protocol AudioDevice: AnyObject, Sendable {
     var route: (capture: String, playback: String) { get }
     /// How long audio queued now waits before it is heard (lip sync counts it).
     var playoutDelay: Duration { get }
+    /// The voice processing's figures (echo canceller, voice activity) when the device runs in
+    /// `.voiceChat`; nil otherwise.
+    var voiceStats: VoiceStats? { get }
 }
 
 extension AudioDevice {
     /// Written straight out by default (a file, nothing).
     public var playoutDelay: Duration { .zero }
+    public var voiceStats: VoiceStats? { nil }
     public func selectCapture(_ pcm: String) throws {
         throw ConfigurationError("\(route.capture) cannot switch to \(pcm); start with --mic to use ALSA")
     }
@@ -46,12 +50,82 @@ public enum AudioBlock {
     public static let period = Duration.milliseconds(20)
 }
 
+/// How a device treats the microphone, as iOS's audio session modes do.
+public enum AudioMode: Sendable, Equatable {
+    /// The microphone as it is (the default).
+    case `default`
+    /// Echo cancellation against the device's own playback, noise suppression, gain control and
+    /// a high-pass filter (webrtc-audio-processing), delivered mono: an intercom, a speakerphone.
+    case voiceChat
+    /// The same with chosen parts.
+    case voice(VoiceProcessing)
+
+    var processing: VoiceProcessing? {
+        switch self {
+        case .default: nil
+        case .voiceChat: .voiceChat
+        case .voice(let p): p
+        }
+    }
+}
+
+/// Which of a multi-channel capture's channels make the microphone: one of them (the seed's "back
+/// microphone" of a device with several), or a weighted mix. Delivered mono.
+public enum MicrophoneSelection: Sendable, Equatable {
+    /// Every channel as captured (1 or 2 channels are sent as they are).
+    case all
+    /// Channel N, counted from 1.
+    case channel(Int)
+    /// Weights, one per captured channel (0.5, 0.5, 0, 0: the mean of the first two of four).
+    case mix([Double])
+
+    /// Checks the selection against `channels` captured channels.
+    public func validate(channels: Int) throws(ConfigurationError) {
+        switch self {
+        case .all:
+            guard channels <= 2 else { throw ConfigurationError("a \(channels)-channel capture needs a microphone channel or a mix (callend sends mono or stereo)") }
+        case .channel(let n):
+            guard (1...channels).contains(n) else { throw ConfigurationError("microphone channel \(n) of a \(channels)-channel capture: channels are 1 to \(channels)") }
+        case .mix(let weights):
+            guard weights.count == channels else { throw ConfigurationError("a microphone mix of \(weights.count) weights for a \(channels)-channel capture: give one weight per channel") }
+            guard weights.allSatisfy({ $0.isFinite && abs($0) <= 4 }), weights.contains(where: { $0 != 0 }) else {
+                throw ConfigurationError("microphone mix weights must be between -4 and 4, not all 0")
+            }
+        }
+    }
+
+    /// The captured block (interleaved, `channels` channels) as the microphone: mono for a
+    /// channel or a mix, unchanged for `.all`.
+    public func apply(_ samples: [Int16], channels: Int) -> [Int16] {
+        switch self {
+        case .all:
+            return samples
+        case .channel(let n):
+            guard channels > 1 else { return samples }
+            return stride(from: n - 1, to: samples.count, by: channels).map { samples[$0] }
+        case .mix(let weights):
+            let frames = samples.count / channels
+            return (0..<frames).map { f in
+                var sum = 0.0
+                for c in 0..<channels { sum += Double(samples[f * channels + c]) * weights[c] }
+                return Int16(max(-32768, min(32767, sum.rounded())))
+            }
+        }
+    }
+}
+
 /// Which PCMs an `ALSAAudioDevice` uses and how: the "audio route".
 public struct AudioRoute: Sendable, Equatable {
     /// ALSA PCM names (`default`, `plughw:CARD=...,DEV=0`, a PCM from an ALSA configuration); nil: that side is off.
     public var capturePCM: String?
     public var playbackPCM: String?
+    /// Channels opened on the capture PCM (a 4-microphone array: 4).
     public var captureChannels = 1
+    /// Which of them make the microphone.
+    public var microphone = MicrophoneSelection.all
+    /// `.voiceChat`: echo cancellation against this device's playback, noise suppression, gain
+    /// control; the microphone is delivered mono.
+    public var mode = AudioMode.default
     /// Frames per ALSA period (480 = 10 ms) and periods per buffer.
     public var periodFrames = 480
     public var periods = 4
@@ -177,16 +251,41 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     /// The last error of each side (a device that went away, say), for stats.
     public let lastError = Mutex<String?>(nil)
 
+    /// The echo canceller, noise suppressor and gain control of `.voiceChat`: fed what this
+    /// device plays (after the playout resampler, exactly what the card gets) and what it captures.
+    private let processor: VoiceProcessor?
+
     /// Opens the route's PCMs; `configure` adjusts the default route (the configuration hook).
     public init(_ configure: (inout AudioRoute) -> Void = { _ in }) throws {
         var route = AudioRoute()
         configure(&route)
+        guard (1...32).contains(route.captureChannels) else {
+            throw ConfigurationError("\(route.captureChannels) capture channels: 1 to 32")
+        }
+        try route.microphone.validate(channels: route.captureChannels)
         configuration = route
+        processor = try route.mode.processing.map { try VoiceProcessor($0) }
         if let name = route.capturePCM { try install(capture: name) }
         if let name = route.playbackPCM { try install(playback: name) }
     }
 
-    public var captureChannels: Int { configuration.captureChannels }
+    /// Mono when a channel or a mix is picked, or voice processing runs; else as captured.
+    public var captureChannels: Int {
+        configuration.microphone == .all && processor == nil ? configuration.captureChannels : 1
+    }
+
+    public var voiceStats: VoiceStats? { processor?.stats }
+
+    /// The microphone's block as delivered: its channel or mix, then voice processing.
+    private func microphone(_ samples: [Int16]) -> [Int16] {
+        let picked = configuration.microphone.apply(samples, channels: configuration.captureChannels)
+        guard let processor else { return picked }
+        let channels = configuration.microphone == .all ? configuration.captureChannels : 1
+        // The canceller's first hint: the playback buffer and one capture period (it measures
+        // the real delay from the signals within a second).
+        let hint = Duration.microseconds(Int64(configuration.periodFrames * (configuration.periods + 1)) * 1_000_000 / Int64(AudioFrame.sampleRate))
+        return processor.process(VoiceProcessor.mix(picked, channels: channels), delay: hint)
+    }
 
     public var route: (capture: String, playback: String) {
         (capturePCM.withLock { $0?.pcm.name } ?? "none", playbackPCM.withLock { $0?.pcm.name } ?? "none")
@@ -221,7 +320,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
                 // Holding the lock across the read keeps a switch from closing the PCM under it.
                 let result = capturePCM.withLock { h in Result { try h?.pcm.read(frames: AudioBlock.frames) } }
                 switch result {
-                case .success(let samples?): captureSink(samples)
+                case .success(let samples?): captureSink(microphone(samples))
                 case .success(nil): break
                 case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
                 }
@@ -240,6 +339,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
             guard playbackPCM.withLock({ $0 }) != nil else { throw ConfigurationError("no playback PCM in the audio route") }
             t.playback = AudioThread(name: "alsa-playback") { [self] in
                 let block = queue.withLock { $0.next() }
+                processor?.render(block, channels: 2)
                 let result = playbackPCM.withLock { h in Result { try h?.pcm.write(block) } }
                 if case .failure(let error) = result { lastError.withLock { $0 = "\(error)" }; usleep(100_000) }
             }

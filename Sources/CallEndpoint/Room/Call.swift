@@ -610,6 +610,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 var status = CallStatus.between(previous, now, participant: participant)
                 status.candidatePair = callMedia.transport.selectedPair?.description
                 status.iceRestarts = restarts.load(ordering: .relaxed)
+                if let voice = media.audioTrack?.device.voiceStats {
+                    (status.echoERLEdB, status.echoDelayMs, status.voiceActive) = (voice.erleDB, voice.measuredDelayMilliseconds, voice.voice)
+                }
                 current.withLock { $0.status = status }
                 onStatus?(status)
                 onEvent?(.stats(status))

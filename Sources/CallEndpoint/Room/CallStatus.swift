@@ -49,6 +49,12 @@ public struct CallStatus: Sendable, Codable, Equatable {
     /// the round trip): see `NetworkQuality`.
     public var qualitySent: Double?
     public var qualityReceived: Double?
+    /// Voice processing (`--voice`): the echo canceller's return loss enhancement (dB, its
+    /// long-term average), the speaker-to-microphone delay it works with (ms, measured from the
+    /// signals), and whether the microphone's last block had speech.
+    public var echoERLEdB: Int?
+    public var echoDelayMs: Int?
+    public var voiceActive: Bool?
 
     /// The one-line form for a terminal.
     public var line: String {
@@ -61,6 +67,7 @@ public struct CallStatus: Sendable, Codable, Equatable {
         if let estimateKbps { parts.append("estimate \(estimateKbps) kbit/s\(mode.map { " " + $0 } ?? "")") }
         if let avOffsetMs { parts.append(String(format: "A/V %+.0f ms", avOffsetMs)) }
         if let qualitySent, let qualityReceived { parts.append(String(format: "quality sent %.1f recv %.1f", qualitySent, qualityReceived)) }
+        if let echoDelayMs { parts.append("echo \(echoDelayMs) ms\(echoERLEdB.map { ", ERLE \($0) dB" } ?? "")") }
         if let candidatePair { parts.append(candidatePair) }
         if outages > 0 || sendErrors > 0 { parts.append("outages \(outages), not sent \(sendErrors)") }
         return parts.joined(separator: " | ")
