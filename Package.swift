@@ -40,7 +40,7 @@ let package = Package(
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
         // live beside the SDK, not in it; the callend executable links them.
         .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Benchmarks", "MediaCore", "Devices", "RTPTransport", "Platform"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Benchmarks", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform"]),
         // Every parser the network or a user feeds, one entry point each, and the executable
         // libFuzzer drives them through (scripts/fuzz.sh); a plain build replays inputs.
         .target(name: "FuzzTargets", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling"]),

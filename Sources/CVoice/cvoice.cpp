@@ -33,7 +33,7 @@ extern "C" cvoice *cvoice_create(int sample_rate, const cvoice_options *options)
     bool ok = apm->Initialize(sample_rate, sample_rate, sample_rate, AP::kMono, AP::kMono, AP::kMono) == AP::kNoError;
     ok = ok && apm->echo_cancellation()->Enable(options->echo_cancellation != 0) == AP::kNoError;
     if (options->echo_cancellation) {
-        ok = ok && apm->echo_cancellation()->set_suppression_level(webrtc::EchoCancellation::kHighSuppression) == AP::kNoError;
+        ok = ok && apm->echo_cancellation()->set_suppression_level(options->echo_suppression <= 0 ? webrtc::EchoCancellation::kLowSuppression : options->echo_suppression == 1 ? webrtc::EchoCancellation::kModerateSuppression : webrtc::EchoCancellation::kHighSuppression) == AP::kNoError;
         ok = ok && apm->echo_cancellation()->enable_metrics(true) == AP::kNoError;
         ok = ok && apm->echo_cancellation()->enable_delay_logging(true) == AP::kNoError;
     }

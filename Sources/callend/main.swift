@@ -40,6 +40,8 @@ let mainHelp = """
                       few minutes: memory growth, CPU, frames lost, freezes, A/V offset, outages
       bench delay-relay (root) a TUN device that holds every packet for a fixed delay (used by
                       'bench congestion --delay')
+      bench voice     join --voice's echo cancellation, noise suppression and gain control over WAV
+                      files (scripts/echo/bench.sh measures it beside GStreamer's webrtcdsp)
       bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and
                       Opus with opusenc/opusdec, side by side; print fps, PSNR, bitrate and ratios
 
@@ -188,6 +190,7 @@ do {
             print(CallBenchmark.format(try bench.run(), calls: calls, seconds: seconds))
         case "congestion": try runBenchCongestion(&args)
         case "delay-relay": try runBenchDelayRelay(&args)
+        case "voice": try runBenchVoice(&args)
         case "soak":
             if args.flag("--help") || args.flag("-h") { print(benchSoakHelp); break }
             guard let minutesText = try args.value("--minutes") else { throw UsageError(description: "bench soak needs --minutes M") }

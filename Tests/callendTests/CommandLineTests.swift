@@ -83,6 +83,16 @@ func runCallend(_ arguments: [String]) throws -> (status: Int32, stdout: String,
         (["bench", "delay-relay"], "needs --device NAME and --delay-ms MS"),
         (["bench", "delay-relay", "--device", "cbtest0", "--delay-ms", "0"], "--delay-ms"),
         (["--version", "extra"], "unexpected argument 'extra'"),
+        (["bench", "voice"], "needs --far F.wav, --mic M.wav and --out O.wav"),
+        (["bench", "voice", "--far", "a.wav", "--mic", "b.wav", "--out", "c.wav", "--parts", "aec,echo"], "--parts takes"),
+        (["bench", "voice", "--far", "a.wav", "--mic", "b.wav", "--out", "c.wav", "--echo-suppression", "3"], "--echo-suppression"),
+        (["join", "r", "--token", "t", "--voice"], "apply to --mic PCM"),
+        (["join", "r", "--token", "t", "--mic", "default", "--mic-channel", "2"], "--mic-channel needs --mic-channels"),
+        (["join", "r", "--token", "t", "--mic", "default", "--mic-channels", "4", "--mic-channel", "5"], "channels are 1 to 4"),
+        (["join", "r", "--token", "t", "--mic", "default", "--mic-channels", "4"], "needs a microphone channel or a mix"),
+        (["join", "r", "--token", "t", "--mic", "default", "--mic-mix", "0.5,x"], "--mic-mix takes"),
+        (["join", "r", "--token", "t", "--mic", "default", "--mic-channels", "2", "--mic-mix", "1,1,1"], "one weight per channel"),
+        (["join", "r", "--token", "t", "--mic", "default", "--mic-channel", "1", "--mic-mix", "1"], "alternatives"),
     ])
     func badCommandLinesExitWithCode2(arguments: [String], message: String) throws {
         let result = try runCallend(arguments)

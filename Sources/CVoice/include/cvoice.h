@@ -15,6 +15,7 @@ typedef struct cvoice cvoice;
 
 typedef struct {
     int echo_cancellation;
+    int echo_suppression;    /* 0 low, 1 moderate, 2 high: more echo gone, less near end in double talk */
     int noise_suppression;   /* 0 off; 1 low, 2 moderate, 3 high, 4 very high */
     int gain_control;        /* adaptive digital gain towards -3 dBFS, with a limiter */
     int high_pass;

@@ -90,6 +90,11 @@ struct EchoDelayEstimator {
         // A clear peak: the best lag 20 ms or more away from it is well below.
         let away = values.enumerated().filter { abs($0.offset - best.lag) >= 10 }.map(\.element).max() ?? 0
         guard best.value - away >= 0.15 else { return }
+        // A room's reflections make a plateau after the direct path: the echo starts at the
+        // earliest lag that comes close to the best.
+        if let first = values.firstIndex(where: { $0 >= best.value * 0.9 }), first < best.lag {
+            best = (first, values[first])
+        }
         // Small wobbles are not news: each change of the delay makes the canceller realign.
         if let current = lagSteps, abs(current - best.lag) < 3 { return }
         lagSteps = best.lag

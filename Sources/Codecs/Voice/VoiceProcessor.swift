@@ -7,6 +7,9 @@ internal import CVoice
 public struct VoiceProcessing: Sendable, Equatable {
     /// Acoustic echo cancellation against what the speaker plays.
     public var echoCancellation = true
+    /// How hard the canceller suppresses what echo is left: 0 low, 1 moderate, 2 high. Higher
+    /// removes more echo and more of the near end while both talk.
+    public var echoSuppression = 1
     /// Noise suppression level 1 (low) ... 4 (very high); 0 is off.
     public var noiseSuppression = 3
     /// Adaptive digital gain towards -3 dBFS, with a limiter.
@@ -69,6 +72,7 @@ public final class VoiceProcessor: Sendable {
     public init(_ options: VoiceProcessing = .voiceChat) throws(MediaError) {
         var c = cvoice_options()
         c.echo_cancellation = options.echoCancellation ? 1 : 0
+        c.echo_suppression = Int32(max(0, min(2, options.echoSuppression)))
         c.noise_suppression = Int32(max(0, min(4, options.noiseSuppression)))
         c.gain_control = options.gainControl ? 1 : 0
         c.high_pass = options.highPass ? 1 : 0
