@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <stddef.h>
 #include <malloc.h>
+#include <sys/inotify.h>
 
 /* accept4 is declared only under _GNU_SOURCE, which would make this module's view of glibc
    differ from Swift's Glibc module; its prototype is stable, so declare it here. */
@@ -24,4 +25,9 @@ static inline int clinux_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
 static inline int clinux_malloc_trim(void) { return malloc_trim(0); }
 /* prctl is variadic, which Swift does not import. Names the calling thread (15 bytes kept). */
 static inline int clinux_set_thread_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL); }
+/* inotify: what the sound card watch listens for in /dev/snd (nodes made and removed). */
+static inline int clinux_inotify_init(void) { return inotify_init1(IN_NONBLOCK | IN_CLOEXEC); }
+static inline int clinux_inotify_watch_nodes(int fd, const char *path) {
+    return inotify_add_watch(fd, path, IN_CREATE | IN_DELETE | IN_ATTRIB | IN_MOVED_TO | IN_MOVED_FROM);
+}
 #endif

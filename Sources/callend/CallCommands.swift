@@ -11,7 +11,7 @@ let joinHelp = """
                         [--insecure-plaintext]
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                         [--mic PCM [--mic-channels N] [--mic-channel K | --mic-mix W,...] [--voice] | --audio-source tone|F.wav|none]
-                        [--speaker PCM | --audio-out F.wav] [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
+                        [--mic-prefer D]... [--speaker PCM | --audio-out F.wav] [--speaker-prefer D]... [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
                         [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
                         [--measure-latency] [--max-viewers N] [--ice-server URL]... [--turn-username U --turn-credential-file F]
                         [--ice-transport all|relay]
@@ -49,6 +49,12 @@ let joinHelp = """
                             against what --speaker plays, noise suppression, gain control, a
                             high-pass filter; mono; the stats show the echo delay and ERLE
       --speaker PCM         play the peer's audio to an ALSA PCM; --audio-out writes it to a WAV file
+      --mic-prefer D        (repeatable, best first) microphones by card id (USB) or PCM name: the
+      --speaker-prefer D    best one present is used; one plugged in mid-call that ranks higher
+                            takes over, and when the route's device goes the next one does (the
+                            call goes on); --mic/--speaker, when given, come last. Changes show in
+                            the log and the stats (audioRoute, audioRouteChanges); 'callend
+                            devices --watch' shows cards as they come and go
       --video-out F         the peer's video: .y4m decoded, .ivf as received, .ppm a snapshot every second
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
@@ -173,9 +179,10 @@ struct MicrophoneOptions {
         }
     }
 
-    /// The ALSA device for --mic PCM with these options (and, with --voice, --speaker on the
-    /// same device, so the echo canceller hears exactly what the speaker plays).
-    func device(capture pcm: String, speaker: String?) throws -> ALSAAudioDevice {
+    /// The ALSA device for --mic PCM (and the ranked --mic-prefer devices) with these options
+    /// and, with --voice, the speaker on the same device, so the echo canceller hears exactly
+    /// what the speaker plays.
+    func device(capture pcm: String?, speaker: String?, routes: AudioRoutePreferences) throws -> ALSAAudioDevice {
         let channels: Int
         switch (self.channels, selection) {
         case (let n?, _): channels = n
@@ -190,10 +197,27 @@ struct MicrophoneOptions {
         }
         return try ALSAAudioDevice {
             $0.capturePCM = pcm
+            $0.preferredCapture = routes.microphones
             $0.playbackPCM = voice ? speaker : nil
+            if voice { $0.preferredPlayback = routes.speakers }
             $0.captureChannels = channels
             $0.microphone = selection
             if voice { $0.mode = .voiceChat }
+        }
+    }
+}
+
+/// Ranked microphones and speakers (--mic-prefer, --speaker-prefer, each repeatable, best first):
+/// card ids or PCM names; the route follows them as devices are plugged in and removed.
+struct AudioRoutePreferences {
+    var microphones: [String]
+    var speakers: [String]
+
+    init(_ args: inout Arguments) throws {
+        microphones = try args.values("--mic-prefer")
+        speakers = try args.values("--speaker-prefer")
+        for entry in microphones + speakers where entry.isEmpty || entry.contains(where: { $0.isWhitespace || $0.isNewline }) {
+            throw UsageError(description: "--mic-prefer and --speaker-prefer take a card id (USB) or an ALSA PCM name, not '\(entry)'")
         }
     }
 }
@@ -258,6 +282,7 @@ func runJoin(_ args: inout Arguments) throws {
     }
     let (video, audio) = try parseCallSources(&args)
     let microphone = try MicrophoneOptions(&args)
+    let routes = try AudioRoutePreferences(&args)
     let speaker = try args.value("--speaker")
     let videoOutput = try args.value("--video-out")
     let audioOutput = try args.value("--audio-out")
@@ -299,15 +324,21 @@ func runJoin(_ args: inout Arguments) throws {
     if let encoding, encoding != "auto" && encoding != "manual" { throw UsageError(description: "--encoding takes auto or manual, not '\(encoding)'") }
     // Devices are opened before joining, so a missing camera or microphone fails at once.
     var microphoneDevice: ALSAAudioDevice?
-    if case .alsa(let pcm) = audio, microphone.given {
-        microphoneDevice = try microphone.device(capture: pcm, speaker: speaker)
-    } else if microphone.given {
-        throw UsageError(description: "--voice, --mic-channels, --mic-channel and --mic-mix apply to --mic PCM")
+    if microphone.given || !routes.microphones.isEmpty {
+        let pcm: String?
+        switch audio {
+        case .alsa(let name): pcm = name
+        case .tone where !routes.microphones.isEmpty: pcm = nil  // the ranked list alone
+        default: throw UsageError(description: "--voice, --mic-channels, --mic-channel, --mic-mix and --mic-prefer apply to an ALSA microphone (--mic PCM), not --audio-source")
+        }
+        microphoneDevice = try microphone.device(capture: pcm, speaker: speaker, routes: routes)
     }
-    let playout: (any AudioDevice)? = if let speaker {
+    if !routes.speakers.isEmpty && audioOutput != nil { throw UsageError(description: "--speaker-prefer and --audio-out are alternatives; give one") }
+    let playout: (any AudioDevice)? = if speaker != nil || !routes.speakers.isEmpty {
         // With --voice the microphone's device plays too: one device for both, like a
         // voice-processing audio unit.
-        try microphoneDevice?.configuration.playbackPCM != nil ? microphoneDevice : ALSAAudioDevice { $0.capturePCM = nil; $0.playbackPCM = speaker }
+        try microphone.voice && microphoneDevice != nil ? microphoneDevice
+            : ALSAAudioDevice { $0.capturePCM = nil; $0.playbackPCM = speaker; $0.preferredPlayback = routes.speakers }
     } else {
         try audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
     }

@@ -57,3 +57,77 @@ final class Feeder: @unchecked Sendable {  // the PCM is used by the feeding thr
         done.wait()
     }
 }
+
+/// A speaker that counts what it is given and keeps the last 200 ms for its level.
+final class CountingSpeaker: AudioDevice, Sendable {
+    let state = Mutex<(blocks: Int, recent: [Int16])>((0, []))
+    var captureChannels: Int { 1 }
+    func startCapture(_ deliver: @escaping @Sendable ([Int16]) -> Void) throws { throw ConfigurationError("a speaker only") }
+    func stopCapture() {}
+    func startPlayout() throws {}
+    func play(_ samples: [Int16]) { state.withLock { $0 = ($0.blocks + 1, Array(($0.recent + samples).suffix(19_200))) } }
+    func stopPlayout() {}
+    var route: (capture: String, playback: String) { ("none", "counting") }
+    var blocks: Int { state.withLock { $0.blocks } }
+    var rms: Double {
+        let s = state.withLock { $0.recent }
+        return s.isEmpty ? 0 : (s.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(s.count)).squareRoot()
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2)), .enabled(if: inCallDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
+struct AudioRouteDeviceLab {
+    /// A second sound card (snd-dummy, loaded mid-call) ranks first for Alice's microphone and
+    /// speaker: both move to it within 1 s; when it is unbound (unplugged) they fall back to the
+    /// loopback card within 1 s. Bob receives Alice's audio throughout (the loopback's 440 Hz,
+    /// the dummy's silence) and the call never stops.
+    @Test func theRouteFollowsASoundCardPluggedInAndRemoved() throws {
+        let environment = ProcessInfo.processInfo.environment
+        guard let kernel = environment["CALLEND_DEVICELAB_KERNEL"], let version = environment["CALLEND_DEVICELAB_KERNEL_VERSION"] else {
+            Issue.record("the lab passes CALLEND_DEVICELAB_KERNEL and CALLEND_DEVICELAB_KERNEL_VERSION (scripts/devicelab/test.sh)")
+            return
+        }
+        let feeding = Feeder(pcm: "plughw:CARD=Loopback,DEV=0,SUBDEV=0")
+        defer { feeding.stop() }
+        let device = try ALSAAudioDevice {
+            $0.capturePCM = nil
+            $0.playbackPCM = nil
+            $0.preferredCapture = ["Dummy", "plughw:CARD=Loopback,DEV=1,SUBDEV=0"]
+            $0.preferredPlayback = ["Dummy", "plughw:CARD=Loopback,DEV=0,SUBDEV=1"]
+        }
+        #expect(device.route.capture == "plughw:CARD=Loopback,DEV=1,SUBDEV=0", "no Dummy yet: \(device.route)")
+        let service = try TestService()
+        let alice = try service.connect("alice", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: device), audioPlayout: device), seconds: 100)
+        let speaker = CountingSpeaker()
+        let bob = try service.connect("bob", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: try SyntheticAudioDevice(source: .tone)),
+                                                               audioPlayout: speaker), seconds: 100)
+        defer { alice.disconnect(); bob.disconnect() }
+        #expect(eventually(20) { speaker.rms > 500 }, "bob hears the loopback microphone: rms \(speaker.rms)")
+
+        // Plugged in.
+        let load = Process()
+        load.executableURL = URL(fileURLWithPath: "/usr/sbin/modprobe")
+        load.arguments = ["-d", kernel, "-S", version, "snd-dummy"]
+        try load.run()
+        load.waitUntilExit()
+        #expect(load.terminationStatus == 0, "modprobe snd-dummy")
+        let plugged = Date()
+        #expect(eventually(3) { device.route.capture.contains("CARD=Dummy") && device.route.playback.contains("CARD=Dummy") }, "\(device.route)")
+        let moved = Date().timeIntervalSince(plugged)
+        #expect(moved <= 1, "the route moved \(moved) s after the card appeared")
+        let atMove = speaker.blocks
+        #expect(eventually(5) { speaker.blocks >= atMove + 50 }, "audio keeps reaching bob from the dummy card: \(speaker.blocks - atMove) blocks")
+
+        // Unplugged: the kernel disconnects the card at once.
+        try "snd_dummy.0".write(toFile: "/sys/bus/platform/drivers/snd_dummy/unbind", atomically: false, encoding: .utf8)
+        let removed = Date()
+        #expect(eventually(3) { device.route.capture.contains("Loopback") && device.route.playback.contains("Loopback") }, "\(device.route)")
+        let back = Date().timeIntervalSince(removed)
+        #expect(back <= 1, "the route fell back \(back) s after the card went")
+        #expect(eventually(10) { speaker.rms > 500 }, "bob hears the loopback microphone again: rms \(speaker.rms)")
+        #expect(device.routeChanges.count == 4, "capture and playback, each way: \(device.routeChanges)")
+        let stats = alice.perform("stats")
+        #expect(stats.contains(#""ok":true"#), "the call goes on: \(stats)")
+        print("devicelab: route moved to Dummy in \(Int(moved * 1000)) ms, back to Loopback in \(Int(back * 1000)) ms")
+    }
+}

@@ -23,13 +23,15 @@ if ! (cd / && "$here/vmrun.sh" -t 60 -- true); then
   skip "qemu could not boot the lab VM on this machine"
 fi
 bin=$(swift build --show-bin-path)
+# The kernel the lab boots, whose modules a test loads mid-run (snd-dummy: a sound card plugged in).
+version=$(ls "$lab"/ready-* | head -1); version=${version##*/ready-}
 status=0
-"$here/vmrun.sh" -t 180 -r "$results" -- sh -c "$bin/callend devices --json > $results/devices.json && setpriv --reuid=nobody --regid=nogroup --clear-groups $bin/callend devices > $results/devices-nobody.txt 2>&1 && CALLEND_DEVICELAB=1 $bin/callendPackageTests.xctest --testing-library swift-testing --filter DeviceLab --no-parallel" || status=$?
+"$here/vmrun.sh" -t 180 -r "$results" -- sh -c "{ $bin/callend devices --watch --json > $results/watch.jsonl 2>&1 & } && $bin/callend devices --json > $results/devices.json && setpriv --reuid=nobody --regid=nogroup --clear-groups $bin/callend devices > $results/devices-nobody.txt 2>&1 && CALLEND_DEVICELAB=1 CALLEND_DEVICELAB_KERNEL=$lab/kernel CALLEND_DEVICELAB_KERNEL_VERSION=$version $bin/callendPackageTests.xctest --testing-library swift-testing --filter DeviceLab --no-parallel" || status=$?
 if [ $status -ne 0 ]; then
   echo "devicelab: FAILED: the tests in the VM exited with $status"
   exit 1
 fi
-python3 - "$results/devices.json" "$results/devices-nobody.txt" <<'PY' || exit 1
+python3 - "$results/devices.json" "$results/devices-nobody.txt" "$results/watch.jsonl" <<'PY' || exit 1
 import json, sys
 report = json.load(open(sys.argv[1]))
 # As a user outside the video and audio groups, callend devices explains what it cannot open.
@@ -43,5 +45,13 @@ assert (640, 480) in sizes and {"frames": 25, "per": 1} in sizes[(640, 480)], si
 assert len(camera["formats"]) > 50, len(camera["formats"])
 assert any(d["hardwareName"] == "hw:CARD=Loopback,DEV=0" for d in report["audio"]), report["audio"]
 print(f"devicelab: callend devices saw vivid with {len(camera['formats'])} formats and the Loopback card")
+# devices --watch ran beside the tests: the card there at the start, and the one a test plugged
+# in (snd-dummy) and unplugged, with its PCM device.
+events = [json.loads(line) for line in open(sys.argv[3]) if line.startswith("{")]
+seen = [(e["event"], e["card"]) for e in events]
+assert ("added", "Loopback") in seen and ("added", "Dummy") in seen and ("removed", "Dummy") in seen, open(sys.argv[3]).read()
+dummy = next(e for e in events if e["event"] == "added" and e["card"] == "Dummy")
+assert any(d["plugName"] == "plughw:CARD=Dummy,DEV=0" for d in dummy["devices"]), dummy
+print(f"devicelab: callend devices --watch saw {seen}")
 PY
 echo "devicelab: passed in $(( $(date +%s) - start )) s"

@@ -30,12 +30,25 @@ public protocol AudioDevice: AnyObject, Sendable {
     /// The voice processing's figures (echo canceller, voice activity) when the device runs in
     /// `.voiceChat`; nil otherwise.
     var voiceStats: VoiceStats? { get }
+    /// Route changes this device made by itself (a preferred device came or its device went),
+    /// how many since the start and the last one.
+    var routeChanges: (count: Int, last: AudioRouteChange?) { get }
+}
+
+/// The route moved: `side` is "capture" or "playback".
+public struct AudioRouteChange: Sendable, Equatable, CustomStringConvertible {
+    public var side: String
+    public var from: String
+    public var to: String
+    public var reason: String
+    public var description: String { "\(side) \(from) -> \(to) (\(reason))" }
 }
 
 extension AudioDevice {
     /// Written straight out by default (a file, nothing).
     public var playoutDelay: Duration { .zero }
     public var voiceStats: VoiceStats? { nil }
+    public var routeChanges: (count: Int, last: AudioRouteChange?) { (0, nil) }
     public func selectCapture(_ pcm: String) throws {
         throw ConfigurationError("\(route.capture) cannot switch to \(pcm); start with --mic to use ALSA")
     }
@@ -126,6 +139,12 @@ public struct AudioRoute: Sendable, Equatable {
     /// `.voiceChat`: echo cancellation against this device's playback, noise suppression, gain
     /// control; the microphone is delivered mono.
     public var mode = AudioMode.default
+    /// Ranked microphones and speakers, best first: card ids (`USB`) or PCM names
+    /// (`AudioRoutePreference`). When given, the device uses the best one present, moves to a
+    /// better one when it is plugged in and falls back to the next when its device goes, during
+    /// the call; `capturePCM`/`playbackPCM`, when set, come last.
+    public var preferredCapture: [String] = []
+    public var preferredPlayback: [String] = []
     /// Frames per ALSA period (480 = 10 ms) and periods per buffer.
     public var periodFrames = 480
     public var periods = 4
@@ -250,6 +269,8 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     private let threads = Mutex<(capture: AudioThread?, playback: AudioThread?)>((nil, nil))
     /// The last error of each side (a device that went away, say), for stats.
     public let lastError = Mutex<String?>(nil)
+    private let watch = Mutex<SoundCardWatch?>(nil)
+    private let changes = Mutex<(count: Int, last: AudioRouteChange?)>((0, nil))
 
     /// The echo canceller, noise suppressor and gain control of `.voiceChat`: fed what this
     /// device plays (after the playout resampler, exactly what the card gets) and what it captures.
@@ -265,9 +286,73 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
         try route.microphone.validate(channels: route.captureChannels)
         configuration = route
         processor = try route.mode.processing.map { try VoiceProcessor($0) }
+        guard route.preferredCapture.isEmpty && route.preferredPlayback.isEmpty else {
+            try followRoutes()
+            return
+        }
         if let name = route.capturePCM { try install(capture: name) }
         if let name = route.playbackPCM { try install(playback: name) }
     }
+
+    /// The ranked lists of each side, their fallback last; empty for a side that is not ranked.
+    private var ranked: (capture: [String], playback: [String]) {
+        let c = configuration
+        return (c.preferredCapture.isEmpty ? [] : c.preferredCapture + [c.capturePCM].compactMap { $0 },
+                c.preferredPlayback.isEmpty ? [] : c.preferredPlayback + [c.playbackPCM].compactMap { $0 })
+    }
+
+    /// Opens the best device present on each ranked side, then follows the sound cards.
+    private func followRoutes() throws {
+        let cards = Set(SoundCardWatch.cards().map(\.id))
+        let (capture, playback) = ranked
+        for (side, list) in [("capture", capture), ("playback", playback)] where !list.isEmpty {
+            var failures: [String] = []
+            for pcm in AudioRoutePreference.available(list, cards: cards) {
+                do {
+                    if side == "capture" { try install(capture: pcm) } else { try install(playback: pcm) }
+                    break
+                } catch {
+                    failures.append("\(error)")
+                }
+            }
+            guard (side == "capture" ? capturePCM.withLock { $0 } : playbackPCM.withLock { $0 }) != nil else {
+                throw ConfigurationError("none of the preferred \(side) devices (\(list.joined(separator: ", "))) could be opened"
+                                         + (failures.isEmpty ? ": none is present" : ": " + failures.joined(separator: "; ")))
+            }
+        }
+        if capture.isEmpty, let name = configuration.capturePCM { try install(capture: name) }
+        if playback.isEmpty, let name = configuration.playbackPCM { try install(playback: name) }
+        watch.withLock { w in
+            w = SoundCardWatch { [weak self] added, removed, present in
+                guard let self, !(added.isEmpty && removed.isEmpty) else { return }
+                let reason = (added.isEmpty ? [] : [added.map(\.id).joined(separator: ", ") + " appeared"])
+                    + (removed.isEmpty ? [] : [removed.map(\.id).joined(separator: ", ") + " went away"])
+                self.reroute(Set(present.map(\.id)), reason: reason.joined(separator: "; "))
+            }
+        }
+    }
+
+    /// Moves each ranked side to the best device present: up to a better one, or away from one
+    /// that went. A device that does not open is passed over (and tried again at the next change).
+    private func reroute(_ cards: Set<String>, reason: String) {
+        let (capture, playback) = ranked
+        for (side, list) in [("capture", capture), ("playback", playback)] where !list.isEmpty {
+            let current = side == "capture" ? capturePCM.withLock { $0?.pcm.name } : playbackPCM.withLock { $0?.pcm.name }
+            for pcm in AudioRoutePreference.available(list, cards: cards) {
+                if pcm == current { break }
+                do {
+                    if side == "capture" { try install(capture: pcm) } else { try install(playback: pcm) }
+                    let change = AudioRouteChange(side: side, from: current ?? "none", to: pcm, reason: reason)
+                    changes.withLock { $0 = ($0.count + 1, change) }
+                    break
+                } catch {
+                    lastError.withLock { $0 = "\(error)" }
+                }
+            }
+        }
+    }
+
+    public var routeChanges: (count: Int, last: AudioRouteChange?) { changes.withLock { $0 } }
 
     /// Mono when a channel or a mix is picked, or voice processing runs; else as captured.
     public var captureChannels: Int {
@@ -360,6 +445,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     }
 
     deinit {
+        watch.withLock { $0 }?.stop()
         stopCapture()
         stopPlayout()
     }

@@ -187,6 +187,21 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
     /// Signaling from someone in the room who is not this round's peer: ignored, and logged once
     /// per sender and round.
+    /// The audio route in the status, and each change the devices made by themselves in the log.
+    private func reportRoute(_ status: inout CallStatus, logged: inout [Int]) {
+        let microphone = media.audioTrack?.device, speaker = media.audioPlayout
+        guard microphone != nil || speaker != nil else { return }
+        status.audioRoute = "\(microphone?.route.capture ?? "none") -> \(speaker?.route.playback ?? "none")"
+        var devices = [microphone].compactMap { $0 }
+        if let speaker, !devices.contains(where: { $0 === speaker }) { devices.append(speaker) }
+        let changes = devices.map(\.routeChanges)
+        status.audioRouteChanges = changes.reduce(0) { $0 + $1.count }
+        for (i, change) in changes.enumerated() where change.count > logged[i] {
+            if let last = change.last { log("audio route: \(last)") }
+            logged[i] = change.count
+        }
+    }
+
     private func ignore(_ message: RelayMessage, peer: String?, noted: inout Set<String>) {
         let who = message.from ?? "?"
         guard noted.insert(who).inserted else { return }
@@ -575,6 +590,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             // Memory the buffers of an outage filled goes back to the kernel after it, and every
             // ten minutes (see releaseFreeMemory).
             var trimAfter = 6000
+            var routeChangesLogged = [0, 0]
             var nextReport = ContinuousClock.now + .milliseconds(100)
             func report() {
                 tick += 1
@@ -610,6 +626,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 var status = CallStatus.between(previous, now, participant: participant)
                 status.candidatePair = callMedia.transport.selectedPair?.description
                 status.iceRestarts = restarts.load(ordering: .relaxed)
+                reportRoute(&status, logged: &routeChangesLogged)
                 if let voice = media.audioTrack?.device.voiceStats {
                     (status.echoERLEdB, status.echoDelayMs, status.voiceActive) = (voice.erleDB, voice.measuredDelayMilliseconds, voice.voice)
                 }

@@ -55,6 +55,10 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var echoERLEdB: Int?
     public var echoDelayMs: Int?
     public var voiceActive: Bool?
+    /// Where audio goes ("plughw:CARD=USB,DEV=0 -> plughw:CARD=Loopback,DEV=0": microphone ->
+    /// speaker) and how often the devices changed it by themselves (plug events) since the start.
+    public var audioRoute: String?
+    public var audioRouteChanges = 0
 
     /// The one-line form for a terminal.
     public var line: String {

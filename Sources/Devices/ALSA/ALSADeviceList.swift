@@ -84,8 +84,8 @@ public enum ALSADeviceList {
     }
 
     /// Cards as /proc/asound/cards lists them (readable by every user): " 0 [Loopback ]: Loopback - Loopback".
-    static func kernelCards() -> [(Int, String)] {
-        guard let text = try? String(contentsOfFile: "/proc/asound/cards", encoding: .utf8) else { return [] }
+    static func kernelCards(path: String = "/proc/asound/cards") -> [(Int, String)] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { line in
             let trimmed = line.drop { $0 == " " }
             guard let space = trimmed.firstIndex(of: " "), let index = Int(trimmed[..<space]),

@@ -1,0 +1,69 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Devices
+import TestSupport
+
+@Suite struct SoundCardWatchTests {
+    @Test func preferencesNameCardsOrPCMs() {
+        #expect(AudioRoutePreference.resolve("USB") == ("plughw:CARD=USB,DEV=0", "USB"))
+        #expect(AudioRoutePreference.resolve("plughw:CARD=Loopback,DEV=1,SUBDEV=0") == ("plughw:CARD=Loopback,DEV=1,SUBDEV=0", "Loopback"))
+        #expect(AudioRoutePreference.resolve("hw:CARD=Dummy,DEV=0") == ("hw:CARD=Dummy,DEV=0", "Dummy"))
+        #expect(AudioRoutePreference.resolve("default") == ("default", nil))
+        #expect(AudioRoutePreference.resolve("callend_test_out:FILE=/tmp/x") == ("callend_test_out:FILE=/tmp/x", nil))
+        let ranked = ["USB", "plughw:CARD=Loopback,DEV=1", "default"]
+        #expect(AudioRoutePreference.available(ranked, cards: ["Loopback"]) == ["plughw:CARD=Loopback,DEV=1", "default"])
+        #expect(AudioRoutePreference.available(ranked, cards: ["USB", "Loopback"]).first == "plughw:CARD=USB,DEV=0")
+        #expect(AudioRoutePreference.available(["USB"], cards: []) == [])
+    }
+
+    @Test func theKernelsCardListIsRead() throws {
+        let dir = try ScratchFolder()
+        let path = dir.path + "/cards"
+        try """
+         0 [Loopback       ]: Loopback - Loopback
+                              Loopback 1
+         1 [Dummy          ]: Dummy - Dummy
+                              Dummy 1
+
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(SoundCardWatch.cards(listing: path) == [SoundCard(index: 0, id: "Loopback"), SoundCard(index: 1, id: "Dummy")])
+        #expect(SoundCardWatch.cards(listing: dir.path + "/missing").isEmpty)
+    }
+
+    /// A card whose node appears in the watched folder is reported, and one that goes.
+    @Test func cardsThatComeAndGoAreReported() throws {
+        let dir = try ScratchFolder()
+        let cards = Mutex<[SoundCard]>([SoundCard(index: 0, id: "Loopback")])
+        let seen = Mutex<[(added: [String], removed: [String])]>([])
+        let watch = SoundCardWatch(directory: dir.path, list: { cards.withLock { $0 } }) { added, removed, _ in
+            seen.withLock { $0.append((added.map(\.id), removed.map(\.id))) }
+        }
+        defer { watch.stop() }
+        #expect(waitFor(2) { seen.withLock { $0.count } == 1 })
+        #expect(seen.withLock { $0.first?.added } == ["Loopback"], "the cards present at the start")
+        cards.withLock { $0.append(SoundCard(index: 1, id: "Dummy")) }
+        #expect(FileManager.default.createFile(atPath: dir.path + "/controlC1", contents: nil))
+        #expect(waitFor(2) { seen.withLock { $0.count } == 2 })
+        #expect(seen.withLock { $0.last?.added } == ["Dummy"])
+        cards.withLock { $0.removeAll { $0.id == "Dummy" } }
+        try FileManager.default.removeItem(atPath: dir.path + "/controlC1")
+        #expect(waitFor(2) { seen.withLock { $0.count } == 3 })
+        #expect(seen.withLock { $0.last?.removed } == ["Dummy"])
+        watch.stop()
+        let count = seen.withLock { $0.count }
+        cards.withLock { $0 = [] }
+        usleep(300_000)
+        #expect(seen.withLock { $0.count } == count, "nothing is reported after stop")
+    }
+}
+
+/// Polls `condition` every 10 ms for up to `seconds`.
+private func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(10_000)
+    }
+    return condition()
+}
