@@ -165,7 +165,10 @@ final class AudioThread: Sendable {
 
     init(name: String, step: @escaping @Sendable () -> Void) {
         startThread(named: name) { [self] in
-            var pacer = RealTimePacer(period: AudioBlock.period)
+            // A thread that fell behind (a busy machine) catches up at once, up to a second: a
+            // real card's reads and writes block on their own, and a capture that skipped periods
+            // would overrun its buffer and lose audio (which also throws the echo canceller off).
+            var pacer = RealTimePacer(period: AudioBlock.period, maximumLag: 50)
             while !stopping.load(ordering: .relaxed) {
                 pacer.waitForNext()
                 step()
@@ -379,7 +382,9 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     private func open(_ name: String, _ direction: ALSAPCM.Direction) throws -> Handle {
         var c = ALSAPCM.Configuration(channels: direction == .capture ? configuration.captureChannels : 2)
         c.periodFrames = configuration.periodFrames
-        c.periods = configuration.periods
+        // A capture buffer adds no latency (a read returns what is there), so it is deeper: a
+        // reader late by up to 100 ms loses nothing. Playback's buffer is the route's latency.
+        c.periods = direction == .capture ? max(configuration.periods, 10) : configuration.periods
         return Handle(try ALSAPCM(name: name, direction: direction, configuration: c))
     }
 

@@ -69,22 +69,29 @@ struct EchoDelayEstimator {
         guard nearEnergy > 0 else { return }
         var best = (lag: 0, value: -1.0)
         var values = [Double](repeating: 0, count: Self.maxLag + 1)
-        for lag in 0...Self.maxLag {
-            let start = end - n - lag - farDropped
-            guard start + n <= far.count else { continue }
-            guard start >= 0 else { break }
-            let slice = far[start..<start + n]
-            let mean = slice.reduce(0, +) / Double(n)
-            var dot = 0.0, energy = 0.0
-            for (i, x) in slice.enumerated() {
-                let c = x - mean
-                dot += c * nearCentered[i]
-                energy += c * c
+        // Since the near window is centred, the far window's mean drops out of the dot product;
+        // its centred energy comes from running sums. Raw pointers: this runs ten times a
+        // second on the capture thread, in debug builds too.
+        far.withUnsafeBufferPointer { farBuffer in
+            nearCentered.withUnsafeBufferPointer { nearBuffer in
+                for lag in 0...Self.maxLag {
+                    let start = end - n - lag - farDropped
+                    guard start + n <= farBuffer.count else { continue }
+                    guard start >= 0 else { break }
+                    var dot = 0.0, sum = 0.0, squares = 0.0
+                    for i in 0..<n {
+                        let x = farBuffer[start + i]
+                        dot += x * nearBuffer[i]
+                        sum += x
+                        squares += x * x
+                    }
+                    let energy = squares - sum * sum / Double(n)
+                    guard energy > 0 else { continue }
+                    let value = dot / (energy * nearEnergy).squareRoot()
+                    values[lag] = value
+                    if value > best.value { best = (lag, value) }
+                }
             }
-            guard energy > 0 else { continue }
-            let value = dot / (energy * nearEnergy).squareRoot()
-            values[lag] = value
-            if value > best.value { best = (lag, value) }
         }
         guard best.value >= Self.threshold else { return }
         // A clear peak: the best lag 20 ms or more away from it is well below.
@@ -95,8 +102,10 @@ struct EchoDelayEstimator {
         if let first = values.firstIndex(where: { $0 >= best.value * 0.9 }), first < best.lag {
             best = (first, values[first])
         }
-        // Small wobbles are not news: each change of the delay makes the canceller realign.
-        if let current = lagSteps, abs(current - best.lag) < 3 { return }
+        // Wobbles are not news: each change of the delay makes the canceller realign, and its
+        // (extended) filter reaches well past 24 ms either way. A sound card's buffer fill
+        // wanders by about that much; a new route or a restarted stream moves it further.
+        if let current = lagSteps, abs(current - best.lag) < 12 { return }
         lagSteps = best.lag
         confidence = best.value
     }
