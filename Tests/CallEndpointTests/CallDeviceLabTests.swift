@@ -82,7 +82,8 @@ struct AudioRouteDeviceLab {
     /// A second sound card (snd-dummy, loaded mid-call) ranks first for Alice's microphone and
     /// speaker: both move to it within 1 s; when it is unbound (unplugged) they fall back to the
     /// loopback card within 1 s. Bob receives Alice's audio throughout (the loopback's 440 Hz,
-    /// the dummy's silence) and the call never stops.
+    /// the dummy's silence), Alice plays Bob's tone on the loopback card again after the
+    /// fallback, and the call never stops.
     @Test func theRouteFollowsASoundCardPluggedInAndRemoved() throws {
         let environment = ProcessInfo.processInfo.environment
         guard let kernel = environment["CALLEND_DEVICELAB_KERNEL"], let version = environment["CALLEND_DEVICELAB_KERNEL_VERSION"] else {
@@ -129,6 +130,13 @@ struct AudioRouteDeviceLab {
         let back = Date().timeIntervalSince(removed)
         #expect(back <= 1, "the route fell back \(back) s after the card went")
         #expect(eventually(10) { speaker.rms > 500 }, "bob hears the loopback microphone again: rms \(speaker.rms)")
+        // The other way: what Alice plays (Bob's tone) comes out of the loopback card again.
+        let heard = try whenFree { try ALSAPCM(name: "plughw:CARD=Loopback,DEV=1,SUBDEV=1", direction: .capture) }
+        var played: [Int16] = []
+        for _ in 0..<50 { played += try heard.read(frames: 960) }
+        let tail = played.suffix(24_000)
+        let level = (tail.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(tail.count)).squareRoot()
+        #expect(level > 500, "alice plays bob's tone on the loopback card again: rms \(level)")
         #expect(device.routeChanges.count == 4, "capture and playback, each way: \(device.routeChanges)")
         let stats = alice.perform("stats")
         #expect(stats.contains(#""ok":true"#), "the call goes on: \(stats)")
