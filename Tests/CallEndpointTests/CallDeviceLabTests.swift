@@ -161,6 +161,7 @@ struct EchoDeviceLab {
     /// echo canceller, what it delivers is that much quieter (the ERLE), and the delay is found.
     @Test func theEchoCancellerRemovesARealALSAEcho() throws {
         let dir = try ScratchFolder()
+        defer { withExtendedLifetime(dir) {} }
         let speech = dir.path + "/speech.wav", tts = dir.path + "/tts.wav"
         let text = "The rooftop camera has been running since Tuesday. The link went down twice during the storm, but the call came back both times within a second. "
             + "Tomorrow we will move the antenna to the north side of the building and check the signal again."

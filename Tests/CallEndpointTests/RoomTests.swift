@@ -192,6 +192,7 @@ extension DispatchSemaphore {
     @Test func microphoneAndSpeakerSwitchDuringACall() throws {
         #expect(ALSATestConfiguration.ready)
         let dir = try ScratchFolder()
+        defer { withExtendedLifetime(dir) {} }  // the folder (and the PCMs' files) outlive the call
         func toneFile(_ name: String, _ frequency: Double) throws -> String {
             let path = "\(dir.path)/\(name).raw"
             let samples = (0..<(48_000 * 30)).map { Int16(8000 * sin(2 * Double.pi * frequency * Double($0) / 48_000)) }
@@ -238,6 +239,7 @@ extension DispatchSemaphore {
     func theMicrophoneIsTheChannelPicked(voice: Bool) throws {
         #expect(ALSATestConfiguration.ready)
         let dir = try ScratchFolder()
+        defer { withExtendedLifetime(dir) {} }  // the folder (and the PCMs' files) outlive the call
         let frequencies = [300.0, 500, 700, 900]
         var samples: [Int16] = []
         samples.reserveCapacity(48_000 * 30 * 4)
@@ -312,6 +314,7 @@ extension DispatchSemaphore {
     /// an overlong line, refuses a second socket on a live path, and removes its file when stopped.
     @Test func controlSocketAnswersLines() throws {
         let dir = try ScratchFolder()
+        defer { withExtendedLifetime(dir) {} }  // the folder (and the PCMs' files) outlive the call
         let path = dir.path + "/control.sock"
         let socket = try ControlSocket(path: path) { "reply to \($0)" }
         #expect(throws: ConfigurationError.self) { try ControlSocket(path: path) { $0 } }

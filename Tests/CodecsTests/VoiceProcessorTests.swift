@@ -5,8 +5,9 @@ import Testing
 
 /// webrtc-audio-processing through `VoiceProcessor`, on a far end played through a known echo
 /// path (delay, attenuation, a decaying tail) into a microphone, in 20 ms blocks as a device
-/// delivers them.
-@Suite struct VoiceProcessorTests {
+/// delivers them. One at a time: each is seconds of computation on a thread of the test pool
+/// that timing-sensitive suites share.
+@Suite(.serialized) struct VoiceProcessorTests {
     /// The far end through an echo path: `delay` ms late, `gain` quieter, with a tail of three
     /// reflections, as a speaker heard by a microphone in a room.
     static func echo(of far: [Int16], delayMs: Int, gain: Double) -> [Int16] {

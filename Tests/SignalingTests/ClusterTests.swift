@@ -77,15 +77,25 @@ import TestSupport
         let (roof, roofLog, bench, benchLog) = await roofAndBench(a, b)
         #expect(await roofLog.wait { $0 == .peerJoined("bench", rejoin: false) } != nil)
         redis.pause()
-        let issued = b.directory!.counters.commands
-        let broadcast = bench.send(RelayMessage(kind: .candidate, id: "", payload: .object(["candidate": .string("c")])))
+        let directory = try #require(b.directory)
+        let issued = directory.counters.commands
         // Once bench's node has sent Redis its next command (the relay, unless a renewal fell due
         // in the same millisecond), the stall lasts 1.5 s: the fault's length, past the old
-        // timeout and its retry, not an order of events.
-        #expect(await waitUntil { b.directory!.counters.commands > issued })
-        try await Task.sleep(for: .milliseconds(1500))
-        redis.resume()
+        // timeout and its retry, not an order of events. A thread of its own ends it: the test
+        // pool's threads can be busy with other suites' work for seconds on a loaded machine,
+        // which stretched the stall past the node's 3 s reply timeout.
+        let resumed = DispatchSemaphore(value: 0)
+        Thread {
+            let deadline = Date().addingTimeInterval(10)
+            while directory.counters.commands <= issued && Date() < deadline { usleep(1000) }
+            Thread.sleep(forTimeInterval: 1.5)
+            redis.resume()
+            resumed.signal()
+        }.start()
+        let broadcast = bench.send(RelayMessage(kind: .candidate, id: "", payload: .object(["candidate": .string("c")])))
         #expect(await received(roofLog, id: broadcast, from: "bench"))
+        resumed.wait()
+        #expect(directory.counters.commands > issued, "the relay reached Redis during the stall")
         #expect(!benchLog.all.contains { if case .undelivered(let m, _, _) = $0 { return m.id == broadcast }; return false },
                 "the sender was told its message went nowhere")
         bench.stop()
