@@ -181,7 +181,7 @@ struct EchoDeviceLab {
         var blocks: [[Int16]] = []
         while let block = reader.read(samplesPerChannel: AudioBlock.frames), block.count == AudioBlock.frames * 2 { blocks.append(block) }
         try #require(blocks.count > 300, "\(blocks.count) blocks of speech")
-        var results: [Bool: (level: Double, stats: VoiceStats?)] = [:]
+        var results: [Bool: (level: Double, stats: VoiceStats?, seconds: [Int], xruns: (Int, Int))] = [:]
         for voice in [false, true] {
             let device = try whenFree {
                 try ALSAAudioDevice {
@@ -207,23 +207,29 @@ struct EchoDeviceLab {
                 let due = start + .milliseconds(20 * (i + 1))
                 if due > .now { Thread.sleep(forTimeInterval: (due - .now).inSeconds) }
             }
+            let xruns = device.xruns
             device.stopPlayout()
             device.stopCapture()
             // The last 40 % of the speech: converged, both runs over the same words.
             let all = captured.withLock { $0 }
             let half = all.dropFirst(all.count * 6 / 10)
             let power = half.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, half.count))
-            results[voice] = (10 * log10(max(power, 1e-3) / (32768.0 * 32768.0)), device.voiceStats)
+            var seconds: [Int] = []
+            for i in stride(from: 0, to: all.count - 96_000, by: 96_000) {
+                let p: Double = all[i..<i + 96_000].reduce(0.0) { $0 + Double($1) * Double($1) } / 96_000
+                seconds.append(Int(10 * log10(max(1e-3, p) / (32768.0 * 32768.0))))
+            }
+            results[voice] = (10 * log10(max(power, 1e-3) / (32768.0 * 32768.0)), device.voiceStats, seconds, xruns)
         }
         let echo = results[false]!.level, residual = results[true]!.level
         let stats = results[true]!.stats
         #expect(echo > -40, "without processing the microphone hears the speaker: \(echo) dBFS")
-        // 18-32 dB measured over eight runs in the emulated VM (the echo bench's offline figure,
-        // 47 dB, is the canceller's own; here the VM's stalls move the path now and then, and
-        // the 25 dB is not reliably met: see the stop's note).
-        #expect(echo - residual >= 15, "ERLE \(echo - residual) dB (\(echo) -> \(residual) dBFS), \(String(describing: stats))")
+        // 26-49 dB over fourteen runs in the emulated VM (median 47), whose stalls underrun the
+        // playback 3-42 times in these 14 s; each restart makes the delay be found again.
+        #expect(echo - residual >= 20, "ERLE \(echo - residual) dB (\(echo) -> \(residual) dBFS), \(String(describing: stats))")
         #expect(stats?.measuredDelayMilliseconds != nil, "the delay is found: \(String(describing: stats))")
         print("devicelab: echo through snd-aloop: \(Int(echo)) dBFS at the microphone, \(Int(residual)) dBFS after the canceller: "
-              + "ERLE \(Int(echo - residual)) dB; delay found \(stats?.measuredDelayMilliseconds ?? -1) ms, the library's ERLE \(stats?.erleDB ?? -1) dB")
+              + "ERLE \(Int(echo - residual)) dB; delay found \(stats?.measuredDelayMilliseconds ?? -1) ms, the library's ERLE \(stats?.erleDB ?? -1) dB; "
+              + "dBFS per second without \(results[false]!.seconds), with \(results[true]!.seconds); xruns \(results[false]!.xruns), \(results[true]!.xruns), restarts seen \(stats?.restarts ?? -1)")
     }
 }

@@ -57,14 +57,23 @@ import Testing
     }
 
     /// Runs far (to the speaker) and mic (from the microphone) through the processor in 20 ms blocks.
-    static func run(_ processor: VoiceProcessor, far: [Int16], mic: [Int16], delayHint: Duration) -> [Int16] {
+    /// Feeds both as a call does, 20 ms blocks; `lead(t)` is how many blocks the speaker's side
+    /// has been fed ahead of the microphone's at block t (its thread runs on its own schedule).
+    static func run(_ processor: VoiceProcessor, far: [Int16], mic: [Int16], delayHint: Duration,
+                    lead: (Int) -> Int = { _ in 0 }) -> [Int16] {
         var out: [Int16] = []
         let block = AudioFrame.sampleRate / 50
+        var rendered = 0
         var start = 0
+        var t = 0
         while start + block <= mic.count {
-            processor.render(Array(far[start..<start + block]), channels: 1)
+            while rendered <= start + lead(t) * block, rendered + block <= far.count {
+                processor.render(Array(far[rendered..<rendered + block]), channels: 1)
+                rendered += block
+            }
             out += processor.process(Array(mic[start..<start + block]), delay: delayHint)
             start += block
+            t += 1
         }
         return out
     }
@@ -104,6 +113,28 @@ import Testing
         #expect(abs(measured - delayMs) <= 4, "measured \(measured) ms")
     }
 
+    /// The speaker's thread runs ahead of the microphone's by a lead that moves (a stall, a
+    /// period boundary): the canceller is told the streams' lag plus the lead of the moment,
+    /// since it counts the delay in far-end audio rendered since the echo's source.
+    @Test func aSpeakerThreadRunningAheadIsAllowedFor() throws {
+        var options = VoiceProcessing.voiceChat
+        options.gainControl = false
+        options.noiseSuppression = 0
+        let processor = try VoiceProcessor(options)
+        let far = Self.babble(seconds: 10, seed: 11)
+        let mic = Self.echo(of: far, delayMs: 60, gain: 0.5)
+        // 20 to 80 ms ahead, changing every second.
+        let leads = [1, 3, 2, 4, 1, 3, 4, 2, 1, 3]
+        let ahead = far + [Int16](repeating: 0, count: 5 * AudioFrame.sampleRate / 50)  // never runs out
+        let out = Self.run(processor, far: ahead, mic: mic, delayHint: .milliseconds(40)) { leads[min($0 / 50, leads.count - 1)] }
+        let steady = 4 * AudioFrame.sampleRate ..< out.count
+        let erle = 10 * log10(Self.power(mic[steady]) / max(1, Self.power(out[steady])))
+        #expect(erle >= 25, "ERLE \(erle) dB, per second \(Self.erlePerSecond(mic: mic, out: out))")
+        // What it was told at the end: the lag (60 ms) and the lead then (3 blocks, 60 ms).
+        let told = try #require(processor.stats.measuredDelayMilliseconds)
+        #expect(abs(told - 120) <= 4, "told \(told) ms")
+    }
+
     /// The delay estimate from the signals alone, fed as a call feeds it (render, then capture).
     @Test func delayIsFoundFromTheSignals() {
         var estimator = EchoDelayEstimator()
@@ -125,6 +156,33 @@ import Testing
             quiet.capture(mic[start..<start + block])
         }
         #expect(quiet.delayMilliseconds == nil)
+    }
+
+    /// A card's stream restarts (an underrun: the speaker played 16 ms of silence the far end
+    /// never had, so the echo now lags 16 ms more): told so, the estimator takes the new lag
+    /// from what follows, although the move is below what it otherwise ignores as a wobble.
+    @Test func aRestartedStreamIsFollowed() {
+        let far = Self.babble(seconds: 4, seed: 9)
+        let before = Self.echo(of: far, delayMs: 100, gain: 0.3)
+        let after = Self.echo(of: far, delayMs: 116, gain: 0.3)
+        let block = AudioFrame.sampleRate / 50
+        let switchAt = 2 * AudioFrame.sampleRate
+        for restart in [false, true] {
+            var estimator = EchoDelayEstimator()
+            var foundAt: Int?
+            for start in stride(from: 0, to: far.count - block, by: block) {
+                estimator.render(far[start..<start + block])
+                if start == switchAt, restart { estimator.restart() }
+                estimator.capture((start < switchAt ? before : after)[start..<start + block])
+                if start == switchAt - block { #expect(estimator.delayMilliseconds == 100) }
+                if start > switchAt, foundAt == nil, estimator.delayMilliseconds == 116 { foundAt = start - switchAt }
+            }
+            if restart {
+                #expect((foundAt ?? .max) <= AudioFrame.sampleRate * 6 / 10, "found after \(foundAt ?? -1) samples")
+            } else {
+                #expect(foundAt == nil, "a 16 ms move without a restart is a wobble")
+            }
+        }
     }
 
     /// The near end alone goes through whole, 14 ms later (the library's band splitting and

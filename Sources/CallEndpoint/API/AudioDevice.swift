@@ -364,6 +364,18 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
 
     public var voiceStats: VoiceStats? { processor?.stats }
 
+    /// A read or write, and whether the PCM's stream restarted on the way (an xrun recovered).
+    private static func transfer<T>(_ pcm: ALSAPCM, _ body: (ALSAPCM) throws(DeviceError) -> T) throws(DeviceError) -> (T, Bool) {
+        let before = pcm.xruns
+        let value = try body(pcm)
+        return (value, pcm.xruns != before)
+    }
+
+    /// Overruns of the capture PCM and underruns of the playback PCM so far (the PCMs open now).
+    public var xruns: (capture: Int, playback: Int) {
+        (capturePCM.withLock { $0?.pcm.xruns } ?? 0, playbackPCM.withLock { $0?.pcm.xruns } ?? 0)
+    }
+
     /// The microphone's block as delivered: its channel or mix, then voice processing.
     private func microphone(_ samples: [Int16]) -> [Int16] {
         let picked = configuration.microphone.apply(samples, channels: configuration.captureChannels)
@@ -408,9 +420,11 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
             guard capturePCM.withLock({ $0 }) != nil else { throw ConfigurationError("no capture PCM in the audio route") }
             t.capture = AudioThread(name: "alsa-capture") { [self] in
                 // Holding the lock across the read keeps a switch from closing the PCM under it.
-                let result = capturePCM.withLock { h in Result { try h?.pcm.read(frames: AudioBlock.frames) } }
+                let result = capturePCM.withLock { h in Result { try h.map { h in try Self.transfer(h.pcm) { (pcm) throws(DeviceError) in try pcm.read(frames: AudioBlock.frames) } } } }
                 switch result {
-                case .success(let samples?): captureSink(microphone(samples))
+                case .success(let (samples, restarted)?):
+                    if restarted { processor?.streamRestarted() }
+                    captureSink(microphone(samples))
                 case .success(nil): break
                 case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
                 }
@@ -430,8 +444,12 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
             t.playback = AudioThread(name: "alsa-playback") { [self] in
                 let block = queue.withLock { $0.next() }
                 processor?.render(block, channels: 2)
-                let result = playbackPCM.withLock { h in Result { try h?.pcm.write(block) } }
-                if case .failure(let error) = result { lastError.withLock { $0 = "\(error)" }; usleep(100_000) }
+                let result = playbackPCM.withLock { h in Result { try h.map { h in try Self.transfer(h.pcm) { (pcm) throws(DeviceError) in try pcm.write(block) } } } }
+                switch result {
+                case .success(let (_, restarted)?): if restarted { processor?.streamRestarted() }
+                case .success(nil): break
+                case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
+                }
             }
         }
     }

@@ -628,7 +628,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 status.iceRestarts = restarts.load(ordering: .relaxed)
                 reportRoute(&status, logged: &routeChangesLogged)
                 if let voice = media.audioTrack?.device.voiceStats {
-                    (status.echoERLEdB, status.echoDelayMs, status.voiceActive) = (voice.erleDB, voice.measuredDelayMilliseconds, voice.voice)
+                    (status.echoERLEdB, status.echoDelayMs, status.voiceActive, status.echoRestarts) = (voice.erleDB, voice.measuredDelayMilliseconds, voice.voice, voice.restarts)
                 }
                 current.withLock { $0.status = status }
                 onStatus?(status)

@@ -55,6 +55,9 @@ public struct CallStatus: Sendable, Codable, Equatable {
     public var echoERLEdB: Int?
     public var echoDelayMs: Int?
     public var voiceActive: Bool?
+    /// Sound card streams restarted by an xrun under voice processing (each makes the echo
+    /// delay be found again).
+    public var echoRestarts: Int?
     /// Where audio goes ("plughw:CARD=USB,DEV=0 -> plughw:CARD=Loopback,DEV=0": microphone ->
     /// speaker) and how often the devices changed it by themselves (plug events) since the start.
     public var audioRoute: String?

@@ -23,13 +23,26 @@ struct EchoDelayEstimator {
     private var farPartial = (sum: 0.0, count: 0)
     private var nearPartial = (sum: 0.0, count: 0)
     private var sinceEstimate = 0
+    private var restarted = false
     /// The delay found last, in steps; nil until one is found.
     private(set) var lagSteps: Int?
     private(set) var confidence = 0.0
 
     var delayMilliseconds: Int? { lagSteps.map { $0 * Self.step * 1000 / 48_000 } }
+    var lagSamples: Int? { lagSteps.map { $0 * Self.step } }
 
     mutating func render(_ mono: ArraySlice<Int16>) { Self.append(mono, to: &far, &farPartial) }
+
+    /// A sound card's stream restarted (an underrun played silence the far end never had, an
+    /// overrun lost what the microphone heard): the lag has moved by an unknown amount. The
+    /// microphone's history goes, so the next estimate (from 0.4 s on) sees only the new lag,
+    /// and takes it however small the move.
+    mutating func restart() {
+        nearDropped += near.count
+        near.removeAll(keepingCapacity: true)
+        sinceEstimate = 0
+        restarted = true
+    }
 
     mutating func capture(_ mono: ArraySlice<Int16>) {
         let before = near.count
@@ -105,7 +118,8 @@ struct EchoDelayEstimator {
         // Wobbles are not news: each change of the delay makes the canceller realign, and its
         // (extended) filter reaches well past 24 ms either way. A sound card's buffer fill
         // wanders by about that much; a new route or a restarted stream moves it further.
-        if let current = lagSteps, abs(current - best.lag) < 12 { return }
+        if let current = lagSteps, abs(current - best.lag) < 12, !restarted { return }
+        restarted = false
         lagSteps = best.lag
         confidence = best.value
     }

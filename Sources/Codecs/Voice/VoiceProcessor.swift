@@ -41,9 +41,12 @@ public struct VoiceStats: Sendable, Equatable {
     public var delayMilliseconds: Int?
     /// The last microphone chunk had speech in it.
     public var voice = false
-    /// The speaker-to-microphone delay found by cross-correlating the two (what the canceller
-    /// is told); nil until found.
+    /// The speaker-to-microphone delay the canceller is told for the last chunk: the lag found
+    /// by cross-correlating the two streams, plus how far the speaker's stream is ahead of the
+    /// microphone's right now (their threads run apart); nil until the lag is found.
     public var measuredDelayMilliseconds: Int?
+    /// Sound card streams restarted (xruns) during processing.
+    public var restarts = 0
     /// Chunks processed each way, and the library's errors.
     public var renderedChunks = 0
     public var capturedChunks = 0
@@ -67,7 +70,10 @@ public final class VoiceProcessor: Sendable {
         deinit { cvoice_destroy(voice) }
     }
 
-    private let state: Mutex<(handle: Handle, stats: VoiceStats, delay: EchoDelayEstimator)>
+    /// Mono samples handed to the library each way so far.
+    private struct Counts { var far = 0, near = 0 }
+
+    private let state: Mutex<(handle: Handle, stats: VoiceStats, delay: EchoDelayEstimator, counts: Counts)>
 
     public init(_ options: VoiceProcessing = .voiceChat) throws(MediaError) {
         var c = cvoice_options()
@@ -83,7 +89,7 @@ public final class VoiceProcessor: Sendable {
             throw MediaError(.library, "create voice processing", "webrtc-audio-processing refused the setup")
         }
         self.options = options
-        state = Mutex((Handle(voice), VoiceStats(), EchoDelayEstimator()))
+        state = Mutex((Handle(voice), VoiceStats(), EchoDelayEstimator(), Counts()))
     }
 
     /// Far-end audio as the speaker plays it, interleaved with `channels` channels (mixed to mono).
@@ -94,6 +100,7 @@ public final class VoiceProcessor: Sendable {
             Self.chunks(of: mono.count) { range in
                 let result = mono[range].withUnsafeBufferPointer { cvoice_render(s.handle.voice, $0.baseAddress) }
                 s.stats.renderedChunks += 1
+                s.counts.far += range.count
                 if result != 0 { s.stats.errors += 1 }
             }
         }
@@ -101,16 +108,29 @@ public final class VoiceProcessor: Sendable {
 
     /// Microphone audio, mono, processed; `delay` is how long ago the speaker played what this
     /// block's echo holds as the devices see it (their buffers): the canceller's hint until the
-    /// delay is found from the signals themselves (`EchoDelayEstimator`).
+    /// lag is found from the signals themselves (`EchoDelayEstimator`).
+    ///
+    /// The library takes the delay as how much far-end audio has been rendered since what the
+    /// chunk's echo came from. The estimator's lag is between the two streams' sample counts;
+    /// the speaker's thread runs ahead of the microphone's by its own schedule (a stall of
+    /// either moves it), so what the library gets is that lag plus the far end's lead at this
+    /// chunk. When both are fed in step (render a chunk, then process one), the lead is nil.
     public func process(_ mono: [Int16], delay: Duration = .milliseconds(40)) -> [Int16] {
         var out = mono
         state.withLock { s in
             if options.echoCancellation { s.delay.capture(mono[...]) }
-            let delayMs = Int32(s.delay.delayMilliseconds ?? Int(delay / .milliseconds(1)))
-            s.stats.measuredDelayMilliseconds = s.delay.delayMilliseconds
+            let lag = s.delay.lagSamples
             out.withUnsafeMutableBufferPointer { buffer in
                 Self.chunks(of: buffer.count) { range in
-                    let result = cvoice_capture(s.handle.voice, buffer.baseAddress! + range.lowerBound, delayMs)
+                    s.counts.near += range.count
+                    let delayMs: Int
+                    if let lag {
+                        delayMs = max(0, lag + s.counts.far - s.counts.near) * 1000 / Self.sampleRate
+                        s.stats.measuredDelayMilliseconds = delayMs
+                    } else {
+                        delayMs = Int(delay / .milliseconds(1))
+                    }
+                    let result = cvoice_capture(s.handle.voice, buffer.baseAddress! + range.lowerBound, Int32(delayMs))
                     s.stats.capturedChunks += 1
                     if result != 0 { s.stats.errors += 1 }
                 }
@@ -120,6 +140,15 @@ public final class VoiceProcessor: Sendable {
             s.stats.voice = figures.stream_has_voice != 0
         }
         return out
+    }
+
+    /// A sound card's stream restarted (an xrun either way): the delay is found again from
+    /// what comes after.
+    public func streamRestarted() {
+        state.withLock { s in
+            s.delay.restart()
+            s.stats.restarts += 1
+        }
     }
 
     /// The canceller's figures now.
