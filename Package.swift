@@ -53,10 +53,12 @@ let package = Package(
         // Echo cancellation, noise suppression and gain control (webrtc-audio-processing, a C++
         // library) behind a C API, so no Swift module imports C++.
         // (Its pkg-config file's flags are defines, which SwiftPM refuses from pkg-config with a
-        // warning, so they are given here: Debian's libwebrtc-audio-processing-dev.)
+        // warning, so they are given here: Debian's libwebrtc-audio-processing-dev. Its headers
+        // come through a symlink in the target, since SwiftPM takes only relative header paths
+        // without unsafe flags, which a package depending on callend by URL may not use.)
         .target(name: "CVoice",
                 cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD"),
-                              .unsafeFlags(["-I/usr/include/webrtc_audio_processing"])],
+                              .headerSearchPath("webrtc_audio_processing")],
                 linkerSettings: [.linkedLibrary("webrtc_audio_processing"), .linkedLibrary("stdc++")]),
         // Helpers shared by the test targets only.
         .target(name: "TestSupport", path: "Sources/TestSupport"),
