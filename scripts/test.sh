@@ -114,9 +114,9 @@ unit_tests() {
 }
 stage "swift test" unit_tests
 stage leak-check scripts/leak-check.sh
-# Every network- and user-fed parser under libFuzzer with AddressSanitizer, 5 s each from the
+# Every network- and user-fed parser under libFuzzer with AddressSanitizer, 3 s each from the
 # seed corpora (the corpora and past crashes also replay in swift test).
-stage fuzz scripts/fuzz.sh --all --seconds 5
+stage fuzz scripts/fuzz.sh --all --seconds 3
 # Real V4L2 and ALSA drivers (vivid, snd-aloop) in a qemu VM; skips where qemu cannot run.
 stage devicelab scripts/devicelab/test.sh
 # The service against the attacks of issue 27, over real sockets and namespaces: a PyJWT

@@ -52,11 +52,18 @@ until "$docker" version > /dev/null 2>&1; do
   sleep 0.1
 done
 
-# The base image from the Debian mirror, and a binary that needs no Swift runtime.
-if ! bash scripts/containers/make-base.sh "$work/rootfs" > /dev/null; then
+# The base image from the Debian mirror, and a binary that needs no Swift runtime: the one waits
+# on the network, the other on the cores, so they run side by side.
+bash scripts/containers/make-base.sh "$work/rootfs" > /dev/null 2> "$work/base.log" &
+base=$!
+swift build -c release --static-swift-stdlib --build-path .build/static > "$work/build.log" 2>&1
+built=$?
+echo "containers: static build done in $((SECONDS - started)) s"
+if ! wait $base; then
+  cat "$work/base.log" >&2
   skip "debootstrap could not reach the Debian mirror"
 fi
-swift build -c release --static-swift-stdlib --build-path .build/static > "$work/build.log" 2>&1 || { tail -20 "$work/build.log"; exit 1; }
+[ $built -eq 0 ] || { tail -20 "$work/build.log"; exit 1; }
 mkdir -p "$work/context"
 cp Dockerfile .build/static/release/callend "$work/context/"
 "$docker" build -q --network host -t callend "$work/context" > "$work/image.log" 2>&1 || { tail -20 "$work/image.log"; exit 1; }
