@@ -71,11 +71,15 @@ public struct CallBenchmark {
         public var setupMs: Double?
         public var videoP50: Double?, videoP95: Double?
         public var audioP50: Double?, audioP95: Double?
+        /// Video delay minus audio delay by the sender reports at the end (what lip sync steers).
+        public var avOffsetMs: Double?
         public var cores: Double
         public var maxRSSMiB: Double
         /// The most threads the endpoint ran at once during the call.
         public var maxThreads = 0
         public var framesDecoded: Int
+        /// The endpoint's summary line (`callend join`'s last "<-" line).
+        public var summary = ""
     }
 
     public let calls: Int
@@ -152,8 +156,10 @@ public struct CallBenchmark {
                                           videoP95: Self.number(in: text, after: #"; latency p50 \d+ ms p95 "#),
                                           audioP50: Self.number(in: text, after: "audio latency p50 "),
                                           audioP95: Self.number(in: text, after: #"audio latency p50 \d+ ms p95 "#),
+                                          avOffsetMs: Self.number(in: text, after: "A/V offset ", signed: true),
                                           cores: window > 0 ? (lastCPU[i] - (firstCPU[i] ?? lastCPU[i])) / window : 0,
-                                          maxRSSMiB: maxRSS[i], maxThreads: maxThreads[i], framesDecoded: Int(Self.number(in: text, after: "video ") ?? 0)))
+                                          maxRSSMiB: maxRSS[i], maxThreads: maxThreads[i], framesDecoded: Int(Self.number(in: text, after: "video ") ?? 0),
+                                          summary: String(text.split(separator: "\n").last(where: { $0.contains(" <- ") }) ?? "")))
             }
         }
         return endpoints
@@ -167,11 +173,11 @@ public struct CallBenchmark {
     }
 
     /// The number that follows `prefix` (a regular expression) in the summary line.
-    static func number(in text: String, after prefix: String) -> Double? {
+    static func number(in text: String, after prefix: String, signed: Bool = false) -> Double? {
         guard let summary = text.split(separator: "\n").last(where: { $0.contains(" <- ") }),
-              let range = summary.range(of: prefix + #"[0-9.]+"#, options: .regularExpression) else { return nil }
-        let match = summary[range]
-        return Double(match.split(whereSeparator: { !"0123456789.".contains($0) }).last ?? "")
+              let range = summary.range(of: prefix + (signed ? #"[-+]?[0-9.]+"# : #"[0-9.]+"#), options: .regularExpression) else { return nil }
+        // The number is the match's last word (every prefix ends in a space).
+        return summary[range].split(separator: " ").last.flatMap { Double($0) }
     }
 
     public static func format(_ endpoints: [Endpoint], calls: Int, seconds: Int) -> String {
@@ -183,17 +189,33 @@ public struct CallBenchmark {
         let setups = endpoints.compactMap(\.setupMs)
         let videoP95 = endpoints.compactMap(\.videoP95).max(), audioP95 = endpoints.compactMap(\.audioP95).max()
         let cores = endpoints.map(\.cores), rss = endpoints.map(\.maxRSSMiB)
+        let offsets = endpoints.compactMap(\.avOffsetMs)
+        let stampOffsets = endpoints.compactMap { e in e.videoP50.flatMap { v in e.audioP50.map { v - $0 } } }
+        func range(_ values: [Double]) -> String {
+            guard let low = values.min(), let high = values.max() else { return "n/a" }
+            return String(format: "%+.0f ... %+.0f ms", low, high)
+        }
         var lines = [
             "call bench: \(calls) calls of \(seconds) s, two `callend join` processes each through `callend serve`, loopback, 640x480@30 VP8 + Opus, SRTP",
             "  setup (join -> first decoded frame): p50 \(ms(percentile(setups, 0.5))), p95 \(ms(percentile(setups, 0.95))) over \(setups.count) endpoints",
             "  video glass-to-glass (capture stamp -> decoded): p50 \(ms(percentile(endpoints.compactMap(\.videoP50), 0.5))), p95 \(ms(videoP95)) (worst endpoint)",
             "  audio glass-to-glass (timing mark -> played out): p50 \(ms(percentile(endpoints.compactMap(\.audioP50), 0.5))), p95 \(ms(audioP95)) (worst endpoint)",
+            "  p95 per endpoint: video \(endpoints.map { ms($0.videoP95) }.joined(separator: ", ")); audio \(endpoints.map { ms($0.audioP95) }.joined(separator: ", "))",
+            "  A/V offset (video minus audio) by the sender reports at the end: \(range(offsets)); by the capture stamps (p50s): \(range(stampOffsets))",
             String(format: "  CPU per endpoint: mean %.2f, max %.2f cores; resident memory max %.1f MiB; threads max %d", cores.reduce(0, +) / Double(max(1, cores.count)),
                    cores.max() ?? 0, rss.max() ?? 0, endpoints.map(\.maxThreads).max() ?? 0),
         ]
-        let met = (percentile(setups, 0.95) ?? .infinity) <= 150 && (videoP95 ?? .infinity) <= 50 && (audioP95 ?? .infinity) <= 60
-            && (cores.max() ?? .infinity) <= 0.5 && (rss.max() ?? .infinity) <= 60
-        lines.append("targets (setup p95 <= 150 ms, video p95 <= 50 ms, audio p95 <= 60 ms, <= 0.5 core, <= 60 MB): \(met ? "met" : "NOT met")")
+        // The slowest endpoint's own account, to see where its time went.
+        if let worst = endpoints.max(by: { max($0.videoP95 ?? 0, $0.audioP95 ?? 0) < max($1.videoP95 ?? 0, $1.audioP95 ?? 0) }) {
+            lines.append("  slowest endpoint: \(worst.summary)")
+        }
+        // Lip sync is on: the offset by the capture stamps is known for every endpoint, and it and
+        // the sender reports' (unknown at the end for an endpoint whose hold just moved, as lip
+        // sync measures afresh) are within 40 ms.
+        let worstOffset = stampOffsets.count == endpoints.count ? (offsets + stampOffsets).map(abs).max() ?? .infinity : .infinity
+        let met = (percentile(setups, 0.95) ?? .infinity) <= 150 && (videoP95 ?? .infinity) <= 40 && (audioP95 ?? .infinity) <= 40
+            && worstOffset <= 40 && (cores.max() ?? .infinity) <= 0.5 && (rss.max() ?? .infinity) <= 60
+        lines.append("targets (setup p95 <= 150 ms, video and audio p95 <= 40 ms, A/V offset within +-40 ms, <= 0.5 core, <= 60 MB): \(met ? "met" : "NOT met")")
         return lines.joined(separator: "\n")
     }
 }

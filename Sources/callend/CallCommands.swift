@@ -110,6 +110,7 @@ func summaryLine(_ s: CallSummary) -> String {
         if let p50 = r.audioLatencyMs.percentile(0.5), let p95 = r.audioLatencyMs.percentile(0.95) {
             parts.append(String(format: "audio latency p50 %.0f ms p95 %.0f ms", p50, p95))
         }
+        if let offset = r.avOffsetMs { parts.append(String(format: "A/V offset %+.0f ms (holds: video %.0f ms, audio %.0f ms)", offset, r.lipSyncHoldMs.video, r.lipSyncHoldMs.audio)) }
     }
     if let sent = s.sent { parts.append("sent \(sent.videoFrames) frames, \(sent.audioPackets) audio packets") }
     if s.mediaRounds > 1 { parts.append("media sessions \(s.mediaRounds)") }

@@ -35,15 +35,17 @@ import Testing
         #expect(!ModeLadder.forCamera([offered[1]], native: VideoMode(width: 640, height: 480, frameRate: 30)).usesCameraModes)
     }
 
-    /// Audio in RED carries each packet twice: the video gets the estimate less both copies.
+    /// Audio in RED carries each packet twice: the video gets the estimate less both copies (and
+    /// the headers of 100 packets a second: 10 ms packets at 600 kbit/s).
     @Test func redundantAudioComesOutOfTheVideosShare() {
         var plain = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 800_000)
         var red = plain
         red.audioRedundancy = 1
         plain.update(estimate: 600_000, lossFraction: 0, cause: "delay", now: .seconds(1))
         red.update(estimate: 600_000, lossFraction: 0, cause: "delay", now: .seconds(1))
-        #expect(plain.videoBitrate == Int(Double(600_000 - 32_000 - 24_000) * 0.95))
-        #expect(red.videoBitrate == Int(Double(600_000 - 64_000 - 24_000) * 0.95))
+        #expect(plain.audioPacket == .milliseconds(10))
+        #expect(plain.videoBitrate == Int(Double(600_000 - 32_000 - 48_000) * 0.95))
+        #expect(red.videoBitrate == Int(Double(600_000 - 64_000 - 48_000) * 0.95))
     }
 
     /// With a quarter as much FEC as media, media and FEC together take the video's share.
@@ -53,8 +55,34 @@ import Testing
         protected.videoProtection = 0.25
         plain.update(estimate: 1_000_000, lossFraction: 0, cause: "delay", now: .seconds(1))
         protected.update(estimate: 1_000_000, lossFraction: 0, cause: "delay", now: .seconds(1))
-        #expect(plain.videoBitrate == Int(Double(1_000_000 - 32_000 - 24_000) * 0.95))
-        #expect(protected.videoBitrate == Int(Double(1_000_000 - 32_000 - 24_000) * 0.95 / 1.25))
+        #expect(plain.videoBitrate == Int(Double(1_000_000 - 32_000 - 48_000) * 0.95))
+        #expect(protected.videoBitrate == Int(Double(1_000_000 - 32_000 - 48_000) * 0.95 / 1.25))
+    }
+
+    /// Audio packets are 10 ms on a wide clean path, 20 ms on a thin one (half the headers) or a
+    /// lossy one, with a band between where the duration stays as it is; each change is logged.
+    @Test func theAudioPacketFollowsThePath() {
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 300_000)
+        #expect(controller.audioPacket == .milliseconds(20), "a thin start")
+        var now = Duration.seconds(1)
+        func update(_ estimate: Int, loss: Double = 0) -> Duration {
+            now += .seconds(1)
+            controller.update(estimate: estimate, lossFraction: loss, cause: "increase", now: now)
+            return controller.audioPacket
+        }
+        #expect(update(500_000) == .milliseconds(20))
+        #expect(update(700_000) == .milliseconds(10))
+        let wide = controller.videoBitrate
+        #expect(update(500_000) == .milliseconds(10), "within the band: unchanged")
+        #expect(update(350_000) == .milliseconds(20))
+        #expect(update(700_000) == .milliseconds(10))
+        #expect(update(2_000_000, loss: 0.05) == .milliseconds(20), "loss: 20 ms however wide")
+        #expect(update(2_000_000) == .milliseconds(20), "while FEC is held after the loss")
+        now += EncodingController.fecHold
+        #expect(update(2_000_000) == .milliseconds(10))
+        #expect(controller.decisions.filter { $0.change == "audio-packet" }.map(\.to) == ["10ms", "20ms", "10ms", "20ms", "10ms"])
+        // The video's share counts the headers of the packets being sent.
+        #expect(wide == Int(Double(700_000 - 32_000 - 48_000) * 0.95))
     }
 
     @Test func aFarDropStepsDownAtOnceAndARiseStepsBackUpAfterTheDwell() {

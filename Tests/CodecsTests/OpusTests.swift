@@ -195,6 +195,18 @@ func opusRoundTrip(_ signal: [Int16], encoder: OpusEncoder, frameSize: Int = 960
         for packet in packets { _ = try decoder.decode(packet) }
     }
 
+    /// A packet's duration read from its table of contents, as the jitter buffer counts it.
+    @Test func aPacketSaysHowLongItIs() throws {
+        let encoder = try OpusEncoder(channels: 2, application: .voip, bitrate: 32_000)
+        for frames in [480, 960, 1920] {
+            let packet = try encoder.encode([Int16](repeating: 100, count: frames * 2))
+            #expect(OpusDecoder.samplesPerChannel(in: packet) == frames)
+        }
+        #expect(OpusDecoder.samplesPerChannel(in: []) == nil)
+        #expect(OpusDecoder.samplesPerChannel(in: [0x03, 0x00]) == nil, "code 3 with no frames")
+        #expect(OpusDecoder.samplesPerChannel(in: [0x1b, 0x3f]) == nil, "63 frames of 60 ms: over 120 ms")
+    }
+
     @Test func decoderRejectsMalformedPackets() throws {
         let decoder = try OpusDecoder(channels: 1)
         #expect(throws: MediaError.self) { try decoder.decode([]) }

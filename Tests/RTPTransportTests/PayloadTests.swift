@@ -243,6 +243,50 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(plays.first == .decode([40]))
     }
 
+    /// Packets of 10 and 20 ms in one stream (a callend sender changing its packet duration):
+    /// the buffer counts time, a quiet path's target is one packet, and a lost packet is rebuilt
+    /// or concealed for as long as it was (the gap to the packet after it).
+    @Test func packetsOfAnyDurationAreCountedInTime() {
+        var buffer = AudioJitterBuffer()
+        func insert(_ seq: UInt16, _ timestamp: UInt32, _ samples: Int) {
+            buffer.insert(RTPPacket(payloadType: 111, sequenceNumber: seq, timestamp: timestamp, ssrc: 1, payload: [UInt8(seq)]),
+                          arrival: .microseconds(Int64(timestamp) * 1000 / 48), samples: samples)
+        }
+        insert(0, 0, 480)
+        #expect(buffer.targetDelay == .milliseconds(10) && buffer.buffered == .milliseconds(10))
+        #expect(buffer.nextPlayout() == .decode([0]) && buffer.frameSamples == 480)
+        insert(2, 960, 960)  // 1 (10 ms) lost; 2 is 20 ms
+        #expect(buffer.nextPlayout() == .decodeFEC(nextPacket: [2]) && buffer.frameSamples == 480)
+        #expect(buffer.nextPlayout() == .decode([2]) && buffer.frameSamples == 960 && buffer.lastPlayedTimestamp == 960)
+        insert(4, 2880, 480)  // 3 (20 ms) lost; 4 is 10 ms again
+        #expect(buffer.nextPlayout() == .decodeFEC(nextPacket: [4]) && buffer.frameSamples == 960 && buffer.lastPlayedTimestamp == 1920)
+        #expect(buffer.nextPlayout() == .decode([4]) && buffer.frameSamples == 480)
+        #expect(buffer.nextPlayout() == .conceal && buffer.frameSamples == 480 && buffer.lastPlayedTimestamp == 3360)
+        #expect(buffer.recoveredByFEC == 2 && buffer.decoded == 3 && buffer.concealed == 1)
+    }
+
+    /// Playout that began with a packet more than the jitter needs keeps it for good unless the
+    /// buffer lets it go: after a second in which it never held less than the target and a
+    /// packet, one packet goes, and no more once what is held is what the jitter asks for.
+    @Test func aStandingQueueDrains() {
+        var buffer = AudioJitterBuffer()
+        func insert(_ seq: Int) {
+            // 10 ms packets arriving 1 ms early or late by turns: a jitter of about 2 ms.
+            buffer.insert(RTPPacket(payloadType: 111, sequenceNumber: UInt16(seq), timestamp: UInt32(seq * 480), ssrc: 1, payload: [1]),
+                          arrival: .milliseconds(seq * 10 + (seq % 2 == 0 ? 1 : -1)), samples: 480)
+        }
+        for seq in 0..<3 { insert(seq) }
+        var levels: [Duration] = []
+        for seq in 3..<303 {
+            levels.append(buffer.buffered)
+            #expect(buffer.nextPlayout() == .decode([1]))
+            insert(seq)
+        }
+        #expect(buffer.targetDelay > .milliseconds(12) && buffer.targetDelay < .milliseconds(16), "\(buffer.targetDelay)")
+        #expect(levels[0] == .milliseconds(30) && levels.last == .milliseconds(20), "\(levels)")
+        #expect(buffer.droppedForLatency == 1 && buffer.concealed == 0)
+    }
+
     @Test func dropsOldFramesWhenLatencyBuildsUp() {
         var buffer = AudioJitterBuffer(minimumDelay: .milliseconds(20))
         for seq: UInt16 in 0..<10 { buffer.insert(packet(seq), arrival: .milliseconds(Int(seq) * 20)) }

@@ -5,18 +5,19 @@ import Foundation
 import Platform
 import Synchronization
 
-/// Audio in and out of a call: 48 kHz, 16-bit, interleaved, in 20 ms blocks. Capture delivers on
+/// Audio in and out of a call: 48 kHz, 16-bit, interleaved, in 10 ms blocks. Capture delivers on
 /// the device's own thread; playout takes stereo blocks and plays them on its own thread. ALSA is
 /// the default (`ALSAAudioDevice`); files, pipes and synthetic sources plug in the same way.
 public protocol AudioDevice: AnyObject, Sendable {
     /// Channels of the captured audio (1 or 2).
     var captureChannels: Int { get }
-    /// Starts capturing; `deliver` gets 960 frames (20 ms) at a time. A second call replaces `deliver`.
+    /// Starts capturing; `deliver` gets `AudioBlock.frames` frames (10 ms) at a time. A second
+    /// call replaces `deliver`.
     func startCapture(_ deliver: @escaping @Sendable ([Int16]) -> Void) throws
     func stopCapture()
     /// Starts playing what `play` queues (silence when nothing is queued).
     func startPlayout() throws
-    /// Queues 960 stereo frames (20 ms) for playout.
+    /// Queues `AudioBlock.frames` stereo frames (10 ms) for playout.
     func play(_ samples: [Int16])
     func stopPlayout()
     /// Switches the microphone to another ALSA PCM during a call.
@@ -57,10 +58,14 @@ extension AudioDevice {
     }
 }
 
+/// The unit audio moves in between devices and a call. 10 ms: a block's audio waits for the
+/// whole block before it moves on, at the microphone and again at playout, so the block is a
+/// floor under glass-to-glass latency (20 ms blocks put audio over 60 ms on loopback). Opus
+/// packets carry one block or two (`MediaSender`'s choice for the path).
 public enum AudioBlock {
-    /// Frames per channel in one block: 20 ms at 48 kHz.
-    public static let frames = AudioFrame.sampleRate / 50
-    public static let period = Duration.milliseconds(20)
+    /// Frames per channel in one block: 10 ms at 48 kHz.
+    public static let frames = AudioFrame.sampleRate / 100
+    public static let period = Duration.milliseconds(10)
 }
 
 /// How a device treats the microphone, as iOS's audio session modes do.
@@ -157,7 +162,7 @@ public struct AudioRoute: Sendable, Equatable {
     }
 }
 
-/// A thread that runs `step` until stopped, once per 20 ms at most (a PCM without a clock, such
+/// A thread that runs `step` until stopped, once per block (10 ms) at most (a PCM without a clock, such
 /// as alsa-lib's file plugin over the null device, would otherwise run flat out).
 final class AudioThread: Sendable {
     private let stopping = Atomic<Bool>(false)
@@ -191,10 +196,10 @@ final class AudioThread: Sendable {
 /// the oldest audio, and only a real gap in what arrives plays silence.
 struct PlayoutQueue {
     private(set) var samples: [Int16] = []
-    /// Fill the queue steers towards (frames): three blocks absorb the arrival jitter of 20 ms
-    /// blocks from the network and the card's periods.
+    /// Fill the queue steers towards (frames): three 10 ms blocks absorb the jitter between the
+    /// call's playout thread, which hands blocks over, and the card's thread, which takes them.
     static let target = AudioBlock.frames * 3
-    /// Past this (frames) the oldest audio goes at once, down to the target.
+    /// Past this (frames, 250 ms) the oldest audio goes at once, down to the target.
     static let limit = AudioBlock.frames * 25
     /// How far from 1 the playout rate may go: 0.5 % (5000 ppm) is far beyond any sound card's
     /// drift, and inaudible.
@@ -261,6 +266,8 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     /// An open PCM, handed from the thread that opened it to the thread that uses it.
     final class Handle: @unchecked Sendable {  // used by one thread at a time
         let pcm: ALSAPCM
+        /// Playback: a block of silence went ahead of the first block since the stream (re)started.
+        var primed = false
         init(_ pcm: ALSAPCM) { self.pcm = pcm }
     }
 
@@ -444,9 +451,25 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
             t.playback = AudioThread(name: "alsa-playback") { [self] in
                 let block = queue.withLock { $0.next() }
                 processor?.render(block, channels: 2)
-                let result = playbackPCM.withLock { h in Result { try h.map { h in try Self.transfer(h.pcm) { (pcm) throws(DeviceError) in try pcm.write(block) } } } }
+                // The card is handed a block per block period, so it holds what was written ahead of
+                // that: one block of silence at the start, and after each underrun, is the
+                // cushion a stall of up to a block's length does not empty.
+                let result = playbackPCM.withLock { h in
+                    Result {
+                        try h.map { h in
+                            try Self.transfer(h.pcm) { (pcm) throws(DeviceError) in
+                                if !h.primed { try pcm.write(Self.silentBlock); h.primed = true }
+                                try pcm.write(block)
+                            }
+                        }
+                    }
+                }
                 switch result {
-                case .success(let (_, restarted)?): if restarted { processor?.streamRestarted() }
+                case .success(let (_, restarted)?):
+                    if restarted {
+                        playbackPCM.withLock { $0?.primed = false }
+                        processor?.streamRestarted()
+                    }
                 case .success(nil): break
                 case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
                 }
@@ -456,9 +479,12 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
 
     public func play(_ samples: [Int16]) { queue.withLock { $0.append(samples) } }
 
-    /// The queue ahead of the card, and the card's own buffer (its periods).
+    private static let silentBlock = [Int16](repeating: 0, count: AudioBlock.frames * 2)
+
+    /// The queue ahead of the card, and what the card holds: the block being written and the
+    /// cushion ahead of it.
     public var playoutDelay: Duration {
-        let frames = queue.withLock { $0.frames } + configuration.periodFrames * configuration.periods
+        let frames = queue.withLock { $0.frames } + 2 * AudioBlock.frames
         return .microseconds(Int64(frames) * 1_000_000 / Int64(AudioFrame.sampleRate))
     }
 
@@ -560,7 +586,7 @@ public final class SyntheticAudioDevice: AudioDevice, @unchecked Sendable {  // 
     }
 
     /// Played audio goes straight to the file (no clock of its own: the receiver's playout
-    /// thread already runs once per 20 ms).
+    /// thread already runs once per block).
     public func startPlayout() throws {}
 
     public func play(_ samples: [Int16]) { parts.withLock { p in try? p.writer?.write(samples) } }

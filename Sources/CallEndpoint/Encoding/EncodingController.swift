@@ -63,7 +63,7 @@ public struct EncodingDecision: Sendable, Codable, Equatable {
     /// encoder's own reports) or cap (manual limit).
     public var cause: String
     public var estimateKbps: Int
-    /// What changed: video-bitrate, audio-bitrate, fec or mode.
+    /// What changed: video-bitrate, audio-bitrate, audio-packet, fec or mode.
     public var change: String
     public var from: String
     public var to: String
@@ -104,6 +104,13 @@ public struct EncodingController: Sendable {
     public private(set) var videoBitrate: Int
     public private(set) var audioBitrate = 32_000
     public private(set) var fecLossPercent = 0
+    /// Audio per Opus packet: 10 ms where the path is wide and clean (the latency of a packet's
+    /// audio waiting for the packet to fill), 20 ms where it is thin (half the packets' headers:
+    /// 24 kbit/s less) or lossy (a lost packet, and the FEC or RED that rebuilds it, covers
+    /// twice the audio per header).
+    public private(set) var audioPacket = Duration.milliseconds(10)
+    static let shortPacketAbove = 600_000
+    static let longPacketBelow = 400_000
     public private(set) var decisions: [EncodingDecision] = []
     private var lastModeChange: Duration?
     private var upSince: Duration?
@@ -123,8 +130,9 @@ public struct EncodingController: Sendable {
     /// update (a soak at 5 % loss logged 20 such flips a second).
     private var lastLossy: Duration?
     static let fecHold: Duration = .seconds(5)
-    /// Audio's packet headers on the wire, bit/s (50 packets a second of about 60 bytes).
-    static let audioHeaderBitrate = 24_000
+    /// Audio's packet headers on the wire, bit/s (about 60 bytes a packet with SRTP, UDP and
+    /// IP: 24 kbit/s at 50 packets a second, 48 at 100).
+    var audioHeaderBitrate: Int { 24_000 * 20 / Int(audioPacket / .milliseconds(1)) }
     /// Earlier packets each audio packet carries again (RED, RFC 2198: one when negotiated):
     /// their bits are audio's too. Without counting them the call sent 5 % over a 600 kbit/s
     /// bottleneck, and its queue stood at 60-70 ms p95 where it had been under 40.
@@ -138,6 +146,7 @@ public struct EncodingController: Sendable {
         self.maxVideoBitrate = maxVideoBitrate
         videoBitrate = min(maxVideoBitrate, startBitrate)
         loggedVideoBitrate = videoBitrate
+        if startBitrate < Self.shortPacketAbove { audioPacket = .milliseconds(20) }
         // Start on the best rung the start rate allows.
         while rung < ladder.rungs.count - 1 && Double(videoBitrate) < 0.7 * Double(ladder.rungs[rung].neededBitrate) { rung += 1 }
     }
@@ -166,11 +175,17 @@ public struct EncodingController: Sendable {
         }
         if (fec == 0) != (fecLossPercent == 0) { record("fec", "\(fecLossPercent)%", "\(fec)%") }
         fecLossPercent = fec
+        let packet: Duration = fec > 0 || estimate < Self.longPacketBelow ? .milliseconds(20)
+            : estimate >= Self.shortPacketAbove ? .milliseconds(10) : audioPacket
+        if packet != audioPacket {
+            record("audio-packet", "\(Int(audioPacket / .milliseconds(1)))ms", "\(Int(packet / .milliseconds(1)))ms")
+            audioPacket = packet
+        }
         // The estimate covers everything sent, audio included (it goes through the pacer with
         // transport-wide sequence numbers): audio's share is its bitrate plus its packets' headers
-        // (50 a second, about 60 bytes each with SRTP, UDP and IP: 24 kbit/s). RTP/SRTP headers
+        // (`audioHeaderBitrate`). RTP/SRTP headers
         // take about 5 % of a video stream.
-        let video = max(30_000, min(maxVideoBitrate, Int(Double(estimate - audio * (1 + audioRedundancy) - Self.audioHeaderBitrate) * 0.95 / (1 + videoProtection))))
+        let video = max(30_000, min(maxVideoBitrate, Int(Double(estimate - audio * (1 + audioRedundancy) - audioHeaderBitrate) * 0.95 / (1 + videoProtection))))
         if video != videoBitrate {
             let step = abs(Double(video - loggedVideoBitrate)) / Double(loggedVideoBitrate)
             // The estimator's small increases and FEC's steps (every few seconds under loss)

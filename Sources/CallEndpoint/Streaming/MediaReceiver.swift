@@ -153,8 +153,9 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         var holds: (video: Duration, audio: Duration) = (.zero, .zero)
         var counters = RTPSessionCore.Counters()
     }
-    /// The audio jitter buffer's own least delay, before lip sync adds to it.
-    static let audioBaseDelay = Duration.milliseconds(40)
+    /// The audio jitter buffer's own least delay, before lip sync adds to it: none beyond what
+    /// the jitter it measures asks for (twice the jitter and one packet).
+    static let audioBaseDelay = Duration.zero
     private let state: Mutex<State>
     /// Decoding and rendering, off the loop and the lock.
     private let videoStage: VideoDecodeStage
@@ -328,7 +329,8 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
 
     /// An audio packet for the playout's jitter buffer.
     func play(_ packet: RTPPacket, arrival: MediaTime) {
-        state.withLock { $0.audioBuffer.insert(packet, arrival: arrival - started) }
+        let samples = OpusDecoder.samplesPerChannel(in: packet.payload)
+        state.withLock { $0.audioBuffer.insert(packet, arrival: arrival - started, samples: samples) }
     }
 
     /// Lip sync's holds: the picture waits in the decode stage, the sound in its jitter buffer.
@@ -386,35 +388,55 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         }
     }
 
-    /// Pulls one 20 ms frame every 20 ms, as a sound card would (one that was not served for a
-    /// while skips what it missed rather than playing it back to back). Decoding and the
-    /// speaker happen outside the lock; only the jitter buffer's answer is taken under it.
+    /// Pulls one block (10 ms) every block period, as a sound card would (one that was not
+    /// served for a while skips what it missed rather than playing it back to back); packets are
+    /// decoded as the blocks need them, whatever their duration (10 or 20 ms from callend, 20 ms
+    /// from a browser). Decoding and the speaker happen outside the lock; only the jitter
+    /// buffer's answer is taken under it.
     private func playAudio() {
-        var pacer = RealTimePacer(period: .milliseconds(20))
+        var pacer = RealTimePacer(period: AudioBlock.period)
+        // Decoded audio not played yet (interleaved), and the RTP timestamp of its first sample
+        // (nil when it is concealment, which says nothing about when anything was taken).
+        var pending: [Int16] = []
+        var pendingTimestamp: UInt32?
         while !stopping.load(ordering: .relaxed) {
             pacer.waitForNext()
-            let (playout, played) = state.withLock { s in (s.audioBuffer.nextPlayout(), s.audioBuffer.lastPlayedTimestamp) }
             guard let decoder = state.withLock({ $0.audioDecoder }) else { continue }
-            let samples: [Int16]?
-            switch playout {
-            case .buffering: samples = nil
-            case .decode(let payload): samples = try? decoder.decode(payload)
-            case .decodeFEC(let next): samples = try? decoder.decodeFEC(from: next, samplesPerChannel: 960)
-            case .conceal: samples = try? decoder.decodeLoss(samplesPerChannel: 960)
+            let blockSamples = AudioBlock.frames * decoder.channels
+            var rebuffering = false
+            while pending.count < blockSamples {
+                let (playout, timestamp, frameSamples) = state.withLock { s in
+                    (s.audioBuffer.nextPlayout(), s.audioBuffer.lastPlayedTimestamp, s.audioBuffer.frameSamples)
+                }
+                let samples: [Int16]?
+                switch playout {
+                case .buffering: samples = nil
+                case .decode(let payload): samples = try? decoder.decode(payload)
+                case .decodeFEC(let next): samples = try? decoder.decodeFEC(from: next, samplesPerChannel: frameSamples)
+                case .conceal: samples = try? decoder.decodeLoss(samplesPerChannel: frameSamples)
+                }
+                if case .buffering = playout { rebuffering = true; break }
+                if case .decode = playout { state.withLock { $0.summary.audioDecoded += 1 } }
+                guard let samples, !samples.isEmpty else { continue }
+                if pending.isEmpty {
+                    if case .conceal = playout { pendingTimestamp = nil } else { pendingTimestamp = timestamp }
+                }
+                pending += samples
             }
-            guard let samples else { continue }
-            speaker?.play(samples)
-            let now = clock.now
-            // Only sound that came from the stream says when it was taken: concealment during an
-            // outage would pin a stale timestamp to a later and later time.
-            if case .conceal = playout {} else if let played {
-                // Heard once what waits in the device ahead of it has played.
-                loop.post(.audioPlayed(rtpTimestamp: played, at: now + (speaker?.playoutDelay ?? .zero)))
-            }
-            let mono = configuration.measuresLatency ? stride(from: 0, to: samples.count, by: decoder.channels).map { samples[$0] } : nil
-            state.withLock { s in
-                if case .decode = playout { s.summary.audioDecoded += 1 }
-                if let mono { s.summary.audioLatencyMs.add(contentsOf: s.audioLatency.played(mono, at: now.sinceOrigin)) }
+            if pending.isEmpty { continue }
+            // Short of a block only when the stream paused: what is left goes out padded.
+            if rebuffering && pending.count < blockSamples { pending += [Int16](repeating: 0, count: blockSamples - pending.count) }
+            let block = Array(pending[..<blockSamples])
+            pending.removeFirst(blockSamples)
+            let played = pendingTimestamp
+            pendingTimestamp = pendingTimestamp.map { $0 &+ UInt32(AudioBlock.frames) }
+            speaker?.play(block)
+            // Heard once what waits in the device ahead of it has played.
+            let heard = clock.now + (speaker?.playoutDelay ?? .zero)
+            if let played { loop.post(.audioPlayed(rtpTimestamp: played, at: heard)) }
+            if configuration.measuresLatency {
+                let mono = stride(from: 0, to: block.count, by: decoder.channels).map { block[$0] }
+                state.withLock { s in s.summary.audioLatencyMs.add(contentsOf: s.audioLatency.played(mono, at: heard.sinceOrigin)) }
             }
         }
     }

@@ -19,6 +19,9 @@ extension MediaSender {
         }
         var encoder: OpusEncoder?
         var audioSettings = (bitrate: configuration.audioBitrate, fec: -1)
+        // Blocks wait here until they fill a packet (one or two: 10 or 20 ms).
+        var packet: [Int16] = []
+        var blocksPerPacket = 1
         while shouldContinue() {
             // Until a block comes, the source ends or stop() (an empty block), or the duration is over.
             guard var samples = blocks.take(timeout: configuration.duration.map { $0 - elapsed }) else { continue }
@@ -30,18 +33,28 @@ extension MediaSender {
                 let e = try OpusEncoder(channels: channels, application: .voip, bitrate: configuration.audioBitrate)
                 try e.setInbandFEC(enabled: true, expectedLossPercent: 10)
                 encoder = e
+                packet = []
             }
             if !track.isEnabled { samples = [Int16](repeating: 0, count: samples.count) }
-            // Auto mode: the controller's Opus bitrate and FEC (expected loss) follow the estimate.
-            if let (bitrate, fec) = encoding.withLock({ e in e.controller.map { ($0.audioBitrate, $0.fecLossPercent) } }),
-               bitrate != audioSettings.bitrate || fec != audioSettings.fec {
-                try encoder!.setBitrate(bitrate)
-                try encoder!.setInbandFEC(enabled: true, expectedLossPercent: max(fec, 5))
-                audioSettings = (bitrate, fec)
+            // Auto mode: the controller's Opus bitrate, FEC (expected loss) and packet duration
+            // follow the estimate; otherwise a packet is a block.
+            if let (bitrate, fec, duration) = encoding.withLock({ e in e.controller.map { ($0.audioBitrate, $0.fecLossPercent, $0.audioPacket) } }) {
+                if bitrate != audioSettings.bitrate || fec != audioSettings.fec {
+                    try encoder!.setBitrate(bitrate)
+                    try encoder!.setInbandFEC(enabled: true, expectedLossPercent: max(fec, 5))
+                    audioSettings = (bitrate, fec)
+                }
+                // A change takes effect at a packet's boundary.
+                if packet.isEmpty { blocksPerPacket = max(1, Int(duration / AudioBlock.period)) }
             }
-            let payload = try encoder!.encode(samples)
-            // The timestamp is the block's first sample, taken one block before it was delivered.
-            loop.post(.encodedAudio(payload: payload, samples: AudioBlock.frames, capturedAt: clock.now - AudioBlock.period))
+            packet += samples
+            guard packet.count >= AudioBlock.frames * channels * blocksPerPacket else { continue }
+            let payload = try encoder!.encode(packet)
+            let frames = packet.count / channels
+            packet.removeAll(keepingCapacity: true)
+            // The timestamp is the packet's first sample, taken one packet's duration before its
+            // last block was delivered.
+            loop.post(.encodedAudio(payload: payload, samples: frames, capturedAt: clock.now - AudioBlock.period * blocksPerPacket))
         }
     }
 }

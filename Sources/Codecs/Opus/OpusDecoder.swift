@@ -47,6 +47,14 @@ public final class OpusDecoder {
         return try run("Opus FEC decode", packet: nextPacket, samplesPerChannel: samplesPerChannel, fec: true)
     }
 
+    /// Samples per channel (at 48 kHz) a packet holds, from its table of contents (RFC 6716
+    /// §3.1), without decoding it; nil for a packet libopus cannot read.
+    public static func samplesPerChannel(in packet: [UInt8]) -> Int? {
+        guard !packet.isEmpty else { return nil }
+        let count = packet.withUnsafeBufferPointer { opus_packet_get_nb_samples($0.baseAddress!, Int32($0.count), Int32(AudioFrame.sampleRate)) }
+        return count > 0 && Int(count) <= maxSamplesPerChannel ? Int(count) : nil
+    }
+
     /// Samples per channel in the last packet decoded.
     public var lastPacketDuration: Int {
         var value: Int32 = 0

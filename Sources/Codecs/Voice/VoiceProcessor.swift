@@ -167,7 +167,7 @@ public final class VoiceProcessor: Sendable {
     }
 
     /// Calls `body` with each whole chunk of `count` samples; a partial chunk at the end is left
-    /// out (blocks are whole chunks: 20 ms).
+    /// out (blocks are whole chunks: 10 ms).
     private static func chunks(of count: Int, _ body: (Range<Int>) -> Void) {
         var start = 0
         while start + chunkFrames <= count {

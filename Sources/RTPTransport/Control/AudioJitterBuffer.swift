@@ -1,45 +1,65 @@
 import Platform
-/// Orders Opus RTP packets and tells the player, once per frame period, what to do for the next
-/// frame: decode it, recover it from the next packet's in-band FEC, or conceal it. Pure: time is
-/// passed in.
+/// Orders Opus RTP packets and tells the player, each time it needs more audio, what comes next:
+/// decode a packet, recover a lost one from the next packet's in-band FEC, or conceal it. Pure:
+/// time is passed in.
 ///
-/// Playout starts once `targetDelay` of audio is buffered. The target adapts to measured jitter
-/// (RFC 3550 §A.8): twice the jitter plus one frame, within `minimumDelay ... maximumDelay`.
-/// When more than the target plus two frames is buffered (the sender's clock runs fast, or a
-/// burst arrived), the oldest frame is dropped to keep latency down.
+/// Packets may hold any Opus frame duration (a callend peer sends 10 ms on a good path and 20 ms
+/// on a thin or lossy one; browsers send 20 ms), and the duration may change mid-stream: the
+/// buffer counts what it holds in time, from the packets' RTP timestamps and durations, not in
+/// packets. Playout starts once `targetDelay` of audio is buffered; the target follows the
+/// measured jitter (RFC 3550 §A.8): twice the jitter plus one packet, within `minimumDelay ...
+/// maximumDelay`, so on a quiet path it is one packet and a little. When more than the target
+/// plus two packets is buffered (the sender's clock runs fast, or a burst arrived), the oldest
+/// packet is dropped to keep latency down; and so it is when the buffer never held less than the
+/// target plus a packet for a whole second: a queue that stands (playout began on a burst, or the
+/// jitter has calmed since) is latency that absorbs nothing.
 public struct AudioJitterBuffer: Sendable {
     public enum Playout: Sendable, Equatable {
         /// Not started yet, or nothing received at all.
         case buffering
         case decode([UInt8])
-        /// The packet is missing but the next one is here: decode its FEC data for this frame.
+        /// The packet is missing but the next one is here: decode its FEC data for this frame
+        /// (`frameSamples` long).
         case decodeFEC(nextPacket: [UInt8])
-        /// The packet is missing: packet-loss concealment.
+        /// The packet is missing: packet-loss concealment of `frameSamples`.
         case conceal
     }
 
-    public let frameDuration: Duration
-    public let samplesPerFrame: UInt32
     public var minimumDelay: Duration
     public var maximumDelay: Duration
     /// The cap the jitter's own delay had before lip sync added to it.
     private let jitterCap: Duration
 
+    private struct Entry: Sendable {
+        let payload: [UInt8]
+        let timestamp: UInt32
+        let samples: Int
+    }
     private var unwrapper = SequenceUnwrapper()
-    private var packets: [Int64: [UInt8]] = [:]
-    private var next: Int64?
+    private var packets: [Int64: Entry] = [:]
+    /// The sequence number and RTP timestamp to play next.
+    private var next: (sequence: Int64, timestamp: UInt32)?
     private var started = false
     private var jitter = 0.0
     private var lastTransit: Double?
-    private var newest: Int64 = .min
+    private var newest: (sequence: Int64, end: UInt32) = (.min, 0)
     private var lastPlayed: Int64?
-    /// The newest packet's sequence and RTP timestamp, from which played frames' timestamps follow.
-    private var anchor: (sequence: Int64, timestamp: UInt32)?
+    /// Samples per channel (48 kHz) of the newest packet: the duration assumed for a packet that
+    /// never came.
+    public private(set) var packetSamples = 960
+    /// Samples per channel of the frame `nextPlayout` returned last: what a FEC decode or a
+    /// concealment is to produce.
+    public private(set) var frameSamples = 960
+    /// The RTP timestamp of the frame played last.
+    public private(set) var lastPlayedTimestamp: UInt32?
 
-    /// Frames concealed in a row with nothing newer received: past `maxUnderrunConcealment` the
+    /// Audio concealed in a row with nothing newer received: past `maxUnderrunConcealment` the
     /// stream has paused or ended, and the buffer goes back to buffering instead of inventing audio.
-    private var underrun = 0
-    static let maxUnderrunConcealment = 5
+    private var underrun = Duration.zero
+    static let maxUnderrunConcealment = Duration.milliseconds(100)
+    /// The least audio held when a frame was asked for, over the audio played since `span` began.
+    private var standing = (least: Duration.seconds(3600), span: Duration.zero)
+    static let standingWindow = Duration.seconds(1)
 
     public private(set) var decoded = 0
     public private(set) var recoveredByFEC = 0
@@ -47,34 +67,39 @@ public struct AudioJitterBuffer: Sendable {
     public private(set) var latePackets = 0
     public private(set) var droppedForLatency = 0
 
-    public init(frameDuration: Duration = .milliseconds(20), minimumDelay: Duration = .milliseconds(20),
-                maximumDelay: Duration = .milliseconds(200)) {
-        self.frameDuration = frameDuration
-        self.samplesPerFrame = UInt32(frameDuration.components.attoseconds / 1_000_000_000_000_000 * 48 + frameDuration.components.seconds * 48_000)
+    public init(minimumDelay: Duration = .zero, maximumDelay: Duration = .milliseconds(200)) {
         self.minimumDelay = minimumDelay
         self.maximumDelay = maximumDelay
         self.jitterCap = maximumDelay
     }
 
+    private static func duration(samples: Int) -> Duration { .microseconds(Int64(samples) * 1000 / 48) }
+
+    /// One packet's duration on a quiet path, the target's floor: the newest packet's.
+    public var packetDuration: Duration { Self.duration(samples: packetSamples) }
+
     public var targetDelay: Duration {
-        min(maximumDelay, max(minimumDelay, .seconds(2 * jitter) + frameDuration))
+        min(maximumDelay, max(minimumDelay, .seconds(2 * jitter) + packetDuration))
     }
 
-    private var targetFrames: Int64 {
-        let frames = (targetDelay / frameDuration).rounded(.up)
-        return Int64(max(1, frames))
+    /// Audio held now, from the next frame to play to the end of the newest packet.
+    public var buffered: Duration {
+        guard let next, newest.sequence >= next.sequence else { return .zero }
+        return Self.duration(samples: max(0, Int(Int32(bitPattern: newest.end &- next.timestamp))))
     }
 
-    /// Packets held at most (5 s of 20 ms frames). Playout that stalls, or a sender that jumps
-    /// ahead, makes the buffer skip to its newest frames rather than grow.
+    /// Packets held at most (about 5 s of 20 ms packets). Playout that stalls, or a sender that
+    /// jumps ahead, makes the buffer skip to its newest packets rather than grow.
     public static let capacity: Int64 = 256
     /// Packets held now.
     public var count: Int { packets.count }
 
-    public mutating func insert(_ packet: RTPPacket, arrival: Duration) {
+    /// A packet as it arrives; `samples` is its duration in samples per channel at 48 kHz (the
+    /// caller reads it from the Opus packet; nil: the newest packet's).
+    public mutating func insert(_ packet: RTPPacket, arrival: Duration, samples: Int? = nil) {
         guard !packet.payload.isEmpty else { return }
         let sequence = unwrapper.unwrap(packet.sequenceNumber)
-        if let next, sequence < next {
+        if let next, sequence < next.sequence, started || lastPlayed.map({ sequence <= $0 }) ?? false {
             latePackets += 1
             return
         }
@@ -89,74 +114,90 @@ public struct AudioJitterBuffer: Sendable {
             if d < 10 { jitter += (d - jitter) / 16 }
         }
         lastTransit = transit
-        packets[sequence] = packet.payload
-        if sequence >= newest { anchor = (sequence, packet.timestamp) }
-        newest = max(newest, sequence)
-        if next == nil { next = sequence }
-        if let expected = next, newest - expected >= Self.capacity {
-            let keepFrom = newest - targetFrames + 1
+        let length = samples ?? packetSamples
+        packets[sequence] = Entry(payload: packet.payload, timestamp: packet.timestamp, samples: length)
+        if sequence >= newest.sequence {
+            newest = (sequence, packet.timestamp &+ UInt32(length))
+            packetSamples = length
+        }
+        // Before playout starts, a packet that overtook an earlier one does not skip it.
+        if next == nil || sequence < next!.sequence { next = (sequence, packet.timestamp) }
+        if let expected = next, newest.sequence - expected.sequence >= Self.capacity {
+            let keep = max(1, Int64((targetDelay / packetDuration).rounded(.up)))
+            let keepFrom = newest.sequence - keep + 1
             droppedForLatency += packets.keys.filter { $0 < keepFrom }.count
             packets = packets.filter { $0.key >= keepFrom }
-            next = keepFrom
+            next = (keepFrom, packets[keepFrom]?.timestamp ?? newest.end &- UInt32(keep * Int64(packetSamples)))
         }
-    }
-
-    /// The RTP timestamp of the frame played last (frames of `frameDuration` each).
-    public var lastPlayedTimestamp: UInt32? {
-        guard let anchor, let lastPlayed else { return nil }
-        return anchor.timestamp &- UInt32(truncatingIfNeeded: (anchor.sequence - lastPlayed) * Int64(samplesPerFrame))
     }
 
     /// Delay added on top of the jitter's own (lip sync holding audio for a later picture). A
     /// larger one pauses playout until that much more is buffered; a smaller one is caught up
-    /// by skipping a frame at a time.
+    /// by skipping a packet at a time.
     public mutating func setExtraDelay(_ extra: Duration, base: Duration) {
         let old = minimumDelay
         minimumDelay = base + extra
         maximumDelay = max(jitterCap, minimumDelay)
-        if minimumDelay - old > frameDuration { started = false }
+        if minimumDelay - old > packetDuration { started = false }
     }
 
-    /// What to play for the next frame period.
+    /// What to play next (the player asks whenever it has played what it had).
     public mutating func nextPlayout() -> Playout {
         guard let expected = next else { return .buffering }
-        let buffered = newest - expected + 1
         if !started {
-            guard buffered >= targetFrames else { return .buffering }
+            guard buffered >= targetDelay else { return .buffering }
             started = true
         }
         var current = expected
-        if expected > newest {
-            underrun += 1
-            guard underrun <= Self.maxUnderrunConcealment else {
+        if expected.sequence > newest.sequence {
+            guard underrun < Self.maxUnderrunConcealment else {
                 // Start over at the next packet that arrives; the pause is not jitter.
                 started = false
                 next = nil
                 lastTransit = nil
+                underrun = .zero
                 return .buffering
             }
-            next = expected + 1
+            frameSamples = packetSamples
+            underrun += Self.duration(samples: frameSamples)
+            next = (expected.sequence + 1, expected.timestamp &+ UInt32(frameSamples))
+            lastPlayedTimestamp = expected.timestamp
             concealed += 1
             return .conceal
         }
-        underrun = 0
-        if buffered > targetFrames + 2 {
-            // Too much latency: skip the oldest frame.
-            packets[current] = nil
-            current += 1
+        underrun = .zero
+        let level = buffered
+        var tooDeep = level > targetDelay + packetDuration * 2
+        standing.least = min(standing.least, level)
+        standing.span += packetDuration
+        if standing.span >= Self.standingWindow {
+            tooDeep = tooDeep || standing.least >= targetDelay + packetDuration
+            standing = (.seconds(3600), .zero)
+        }
+        if tooDeep, let oldest = packets[current.sequence] {
+            // Too much latency: skip the oldest packet.
+            packets[current.sequence] = nil
+            current = (current.sequence + 1, oldest.timestamp &+ UInt32(oldest.samples))
             droppedForLatency += 1
         }
-        defer {
-            next = current + 1
-            lastPlayed = current
-        }
-        if let payload = packets.removeValue(forKey: current) {
+        lastPlayed = current.sequence
+        lastPlayedTimestamp = current.timestamp
+        if let entry = packets.removeValue(forKey: current.sequence) {
+            next = (current.sequence + 1, entry.timestamp &+ UInt32(entry.samples))
+            frameSamples = entry.samples
+            lastPlayedTimestamp = entry.timestamp
             decoded += 1
-            return .decode(payload)
+            return .decode(entry.payload)
         }
-        if let following = packets[current + 1] {
+        // Lost: as long as the gap to the packet after it, when that says (one packet's worth
+        // of a 2.5 ms multiple up to 120 ms), else the newest packet's duration.
+        let following = packets[current.sequence + 1]
+        let gap = following.map { Int(Int32(bitPattern: $0.timestamp &- current.timestamp)) } ?? 0
+        frameSamples = gap > 0 && gap <= 5760 && gap % 120 == 0 ? gap : packetSamples
+        next = (current.sequence + 1, current.timestamp &+ UInt32(frameSamples))
+        if let following {
             recoveredByFEC += 1
-            return .decodeFEC(nextPacket: following)
+            return .decodeFEC(nextPacket: following.payload)
         }
         concealed += 1
         return .conceal
