@@ -261,8 +261,11 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         insert(4, 2880, 480)  // 3 (20 ms) lost; 4 is 10 ms again
         #expect(buffer.nextPlayout() == .decodeFEC(nextPacket: [4]) && buffer.frameSamples == 960 && buffer.lastPlayedTimestamp == 1920)
         #expect(buffer.nextPlayout() == .decode([4]) && buffer.frameSamples == 480)
-        #expect(buffer.nextPlayout() == .conceal && buffer.frameSamples == 480 && buffer.lastPlayedTimestamp == 3360)
-        #expect(buffer.recoveredByFEC == 2 && buffer.decoded == 3 && buffer.concealed == 1)
+        // 5 is late: a frame is concealed and 5 is still awaited, then played (the stream stretched).
+        #expect(buffer.nextPlayout() == .conceal && buffer.frameSamples == 480)
+        insert(5, 3360, 480)
+        #expect(buffer.nextPlayout() == .decode([5]) && buffer.lastPlayedTimestamp == 3360)
+        #expect(buffer.recoveredByFEC == 2 && buffer.decoded == 4 && buffer.concealed == 1 && buffer.latePackets == 0)
     }
 
     /// Playout that began with a packet more than the jitter needs keeps it for good unless the
@@ -285,6 +288,28 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(buffer.targetDelay > .milliseconds(12) && buffer.targetDelay < .milliseconds(16), "\(buffer.targetDelay)")
         #expect(levels[0] == .milliseconds(30) && levels.last == .milliseconds(20), "\(levels)")
         #expect(buffer.droppedForLatency == 1 && buffer.concealed == 0)
+    }
+
+    /// With the playout times known, the slack is measured: every packet waiting 25 ms for a
+    /// target of one packet and twice a 2 ms jitter can be played two packets sooner, and is,
+    /// after a second; then each waits about 5 ms, and nothing is concealed.
+    @Test func packetsThatWaitLongerThanTheJitterNeedsArePlayedSooner() {
+        var buffer = AudioJitterBuffer()
+        func arrival(_ seq: Int) -> Duration { .milliseconds(seq * 10 + (seq % 2 == 0 ? 1 : -1)) }
+        var inserted = 0
+        var waits: [Duration] = []
+        var now = Duration.milliseconds(25)
+        for _ in 0..<300 {
+            while arrival(inserted) <= now {
+                buffer.insert(RTPPacket(payloadType: 111, sequenceNumber: UInt16(inserted), timestamp: UInt32(inserted * 480), ssrc: 1,
+                                        payload: [UInt8(inserted >> 8), UInt8(inserted & 0xff)]), arrival: arrival(inserted), samples: 480)
+                inserted += 1
+            }
+            if case .decode(let payload) = buffer.nextPlayout(at: now) { waits.append(now - arrival(Int(payload[0]) << 8 | Int(payload[1]))) }
+            now += .milliseconds(10)
+        }
+        #expect(waits.first! >= .milliseconds(24) && waits.last! <= .milliseconds(6) && waits.last! >= .milliseconds(4), "\(waits)")
+        #expect(buffer.droppedForLatency == 2 && buffer.concealed == 0)
     }
 
     @Test func dropsOldFramesWhenLatencyBuildsUp() {

@@ -405,8 +405,10 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
             let blockSamples = AudioBlock.frames * decoder.channels
             var rebuffering = false
             while pending.count < blockSamples {
+                // When this block's audio is played: after what is pending.
+                let at = clock.now - started + .microseconds(Int64(pending.count / decoder.channels) * 1_000_000 / Int64(AudioFrame.sampleRate))
                 let (playout, timestamp, frameSamples) = state.withLock { s in
-                    (s.audioBuffer.nextPlayout(), s.audioBuffer.lastPlayedTimestamp, s.audioBuffer.frameSamples)
+                    (s.audioBuffer.nextPlayout(at: at), s.audioBuffer.lastPlayedTimestamp, s.audioBuffer.frameSamples)
                 }
                 let samples: [Int16]?
                 switch playout {

@@ -8,11 +8,20 @@ import Platform
 /// buffer counts what it holds in time, from the packets' RTP timestamps and durations, not in
 /// packets. Playout starts once `targetDelay` of audio is buffered; the target follows the
 /// measured jitter (RFC 3550 §A.8): twice the jitter plus one packet, within `minimumDelay ...
-/// maximumDelay`, so on a quiet path it is one packet and a little. When more than the target
-/// plus two packets is buffered (the sender's clock runs fast, or a burst arrived), the oldest
-/// packet is dropped to keep latency down; and so it is when the buffer never held less than the
-/// target plus a packet for a whole second: a queue that stands (playout began on a burst, or the
-/// jitter has calmed since) is latency that absorbs nothing.
+/// maximumDelay`, so on a quiet path it is one packet and a little.
+///
+/// The depth follows what arrives, both ways. When the next packet is not there yet, a frame is
+/// concealed and the packet is still awaited (the stream is stretched, as libwebrtc's NetEq
+/// expands): a late packet is played, not thrown away, and a lost one found missing when the
+/// next arrives is rebuilt from that one's FEC; either way the buffer is a frame deeper. When
+/// every packet played over a whole second waited at least the target between its arrival and
+/// its playout, the packets could all have been played a packet earlier and still kept twice the
+/// jitter in hand: the buffer drops as many packets as that slack allows, at once. A queue that
+/// stands (playout began on a burst, a stall stretched it, the jitter has calmed) is latency
+/// that absorbs nothing. (Without the playout times, the level stands in for the slack: a second
+/// in which the buffer never held less than the target and a packet.) More than
+/// `burstAllowance` over the target (an outage's backlog, a sender whose clock runs fast) goes a
+/// packet per frame played, at once.
 public struct AudioJitterBuffer: Sendable {
     public enum Playout: Sendable, Equatable {
         /// Not started yet, or nothing received at all.
@@ -34,6 +43,7 @@ public struct AudioJitterBuffer: Sendable {
         let payload: [UInt8]
         let timestamp: UInt32
         let samples: Int
+        let arrival: Duration
     }
     private var unwrapper = SequenceUnwrapper()
     private var packets: [Int64: Entry] = [:]
@@ -60,6 +70,7 @@ public struct AudioJitterBuffer: Sendable {
     /// The least audio held when a frame was asked for, over the audio played since `span` began.
     private var standing = (least: Duration.seconds(3600), span: Duration.zero)
     static let standingWindow = Duration.seconds(1)
+    static let burstAllowance = Duration.milliseconds(100)
 
     public private(set) var decoded = 0
     public private(set) var recoveredByFEC = 0
@@ -115,7 +126,7 @@ public struct AudioJitterBuffer: Sendable {
         }
         lastTransit = transit
         let length = samples ?? packetSamples
-        packets[sequence] = Entry(payload: packet.payload, timestamp: packet.timestamp, samples: length)
+        packets[sequence] = Entry(payload: packet.payload, timestamp: packet.timestamp, samples: length, arrival: arrival)
         if sequence >= newest.sequence {
             newest = (sequence, packet.timestamp &+ UInt32(length))
             packetSamples = length
@@ -141,8 +152,9 @@ public struct AudioJitterBuffer: Sendable {
         if minimumDelay - old > packetDuration { started = false }
     }
 
-    /// What to play next (the player asks whenever it has played what it had).
-    public mutating func nextPlayout() -> Playout {
+    /// What to play next (the player asks whenever it has played what it had); `now`: when it
+    /// will be played, on the clock of the arrival times.
+    public mutating func nextPlayout(at now: Duration? = nil) -> Playout {
         guard let expected = next else { return .buffering }
         if !started {
             guard buffered >= targetDelay else { return .buffering }
@@ -158,26 +170,32 @@ public struct AudioJitterBuffer: Sendable {
                 underrun = .zero
                 return .buffering
             }
+            // Late, or lost with nothing after it yet: conceal a frame and keep waiting for it.
             frameSamples = packetSamples
             underrun += Self.duration(samples: frameSamples)
-            next = (expected.sequence + 1, expected.timestamp &+ UInt32(frameSamples))
-            lastPlayedTimestamp = expected.timestamp
             concealed += 1
             return .conceal
         }
         underrun = .zero
         let level = buffered
-        var tooDeep = level > targetDelay + packetDuration * 2
-        standing.least = min(standing.least, level)
+        var excess = level > targetDelay + max(packetDuration * 2, Self.burstAllowance) ? packetDuration : .zero
+        // The slack: how long the packet played now waited (or, without times, the level less
+        // what the target asks for beyond one packet, which comes to the same on a steady stream).
+        if let now, let entry = packets[current.sequence] {
+            standing.least = min(standing.least, now - entry.arrival)
+        } else if now == nil {
+            standing.least = min(standing.least, level - packetDuration)
+        }
         standing.span += packetDuration
         if standing.span >= Self.standingWindow {
-            tooDeep = tooDeep || standing.least >= targetDelay + packetDuration
+            if standing.least >= targetDelay { excess = max(excess, standing.least - targetDelay + packetDuration) }
             standing = (.seconds(3600), .zero)
         }
-        if tooDeep, let oldest = packets[current.sequence] {
-            // Too much latency: skip the oldest packet.
+        // Too much latency: skip the oldest packets, as much audio as stood in excess.
+        while excess >= packetDuration, let oldest = packets[current.sequence] {
             packets[current.sequence] = nil
             current = (current.sequence + 1, oldest.timestamp &+ UInt32(oldest.samples))
+            excess -= Self.duration(samples: oldest.samples)
             droppedForLatency += 1
         }
         lastPlayed = current.sequence
