@@ -95,6 +95,17 @@ struct LipSyncTests {
         #expect(silent.offset == nil && silent.holds(videoHold: 0.1, audioHold: 0) == (0.1, 0))
     }
 
+    /// Sound whose delay moves (a jitter buffer stretching and giving back) counts at its mean:
+    /// the least of it would line the picture up with the sound's best moments only.
+    @Test func theSoundsDelayIsItsUsualOneNotItsLeast() {
+        var sync = LipSync()
+        sync.audio.senderReport(ntpTimestamp: NTPTime.timestamp(unixSeconds: 1_800_000_000), rtpTimestamp: 0)
+        for i in 0..<200 {
+            sync.audioPlayed(rtp: UInt32(i * 480), at: 1_800_000_000 + Double(i) * 0.01 + (i % 2 == 0 ? 0.02 : 0.06))
+        }
+        #expect(abs(sync.audioDelay! - 0.04) < 0.002, "\(sync.audioDelay!)")
+    }
+
     @Test func theJitterBufferSaysWhatItPlayedAndPausesForMoreDelay() {
         var buffer = AudioJitterBuffer(minimumDelay: .milliseconds(20))
         for seq: UInt16 in 0..<3 {

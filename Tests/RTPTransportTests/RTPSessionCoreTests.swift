@@ -213,7 +213,7 @@ struct SimulatedCall {
     }
 
     /// Lip sync: the receiver shows pictures 100 ms after they arrive and plays sound 40 ms
-    /// after; its core measures the picture 60 ms behind and delays the sound in steps of at
+    /// after; its core measures the picture 50-60 ms behind and delays the sound in steps of at
     /// most 50 ms a second until they meet, then holds still.
     @Test func lipSyncDelaysTheSoundThatPlaysAhead() throws {
         let (ca, cb) = SimulatedCall.configurations(auto: false)
@@ -247,8 +247,10 @@ struct SimulatedCall {
         #expect(holds.allSatisfy { $0.0 == .zero }, "the picture, which is behind, is never held")
         let steps = zip([Duration.zero] + holds.map(\.1), holds.map(\.1)).map { $1 - $0 }
         #expect(steps.allSatisfy { $0 <= .milliseconds(50) }, "steps \(steps)")
-        // The picture waits 100 ms plus the jitter buffer's delay, the sound 40 ms.
-        #expect(audioHold >= .milliseconds(60) && audioHold <= .milliseconds(200), "sound held \(audioHold); holds \(holds); offset \(String(describing: call.b.avOffset))")
+        // The picture waits 100 ms plus the jitter buffer's delay, the sound 40 ms plus the
+        // simulated link's jitter (it is heard as it arrives here; lip sync counts the sound's
+        // mean delay): a hold of 40 ms or more, and no offset left.
+        #expect(audioHold >= .milliseconds(40) && audioHold <= .milliseconds(200), "sound held \(audioHold); holds \(holds); offset \(String(describing: call.b.avOffset))")
         let offset = try #require(call.b.avOffset)
         #expect(abs(offset) <= 0.015, "A/V offset \(offset) s at the end")
     }

@@ -37,26 +37,36 @@ public struct LipSync: Sendable {
     /// Unknown until the stream has been measured for a second since its hold last moved: the
     /// least of a handful of pictures is not yet the pipeline's delay, and an offset read from it
     /// jumps by tens of milliseconds in the second a hold moves.
-    /// Sound has no late samples (a late packet is concealed, not played late), so its window is
-    /// short: when its jitter buffer deepens on a loaded or jittery path, the picture follows
-    /// within three seconds, not five.
+    /// Sound is different: its jitter buffer stretches the stream for a late packet (which is
+    /// then played late, as all that follows) and gives the time back a second later, so on a
+    /// loaded or jittery path its delay moves by tens of milliseconds and the least of it is the
+    /// sound's best moment, not its usual one: its delay is the mean over the window. The window
+    /// is short: when the jitter buffer deepens, the picture follows within three seconds, not five.
     public var videoDelay: Double? { videoWindow.settledMinimum }
-    public var audioDelay: Double? { audioWindow.settledMinimum }
+    public var audioDelay: Double? { audioWindow.settledMean }
     private var videoWindow = SlidingMinimum(seconds: 5)
     private var audioWindow = SlidingMinimum(seconds: 3)
 
-    /// The least value over the last `seconds` whole seconds (and the current one), in fixed memory.
+    /// The least value (or the mean) over the last `seconds` whole seconds (and the current
+    /// one), in fixed memory.
     struct SlidingMinimum: Sendable {
         let seconds: Int
         init(seconds: Int) { self.seconds = seconds }
         /// How long a window measures before its minimum counts.
         static let settling = 1.0
         private var minima: [(second: Int64, value: Double)] = []
+        private var sums: [(second: Int64, sum: Double, count: Int)] = []
         private var span: (first: Double, last: Double)?
         mutating func add(_ value: Double, at time: Double) {
             span = (span?.first ?? time, time)
             let second = Int64(time.rounded(.down))
             minima.removeAll { $0.second <= second - Int64(seconds) }
+            sums.removeAll { $0.second <= second - Int64(seconds) }
+            if let last = sums.last, last.second == second {
+                sums[sums.count - 1] = (second, last.sum + value, last.count + 1)
+            } else {
+                sums.append((second, value, 1))
+            }
             if let last = minima.last, last.second == second {
                 minima[minima.count - 1].value = min(last.value, value)
             } else {
@@ -67,6 +77,11 @@ public struct LipSync: Sendable {
         var settledMinimum: Double? {
             guard let span, span.last - span.first >= Self.settling else { return nil }
             return minimum
+        }
+        var settledMean: Double? {
+            guard let span, span.last - span.first >= Self.settling else { return nil }
+            let count = sums.reduce(0) { $0 + $1.count }
+            return count == 0 ? nil : sums.reduce(0) { $0 + $1.sum } / Double(count)
         }
     }
     /// Offsets below this are left alone (a frame interval and a half at 30 fps is 50 ms; the
