@@ -200,11 +200,11 @@ struct EchoDeviceLab {
             let captured = Mutex<[Int16]>([])
             try device.startCapture { block in captured.withLock { $0 += block } }
             try device.startPlayout()
-            // The far end arrives at its own pace, as from a call: a block every 20 ms.
+            // The far end arrives at its own pace, as from a call: a block every block's length.
             let start = ContinuousClock.now
             for (i, block) in blocks.enumerated() {
                 device.play(block)
-                let due = start + .milliseconds(20 * (i + 1))
+                let due = start + AudioBlock.period * (i + 1)
                 if due > .now { Thread.sleep(forTimeInterval: (due - .now).inSeconds) }
             }
             let xruns = device.xruns
