@@ -44,8 +44,10 @@ stage() {
     passed) passed=$((passed + 1)) ;;
     skipped) skipped=$((skipped + 1)); skips+=("$name") ;;
     failed) failed=$((failed + 1)); failures+=("$name")
-      # The stage's last lines, for the summary: the reason a stage failed is near its end.
-      { echo "test.sh: $name failed; its last lines:"; tail -12 "$stage_log" | cut -c1-400; } >> "$failed_stages" ;;
+      # For the summary: the lines that say FAILED (a check's own verdict, wherever it sits in the
+      # stage's output), then the stage's last lines, where a stage that died says why.
+      { echo "test.sh: $name failed; its lines that say FAILED:"; grep -a "FAILED" "$stage_log" | head -8 | cut -c1-400
+        echo "test.sh: $name: its last lines:"; tail -12 "$stage_log" | cut -c1-400; } >> "$failed_stages" ;;
   esac
   echo "test.sh: $name $outcome in $((SECONDS - start)) s ($((SECONDS - started)) s so far)"
 }
