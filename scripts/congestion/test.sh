@@ -105,7 +105,10 @@ if [ $second -eq 0 ]; then
   python3 - "$work/fairness.txt" "$work/tcp.txt" "$work/both-ways/phases.csv" <<'PY' || second=1
 import csv, re, sys
 # Floors sit about a quarter below (or above, for delays) the worst the short runs measured:
-# three calls, shares 0.82-1.22 and Jain 0.93-0.997, queue p95 46-49 ms; against TCP, shares
+# three calls, shares 0.82-1.22 and Jain 0.93-0.997, queue p95 46-49 ms (the three calls' floors
+# are nearer: fifteen short runs on 2026-12-03, of three versions of the code, gave the smallest
+# share 0.56-0.90, median 0.76, and Jain 0.887-0.996: which call comes out low is chance, and
+# CI once failed on a smallest share under the old floor of 0.62); against TCP, shares
 # 0.35-0.45, back after 1.3-2.2 s; both ways, utilization 0.87-0.98, queue p95 24-76 ms, no loss,
 # below a fallen capacity after 0.3-0.5 s. Each is printed beside the target of the long run
 # (bench congestion without --short), which these 10-25 s windows are too short to judge.
@@ -119,9 +122,9 @@ def check(what, value, floor, target, higher=True, unit=""):
 row = next(l for l in open(sys.argv[1]) if l.startswith("callend  |"))
 cells = [c.strip() for c in row.split("|")]
 shares = [float(x) for x in cells[2].split("/")]
-check("three calls: the smallest share of the fair share", min(shares), 0.62, "0.8-1.25")
+check("three calls: the smallest share of the fair share", min(shares), 0.50, "0.8-1.25")
 check("three calls: the largest share of the fair share", max(shares), 1.5, "0.8-1.25", higher=False)
-check("three calls: Jain's index", float(cells[3]), 0.90, ">= 0.95")
+check("three calls: Jain's index", float(cells[3]), 0.85, ">= 0.95")
 check("three calls: queue p95", float(re.findall(r"[\d.]+", cells[4])[1]), 60, "<= 60 ms", higher=False, unit=" ms")
 row = next(l for l in open(sys.argv[2]) if l.startswith("callend  |"))
 cells = [c.strip() for c in row.split("|")]
