@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "callend", targets: ["callend"]),
+        .executable(name: "callend-serve", targets: ["callend-serve"]),
         .library(name: "CallEndpoint", targets: ["CallEndpoint"]),
     ],
     targets: [
@@ -40,7 +41,10 @@ let package = Package(
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
         // live beside the SDK, not in it; the callend executable links them.
         .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Benchmarks", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Benchmarks", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "ServeCommand"]),
+        // The service alone: `callend serve` runs it when it sits beside callend (no media library mapped).
+        .target(name: "ServeCommand", dependencies: ["Signaling", "Platform"]),
+        .executableTarget(name: "callend-serve", dependencies: ["ServeCommand"]),
         // Every parser the network or a user feeds, one entry point each, and the executable
         // libFuzzer drives them through (scripts/fuzz.sh); a plain build replays inputs.
         .target(name: "FuzzTargets", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling"]),

@@ -8,3 +8,29 @@ extension Duration {
     /// Whole microseconds, rounded toward zero.
     public var inMicroseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
 }
+
+extension StringProtocol {
+    /// The text without the spaces and tabs around it (HTTP's optional whitespace), and with
+    /// `newlines` the line ends too: Foundation's `trimmingCharacters(in:)` for the modules that
+    /// link FoundationEssentials only (its CharacterSet is not there).
+    public func trimmed(newlines: Bool = false) -> String {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || (newlines && $0.isNewline) }
+        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}
+
+extension Double {
+    /// The number with `digits` digits after the point, rounded (String(format: "%.Nf") without
+    /// Foundation).
+    public func fixed(_ digits: Int) -> String {
+        guard isFinite else { return "\(self)" }
+        let scale = (0..<digits).reduce(1.0) { value, _ in value * 10 }
+        let scaled = (abs(self) * scale).rounded()
+        let whole = Int64(scaled / scale), fraction = Int64(scaled) - whole * Int64(scale)
+        let sign = self < 0 && scaled > 0 ? "-" : ""
+        guard digits > 0 else { return sign + String(whole) }
+        let text = String(fraction)
+        return sign + String(whole) + "." + String(repeating: "0", count: digits - text.count) + text
+    }
+}

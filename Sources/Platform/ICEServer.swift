@@ -1,5 +1,7 @@
 /// A STUN or TURN server as WebRTC names them (RFC 7064 `stun:HOST[:PORT]`, RFC 7065
 /// `turn:HOST[:PORT][?transport=udp|tcp]`), with TURN's username and credential.
+/// It lives in Platform, not RTPTransport, so that the signaling service can check the URLs it
+/// hands out without linking the media path (`callend-serve` maps no media library).
 public struct ICEServer: Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         case stun

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// One line for the log and its severity. A string literal or interpolation is `.info`;
 /// `.warning("...")`, `.error("...")` and `.debug("...")` say otherwise.
@@ -74,7 +75,7 @@ public struct LogWriter: Sendable {
 
     public func write(_ message: LogMessage) {
         guard let line = format(message) else { return }
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        Self.writeStandardError(line + "\n")
     }
 
     static func timestamp(_ date: Date) -> String {
@@ -82,8 +83,23 @@ public struct LogWriter: Sendable {
         var seconds = time_t(milliseconds / 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
-                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), Int(milliseconds % 1000))
+        func padded(_ value: Int32, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return "\(padded(parts.tm_year + 1900, 4))-\(padded(parts.tm_mon + 1, 2))-\(padded(parts.tm_mday, 2))T"
+            + "\(padded(parts.tm_hour, 2)):\(padded(parts.tm_min, 2)):\(padded(parts.tm_sec, 2)).\(padded(Int32(milliseconds % 1000), 3))Z"
+    }
+
+    /// Writes all of `text` to standard error (one write for a line, so lines of threads do not mix).
+    public static func writeStandardError(_ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let n = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            bytes = bytes.dropFirst(n)
+        }
     }
 
     /// systemd sets JOURNAL_STREAM to the device and inode of the stream it connected standard

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 
 /// Writes a file that holds a secret (a key, a token, SRTP keys in an SDP file) readable and
 /// writable by its owner only, whatever the umask: a file that existed keeps nothing of its old

@@ -1,32 +1,33 @@
 /// A usage error: the message goes to standard error and the exit code is 2, as getopt tools do.
-struct UsageError: Error, CustomStringConvertible {
-    let description: String
+public struct UsageError: Error, CustomStringConvertible {
+    public let description: String
+    public init(description: String) { self.description = description }
 }
 
 /// The words after the command, consumed flag by flag; whatever is left at the end is an error.
-struct Arguments {
+public struct Arguments {
     private var words: [String]
 
-    init(_ words: [String]) { self.words = words }
+    public init(_ words: [String]) { self.words = words }
 
-    var isEmpty: Bool { words.isEmpty }
+    public var isEmpty: Bool { words.isEmpty }
 
     /// Removes and returns the first word if it is not a flag (a subcommand or operand).
-    mutating func popOperand() -> String? {
+    public mutating func popOperand() -> String? {
         guard let first = words.first, !first.hasPrefix("-") else { return nil }
         words.removeFirst()
         return first
     }
 
     /// True if `--name` was given (and removes it).
-    mutating func flag(_ name: String) -> Bool {
+    public mutating func flag(_ name: String) -> Bool {
         guard let index = words.firstIndex(of: name) else { return false }
         words.remove(at: index)
         return true
     }
 
     /// The value of `--name VALUE` or `--name=VALUE`, if given.
-    mutating func value(_ name: String) throws(UsageError) -> String? {
+    public mutating func value(_ name: String) throws(UsageError) -> String? {
         if let index = words.firstIndex(where: { $0.hasPrefix(name + "=") }) {
             let value = String(words[index].dropFirst(name.count + 1))
             words.remove(at: index)
@@ -40,13 +41,13 @@ struct Arguments {
     }
 
     /// Every value of a repeatable `--name VALUE`, in order.
-    mutating func values(_ name: String) throws(UsageError) -> [String] {
+    public mutating func values(_ name: String) throws(UsageError) -> [String] {
         var all: [String] = []
         while let value = try value(name) { all.append(value) }
         return all
     }
 
-    mutating func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
+    public mutating func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
         guard let text = try value(name) else { return nil }
         guard let number = Int(text), range.contains(number) else {
             throw UsageError(description: "\(name) takes a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
@@ -55,19 +56,10 @@ struct Arguments {
     }
 
     /// Fails on anything not consumed: an unknown flag or a stray word.
-    func finish(command: String) throws(UsageError) {
+    public func finish(command: String) throws(UsageError) {
         guard let first = words.first else { return }
         let kind = first.hasPrefix("-") ? "unknown option" : "unexpected argument"
         if command.isEmpty { throw UsageError(description: "\(kind) '\(first)'; see 'callend --help'") }
         throw UsageError(description: "\(kind) '\(first)' for '\(command)'; see 'callend \(command) --help'")
     }
-}
-
-/// Parses `WxH` into a size.
-func parseSize(_ text: String) throws(UsageError) -> (width: Int, height: Int) {
-    let parts = text.lowercased().split(separator: "x")
-    guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]), (16...7680).contains(w), (16...4320).contains(h) else {
-        throw UsageError(description: "'\(text)' is not a size WIDTHxHEIGHT between 16x16 and 7680x4320")
-    }
-    return (w, h)
 }

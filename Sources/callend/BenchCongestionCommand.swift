@@ -1,6 +1,7 @@
 import Benchmarks
 import CallEndpoint
 import Foundation
+import ServeCommand
 
 let benchCongestionHelp = """
     usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH] [--chromium]

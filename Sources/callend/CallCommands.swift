@@ -3,6 +3,7 @@ import CallEndpoint
 import Foundation
 import Platform
 import RTPTransport
+import ServeCommand
 import Signaling
 import Synchronization
 

@@ -2,6 +2,7 @@ import Benchmarks
 import CallEndpoint
 import Devices
 import Foundation
+import ServeCommand
 
 let devicesHelp = """
     usage: callend devices [--json]

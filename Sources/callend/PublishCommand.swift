@@ -1,6 +1,7 @@
 import CallEndpoint
 import Foundation
 import Platform
+import ServeCommand
 import Signaling
 
 let publishHelp = """

@@ -3,6 +3,7 @@ import CallEndpoint
 import Foundation
 import Platform
 import RTPTransport
+import ServeCommand
 
 let sendHelp = """
     usage: callend send --to HOST:PORT [--sdp-out FILE] [--video-source pattern|FILE.y4m|none]

@@ -2,13 +2,7 @@ import Benchmarks
 import CallEndpoint
 import Foundation
 import Platform
-
-/// Exit codes (documented in `callend --help`).
-enum ExitCode: Int32 {
-    case success = 0
-    case failure = 1
-    case usage = 2
-}
+import ServeCommand
 
 let version = "0.1.0"
 
@@ -102,13 +96,6 @@ let benchRTPHelp = """
     ratios to plain RTP.
     """
 
-func fail(_ error: any Error, code: ExitCode) -> Never {
-    // Under systemd the journal files it as an error; elsewhere the line stays as it was.
-    let priority = LogWriter.standardErrorIsJournal(ProcessInfo.processInfo.environment) ? "<3>" : ""
-    FileHandle.standardError.write(Data("\(priority)callend: \(error)\n".utf8))
-    exit(code.rawValue)
-}
-
 func runBenchCodecs(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(benchCodecsHelp); return }
     var options = CodecBenchmark.Options()
@@ -168,6 +155,9 @@ do {
     case "receive":
         try runReceive(&args)
     case "serve":
+        // The service runs as callend-serve where it is installed beside this executable: the
+        // same code without the media libraries mapped (a third of the memory, idle).
+        execServeBeside(CommandLine.arguments.dropFirst(2))
         try runServe(&args)
     case "token":
         try runToken(&args)

@@ -34,3 +34,23 @@ struct LogWriterTests {
         }
     }
 }
+
+/// Platform's stand-ins for what FoundationEssentials lacks (the service links no Foundation).
+struct StringHelperTests {
+    @Test func trimmedDropsSpacesAndTabsAndWithNewlinesTheLineEnds() {
+        #expect(" \t Bearer x \t".trimmed() == "Bearer x")
+        #expect("a b".trimmed() == "a b" && "".trimmed() == "" && " \t ".trimmed() == "")
+        #expect("secret\r\n".trimmed() == "secret\r\n", "line ends stay without newlines: true")
+        #expect("\n secret \r\n".trimmed(newlines: true) == "secret")
+        #expect("x, y"[...].split(separator: ",").map { $0.trimmed() } == ["x", "y"])
+    }
+
+    @Test func fixedRoundsToTheDigitsAsPrintfDoes() {
+        let cases: [(Double, Int)] = [(0.05, 1), (-2.56, 1), (3.14159, 2), (9.999, 2), (12.0, 0), (0.0, 3), (1234.5678, 3), (7.1, 1)]
+        for (value, digits) in cases {
+            #expect(value.fixed(digits) == String(format: "%.\(digits)f", value), "\(value) to \(digits) digits")
+        }
+        #expect((-0.04).fixed(1) == "0.0", "no negative zero")
+        #expect(Double.infinity.fixed(1) == "inf")
+    }
+}

@@ -134,6 +134,35 @@ func exchange(port: Int, line: String) throws -> String {
         #expect(webBusy.status == 1 && webBusy.stderr.contains("listen on 203.0.113.1:1"), "\(webBusy.stderr)")
     }
 
+    /// `callend serve` becomes callend-serve (same process, same options): a service that maps no
+    /// codec, device or media transport library and not Foundation's ICU, only
+    /// FoundationEssentials. CALLEND_SERVE_IN_PROCESS=1 keeps it in callend, where they are mapped:
+    /// the check below tells the two apart.
+    @Test func serveRunsAsTheLeanServiceBesideCallend() throws {
+        let secret = try SecretFile()
+        let media = ["libvpx", "libopus", "libnice", "libasound", "libsrtp", "libwebrtc_audio_processing", "libFoundation.so", "libicu", "FoundationICU"]
+        for inProcess in [false, true] {
+            let (server, out, _) = try launchCallend(["serve", "--listen", "127.0.0.1:0", "--secret-file", secret.path],
+                                                     environment: inProcess ? ["CALLEND_SERVE_IN_PROCESS": "1"] : [:])
+            defer { terminate(server) }
+            let first = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+            #expect(first.hasPrefix("listening on 127.0.0.1:"), "\(first)")
+            let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(server.processIdentifier)/exe")
+            // Read to its end: /proc gives the file a size of 0, and String(contentsOfFile:) returned only part of it.
+            let maps = String(decoding: try #require(FileHandle(forReadingAtPath: "/proc/\(server.processIdentifier)/maps")).readDataToEndOfFile(), as: UTF8.self)
+            let mapped = Set(media.filter { maps.contains($0) })
+            if inProcess {
+                #expect(executable.hasSuffix("/callend"), "\(executable)")
+                #expect(mapped.contains("libvpx") && mapped.contains("libnice"), "callend itself maps \(mapped.sorted())")
+            } else {
+                #expect(executable.hasSuffix("/callend-serve"), "\(executable)")
+                #expect(mapped.isEmpty, "the service maps \(mapped.sorted())")
+            }
+            terminate(server)
+            #expect(server.terminationStatus == 0)
+        }
+    }
+
     @Test func smallSignalingBenchCompletesEveryPair() throws {
         let result = try runCallend(["bench", "signaling", "--clients", "200"])
         #expect(result.status == 0, "\(result.stderr)")

@@ -65,7 +65,7 @@ if ! wait $base; then
 fi
 [ $built -eq 0 ] || { tail -20 "$work/build.log"; exit 1; }
 mkdir -p "$work/context"
-cp Dockerfile .build/static/release/callend "$work/context/"
+cp Dockerfile .build/static/release/callend .build/static/release/callend-serve "$work/context/"
 "$docker" build -q --network host -t callend "$work/context" > "$work/image.log" 2>&1 || { tail -20 "$work/image.log"; exit 1; }
 echo "containers: engine, base image and callend image ready in $((SECONDS - started)) s"
 

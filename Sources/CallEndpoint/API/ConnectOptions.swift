@@ -1,3 +1,4 @@
+import Platform
 import RTPTransport
 
 /// How the encoders are driven during a call.

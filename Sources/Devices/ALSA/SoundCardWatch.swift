@@ -40,7 +40,7 @@ public final class SoundCardWatch: Sendable {
                 onChange: @escaping Change) {
         let fd = clinux_inotify_init()
         if fd >= 0 { _ = clinux_inotify_watch_nodes(fd, directory) }
-        _ = startThread(named: "sound-cards") { [state] in
+        startThread(named: "sound-cards") { [state] in
             var known: Set<SoundCard> = []
             var buffer = [UInt8](repeating: 0, count: 4096)
             while !state.stopping.load(ordering: .relaxed) {

@@ -1,5 +1,6 @@
 internal import CHiredis
-import Foundation
+import Glibc
+import FoundationEssentials
 
 /// Where the room directory lives: `redis://[:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default).
 public struct RedisAddress: Sendable, Equatable, CustomStringConvertible {

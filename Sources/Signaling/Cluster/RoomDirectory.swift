@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Platform
 import Synchronization
 #if canImport(Glibc)
@@ -187,7 +188,7 @@ public final class RedisRoomDirectory: Sendable {
                     subscribedOnce.signal()
                 }
                 if let since = lostSince {
-                    log("redis: subscribed again after \(String(format: "%.1f", (ContinuousClock.now - since).inSeconds)) s")
+                    log("redis: subscribed again after \((ContinuousClock.now - since).inSeconds.fixed(1)) s")
                     lostSince = nil
                 }
                 while let message = try connection.read() {

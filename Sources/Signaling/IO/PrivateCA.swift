@@ -1,5 +1,6 @@
 internal import COpenSSL
-import Foundation
+import Glibc
+import FoundationEssentials
 import Platform
 
 /// A private certificate authority and the server certificates it signs: the one step to a

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Any JSON value: the session descriptions and candidates signaling relays without reading them.
 public enum JSONValue: Sendable, Equatable, Codable {

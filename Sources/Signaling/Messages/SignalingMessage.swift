@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A message relayed between participants of one room. The server fills `from`; `to` names one
 /// participant, or nil for everyone else in the room. `id` lets the sender match the server's

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The STUN and TURN servers the service hands each participant in `joined` and with each
 /// renewal. TURN servers get a credential of their own per participant, in the scheme of TURN's

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Platform
 import Synchronization
 internal import CLinux
@@ -66,7 +67,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     public let directory: RedisRoomDirectory?
     private let stopping = Atomic<Bool>(false)
     private let finished = Mutex<Bool>(false)
-    private var thread: Thread?
+    private var threadStarted = false
     private var connections: [UInt64: ServerConnection] = [:]
     private var nextID: UInt64 = 1
     private let clock = ContinuousClock()
@@ -153,7 +154,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     /// Starts the loop thread and returns.
     public func start() {
-        thread = startThread(named: "signaling-srv", stackSize: 1 << 20) { [self] in
+        threadStarted = true
+        startThread(named: "signaling-srv", stackSize: 1 << 20) { [self] in
             self.runLoop()
             self.finished.withLock { $0 = true }
             self.loopEnded.signal()
@@ -167,7 +169,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     public func stop() {
         stopping.store(true, ordering: .sequentiallyConsistent)
         epoll.wake()
-        guard thread != nil, !finished.withLock({ $0 }) else { return }
+        guard threadStarted, !finished.withLock({ $0 }) else { return }
         loopEnded.wait()
         loopEnded.signal()  // for a second stop()
     }
@@ -522,7 +524,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             return
         }
         let authorization = head.field("authorization") ?? ""
-        let token = authorization.lowercased().hasPrefix("bearer ") ? String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces) : nil
+        let token = authorization.lowercased().hasPrefix("bearer ") ? String(authorization.dropFirst(7)).trimmed() : nil
         let request = WebRTCHTTPRequest(method: head.method, kind: route.kind, room: route.room, session: route.session, bearerToken: token,
                                         contentType: head.field("content-type"), ifMatch: head.field("if-match"), body: text)
         apply(core.webRTCHTTP(connection.id, request, now: now, wallClock: wallClock))

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// WHIP (RFC 9725) and WHEP on the service: an HTTP client (OBS, ffmpeg, GStreamer's whipsink, a
 /// WHEP player) becomes a party to a room for as long as its session lives. The service hands
@@ -143,7 +145,7 @@ extension SignalingServerCore {
         guard request.contentType?.lowercased().hasPrefix(ICEFragment.contentType) == true else {
             return reply(id, HTTPReply(status: 415, "a PATCH takes \(ICEFragment.contentType)", fields: [("Accept-Patch", ICEFragment.contentType)]))
         }
-        let ifMatch = request.ifMatch?.trimmingCharacters(in: .whitespaces)
+        let ifMatch = request.ifMatch?.trimmed()
         let restart = ifMatch == "\"*\"" || ifMatch == "*"
         // Clients written before RFC 9725 send trickle without If-Match (Debian's whip-client):
         // taken; a tag that names another ICE session is not.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The claims of a callend access token: a standard JWT signed with HS256 (RFC 7519, RFC 7515).
 ///
@@ -77,7 +78,7 @@ public struct TokenSecret: Sendable {
     /// A new random secret, for tests and `callend token --new-secret`.
     public static func random() -> TokenSecret {
         // 32 random bytes written as 64 hex characters, so the secret is printable in a file.
-        let hex = Crypto.randomBytes(32).map { String(format: "%02x", $0) }.joined()
+        let hex = Crypto.hex(Crypto.randomBytes(32))
         return try! TokenSecret(Array(hex.utf8))  // 64 bytes: never below the minimum
     }
 }

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// An HTTP/1.1 response as a client receives it (RFC 9112): status, the header fields in order
 /// (a WHIP answer may carry several Link fields, whose values hold commas), and the body.
@@ -98,7 +100,7 @@ public struct HTTPResponseReader: Sendable {
             guard let colon = line.firstIndex(of: ":"), colon != line.startIndex, !line[..<colon].contains(where: { $0 == " " || $0 == "\t" }) else {
                 throw Malformed(description: "a response header line that is not NAME: VALUE")
             }
-            fields.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            fields.append((String(line[..<colon]), line[line.index(after: colon)...].trimmed()))
         }
         head = (status, statusLine.count > 2 ? String(statusLine[2]) : "", fields)
         let encoding = fields.last { $0.name.lowercased() == "transfer-encoding" }?.value.lowercased()
@@ -152,7 +154,7 @@ public struct HTTPResponseReader: Sendable {
                     return nil
                 }
                 let line = String(decoding: buffer[..<end], as: UTF8.self)
-                let sizeText = line.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmingCharacters(in: .whitespaces)
+                let sizeText = line.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0].trimmed()
                 // Hex digits only: Int(_:radix:) also takes a sign, and a negative size indexed the buffer backwards.
                 guard !sizeText.isEmpty, sizeText.count <= 8, sizeText.allSatisfy(\.isHexDigit), let size = Int(sizeText, radix: 16) else {
                     throw Malformed(description: "'\(line.prefix(40))' is not a chunk size")

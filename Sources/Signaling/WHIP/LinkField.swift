@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// One link of a Link header field (RFC 8288 §3): `<target>; name=value; name="quoted"`.
 /// WHIP and WHEP servers hand out ICE servers this way (RFC 9725 §4.6):
@@ -28,7 +30,7 @@ public struct LinkField: Sendable, Equatable {
                     chars = chars.dropFirst()
                     while let c = chars.first, c == " " || c == "\t" { chars = chars.dropFirst() }
                     let nameEnd = chars.firstIndex { $0 == "=" || $0 == ";" || $0 == "," } ?? chars.endIndex
-                    let name = String(chars[..<nameEnd]).trimmingCharacters(in: .whitespaces).lowercased()
+                    let name = String(chars[..<nameEnd]).trimmed().lowercased()
                     chars = chars[nameEnd...]
                     var parameterValue = ""
                     if chars.first == "=" {
@@ -46,7 +48,7 @@ public struct LinkField: Sendable, Equatable {
                             }
                         } else {
                             let end = chars.firstIndex { $0 == ";" || $0 == "," } ?? chars.endIndex
-                            parameterValue = String(chars[..<end]).trimmingCharacters(in: .whitespaces)
+                            parameterValue = String(chars[..<end]).trimmed()
                             chars = chars[end...]
                         }
                     }
@@ -76,6 +78,6 @@ public struct LinkField: Sendable, Equatable {
     }
 
     private static func quoted(_ text: String) -> String {
-        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
     }
 }

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// A session a WHIP (RFC 9725) or WHEP server created for this client: where it lives (the
 /// `Location` of the 201), its entity tag, the server's SDP answer, and the ICE servers its Link
@@ -142,7 +144,7 @@ public final class WHIPClient: Sendable {
     /// The error for a status that is not what the request wanted, saying what the server meant.
     func refusal(_ response: HTTPResponseMessage, of what: String, _ url: HTTPURL) -> WHIPError {
         let status = response.status
-        let retryAfter = response.field("Retry-After").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        let retryAfter = response.field("Retry-After").flatMap { Int($0.trimmed()) }
         let meaning: String = switch status {
         case 400: "the server found the request malformed"
         case 401: "the server refused the bearer token (401 Unauthorized): give the right one"
@@ -165,7 +167,7 @@ public final class WHIPClient: Sendable {
         let type = response.field("Content-Type")?.lowercased() ?? ""
         if !response.body.isEmpty, type.isEmpty || type.hasPrefix("text/") || type.contains("json") {
             let said = String(response.text.prefix(300)).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
-            let clean = String(said.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.map(Character.init)).trimmingCharacters(in: .whitespaces)
+            let clean = String(said.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.map(Character.init)).trimmed()
             if !clean.isEmpty { message += " (the server says: \(clean.prefix(200)))" }
         }
         return WHIPError(status: status, message, retryAfter: retryAfter)

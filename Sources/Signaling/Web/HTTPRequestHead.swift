@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// The head of an HTTP/1.1 request (RFC 9112 §2-3): request line and header fields, as far as the
 /// signaling service's web side needs them (a page, and the WebSocket upgrade). Bodies are not
@@ -17,7 +19,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     /// Whether a comma-separated field holds `token`, case-insensitively ("Connection: keep-alive, Upgrade").
     public func field(_ name: String, contains token: String) -> Bool {
-        field(name)?.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == token.lowercased() } ?? false
+        field(name)?.split(separator: ",").contains { $0.trimmed().lowercased() == token.lowercased() } ?? false
     }
 
     public struct Malformed: Error, Equatable, Sendable, CustomStringConvertible {
@@ -53,7 +55,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
                 throw Malformed(description: "a header line that is not NAME: VALUE", status: 400)
             }
             let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmed()
             fields[name] = fields[name].map { $0 + ", " + value } ?? value
         }
         if parts[2] == "HTTP/1.1" && fields["host"] == nil { throw Malformed(description: "an HTTP/1.1 request without Host", status: 400) }

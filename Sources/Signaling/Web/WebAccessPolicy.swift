@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -43,7 +44,7 @@ public struct WebAccessPolicy: Sendable {
 
     /// scheme://host[:port] lowercased, the default port dropped; nil for anything else.
     public static func normalizedOrigin(_ text: String) -> String? {
-        let lower = text.lowercased().trimmingCharacters(in: .whitespaces)
+        let lower = text.lowercased().trimmed()
         for (scheme, port) in [("https://", ":443"), ("http://", ":80")] where lower.hasPrefix(scheme) {
             var authority = String(lower.dropFirst(scheme.count))
             guard !authority.isEmpty, !authority.contains("/") else { return nil }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 internal import COpenSSL
 
 /// The server side of the WebSocket protocol (RFC 6455) as the signaling service speaks it: one
