@@ -80,6 +80,10 @@ public struct CallBenchmark {
         public var framesDecoded: Int
         /// The endpoint's summary line (`callend join`'s last "<-" line).
         public var summary = ""
+        /// The means of its stats lines' latency budgets (`sentBudgetMs`, `receivedBudgetMs`):
+        /// stream ("video", "audio") -> hop -> ms.
+        public var sentBudget: [String: [String: Double]] = [:]
+        public var receivedBudget: [String: [String: Double]] = [:]
     }
 
     public let calls: Int
@@ -159,7 +163,8 @@ public struct CallBenchmark {
                                           avOffsetMs: Self.number(in: text, after: "A/V offset ", signed: true),
                                           cores: window > 0 ? (lastCPU[i] - (firstCPU[i] ?? lastCPU[i])) / window : 0,
                                           maxRSSMiB: maxRSS[i], maxThreads: maxThreads[i], framesDecoded: Int(Self.number(in: text, after: "video ") ?? 0),
-                                          summary: String(text.split(separator: "\n").last(where: { $0.contains(" <- ") }) ?? "")))
+                                          summary: String(text.split(separator: "\n").last(where: { $0.contains(" <- ") }) ?? ""),
+                                          sentBudget: Self.budget(in: text, key: "sentBudgetMs"), receivedBudget: Self.budget(in: text, key: "receivedBudgetMs")))
             }
         }
         return endpoints
@@ -178,6 +183,37 @@ public struct CallBenchmark {
               let range = summary.range(of: prefix + (signed ? #"[-+]?[0-9.]+"# : #"[0-9.]+"#), options: .regularExpression) else { return nil }
         // The number is the match's last word (every prefix ends in a space).
         return summary[range].split(separator: " ").last.flatMap { Double($0) }
+    }
+
+    /// The mean of each stream's hops over the JSON stats lines (one a second) after the first
+    /// two seconds (joining, the first keyframe).
+    static func budget(in text: String, key: String) -> [String: [String: Double]] {
+        var sums: [String: [String: (total: Double, count: Int)]] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("{") {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  (object["seconds"] as? Double ?? 0) >= 2, let budget = object[key] as? [String: [String: Double]] else { continue }
+            for (stream, hops) in budget {
+                for (hop, ms) in hops { sums[stream, default: [:]][hop, default: (0, 0)].total += ms; sums[stream, default: [:]][hop, default: (0, 0)].count += 1 }
+            }
+        }
+        return sums.mapValues { $0.mapValues { $0.total / Double($0.count) } }
+    }
+
+    /// One stream's budget line: the mean of each hop over the endpoints, the sender's hops then
+    /// the receiver's, and their sum beside the measured glass-to-glass median.
+    static func budgetLine(_ endpoints: [Endpoint], stream: String, measured: Double?) -> String {
+        let sent = ["capture", "encode", "pacing"], received = ["network", "jitterBuffer", "decode", "playout"]
+        func mean(_ hop: String, _ side: KeyPath<Endpoint, [String: [String: Double]]>) -> Double? {
+            let values = endpoints.compactMap { $0[keyPath: side][stream]?[hop] }
+            return values.isEmpty ? nil : values.reduce(0, +) / Double(values.count)
+        }
+        let hops = sent.map { ($0, mean($0, \.sentBudget)) } + received.map { ($0, mean($0, \.receivedBudget)) }
+        guard hops.contains(where: { $0.1 != nil }) else { return "  \(stream) latency budget: n/a (no budget in the stats lines)" }
+        let names = ["jitterBuffer": "jitter buffer"]
+        let parts = hops.map { "\(names[$0.0] ?? $0.0) \($0.1.map { String(format: "%.1f", $0) } ?? "n/a")" }
+        let total = hops.compactMap(\.1).reduce(0, +)
+        return "  \(stream) latency budget (mean ms per hop): " + parts[..<3].joined(separator: ", ") + " | " + parts[3...].joined(separator: ", ")
+            + String(format: " = %.1f ms", total) + (measured.map { String(format: " (glass-to-glass p50 %.0f ms)", $0) } ?? "")
     }
 
     public static func format(_ endpoints: [Endpoint], calls: Int, seconds: Int) -> String {
@@ -202,6 +238,8 @@ public struct CallBenchmark {
             "  audio glass-to-glass (timing mark -> played out): p50 \(ms(percentile(endpoints.compactMap(\.audioP50), 0.5))), p95 \(ms(audioP95)) (worst endpoint)",
             "  p95 per endpoint: video \(endpoints.map { ms($0.videoP95) }.joined(separator: ", ")); audio \(endpoints.map { ms($0.audioP95) }.joined(separator: ", "))",
             "  A/V offset (video minus audio) by the sender reports at the end: \(range(offsets)); by the capture stamps (p50s): \(range(stampOffsets))",
+            budgetLine(endpoints, stream: "video", measured: percentile(endpoints.compactMap(\.videoP50), 0.5)),
+            budgetLine(endpoints, stream: "audio", measured: percentile(endpoints.compactMap(\.audioP50), 0.5)),
             String(format: "  CPU per endpoint: mean %.2f, max %.2f cores; resident memory max %.1f MiB; threads max %d", cores.reduce(0, +) / Double(max(1, cores.count)),
                    cores.max() ?? 0, rss.max() ?? 0, endpoints.map(\.maxThreads).max() ?? 0),
         ]

@@ -62,6 +62,19 @@ public struct CallStatus: Sendable, Codable, Equatable {
     /// speaker) and how often the devices changed it by themselves (plug events) since the start.
     public var audioRoute: String?
     public var audioRouteChanges = 0
+    /// Where each stream's latency went in this interval (ms, means per hop; `LatencyBudget`):
+    /// in what we send (capture, encode, pacing) and in what we receive (network: half the round
+    /// trip, jitter buffer, decode, playout). The peer's line holds the other half of each stream.
+    public var sentBudgetMs: StreamBudgets?
+    public var receivedBudgetMs: StreamBudgets?
+
+    public struct StreamBudgets: Sendable, Codable, Equatable {
+        public var video: [String: Double]
+        public var audio: [String: Double]
+
+        /// The sum of a stream's hops (ms).
+        public func total(video: Bool) -> Double { (video ? self.video : audio).values.reduce(0, +) }
+    }
 
     /// The one-line form for a terminal.
     public var line: String {
@@ -82,6 +95,7 @@ public struct CallStatus: Sendable, Codable, Equatable {
 }
 
 import Foundation
+import MediaCore
 
 extension CallStatus {
     /// The status between two snapshots one interval apart.
@@ -97,7 +111,15 @@ extension CallStatus {
         let lost = Double(after.received.videoPacketsLost - (before?.received.videoPacketsLost ?? 0))
         let arrived = Double(after.received.videoPackets - (before?.received.videoPackets ?? 0))
         let receivedLoss = lost + arrived > 0 ? max(0, lost) / (max(0, lost) + arrived) * 100 : 0
-        return CallStatus(seconds: after.sent.elapsed.inSeconds, participant: participant,
+        let sentVideo = after.sent.videoBudget.subtracting(before?.sent.videoBudget ?? LatencyBudget())
+        let sentAudio = after.sent.audioBudget.subtracting(before?.sent.audioBudget ?? LatencyBudget())
+        var receivedVideo = after.received.videoBudget.subtracting(before?.received.videoBudget ?? LatencyBudget())
+        var receivedAudio = after.received.audioBudget.subtracting(before?.received.audioBudget ?? LatencyBudget())
+        if let roundTrip = after.sent.roundTripTime {
+            if receivedVideo.count(.decode) > 0 { receivedVideo.add(.network, roundTrip / 2) }
+            if receivedAudio.count(.decode) > 0 { receivedAudio.add(.network, roundTrip / 2) }
+        }
+        var status = CallStatus(seconds: after.sent.elapsed.inSeconds, participant: participant,
                           sentVideoKbps: Double(videoBytes * 8) / interval / 1000, sentAudioKbps: Double(audioBytes * 8) / interval / 1000,
                           receivedFps: Double(frames) / interval, framesDecoded: after.received.framesDecoded,
                           sentResolution: size(after.sent.videoWidth, after.sent.videoHeight),
@@ -123,6 +145,13 @@ extension CallStatus {
                                                                                                 mode: after.sent.mode)),
                           qualityReceived: NetworkQuality.score(lossPercent: receivedLoss, rttMs: rtt, jitterMs: after.received.videoJitterMs,
                                                                 freezes: after.received.freezes - (before?.received.freezes ?? 0)))
+        if sentVideo.count(.encode) + sentAudio.count(.encode) > 0 {
+            status.sentBudgetMs = StreamBudgets(video: sentVideo.meansMilliseconds, audio: sentAudio.meansMilliseconds)
+        }
+        if receivedVideo.count(.decode) + receivedAudio.count(.decode) > 0 {
+            status.receivedBudgetMs = StreamBudgets(video: receivedVideo.meansMilliseconds, audio: receivedAudio.meansMilliseconds)
+        }
+        return status
     }
 
     private static func size(_ width: Int, _ height: Int) -> String { width == 0 ? "-" : "\(width)x\(height)" }

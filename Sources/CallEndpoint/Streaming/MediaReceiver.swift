@@ -86,6 +86,9 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var videoLatencyMs = PercentileSketch()
     /// Capture-to-playout time of the sender's audio timing marks, in ms.
     public var audioLatencyMs = PercentileSketch()
+    /// The receiver's hops of each stream's latency (`LatencyBudget`: jitter buffer, decode,
+    /// playout; the network's is half the round trip, added where the round trip is known).
+    public var videoBudget = LatencyBudget(), audioBudget = LatencyBudget()
     /// When the first frame was decoded (since the receiver started).
     public var firstFrameAt: Duration?
     /// Why receiving ended early (bye, silence), empty when it ran its course.
@@ -355,7 +358,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
 
     /// What the decode stage made of a frame (on its thread).
     private func decoded(_ outcome: VideoDecodeStage.Outcome) {
-        guard case .decoded(let picture, let isKeyframe, let rtpTimestamp) = outcome else {
+        guard case .decoded(let picture, let isKeyframe, let rtpTimestamp, let budget) = outcome else {
             state.withLock { s in
                 s.summary.decodeErrors += 1
                 s.needKeyframe = true
@@ -371,6 +374,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         let number = wantsNumber ? TestPatternSource.frameNumber(in: picture) : nil
         state.withLock { s in
             s.summary.framesDecoded += 1
+            s.summary.videoBudget.merge(budget)
             let at = shownAt - started
             if let last = s.summary.lastFrameAt, at - last >= .milliseconds(300) {
                 s.summary.freezes += 1
@@ -407,18 +411,27 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
             while pending.count < blockSamples {
                 // When this block's audio is played: after what is pending.
                 let at = clock.now - started + .microseconds(Int64(pending.count / decoder.channels) * 1_000_000 / Int64(AudioFrame.sampleRate))
-                let (playout, timestamp, frameSamples) = state.withLock { s in
-                    (s.audioBuffer.nextPlayout(at: at), s.audioBuffer.lastPlayedTimestamp, s.audioBuffer.frameSamples)
+                let (playout, timestamp, frameSamples, wait) = state.withLock { s in
+                    (s.audioBuffer.nextPlayout(at: at), s.audioBuffer.lastPlayedTimestamp, s.audioBuffer.frameSamples, s.audioBuffer.lastWait)
                 }
                 let samples: [Int16]?
                 switch playout {
                 case .buffering: samples = nil
-                case .decode(let payload): samples = try? decoder.decode(payload)
+                case .decode(let payload):
+                    let decodeStart = ContinuousClock.now
+                    samples = try? decoder.decode(payload)
+                    let took = ContinuousClock.now - decodeStart
+                    let device = speaker?.playoutDelay ?? .zero
+                    state.withLock { s in
+                        s.summary.audioDecoded += 1
+                        if let wait { s.summary.audioBudget.add(.jitterBuffer, wait) }
+                        s.summary.audioBudget.add(.decode, took)
+                        s.summary.audioBudget.add(.playout, device)
+                    }
                 case .decodeFEC(let next): samples = try? decoder.decodeFEC(from: next, samplesPerChannel: frameSamples)
                 case .conceal: samples = try? decoder.decodeLoss(samplesPerChannel: frameSamples)
                 }
                 if case .buffering = playout { rebuffering = true; break }
-                if case .decode = playout { state.withLock { $0.summary.audioDecoded += 1 } }
                 guard let samples, !samples.isEmpty else { continue }
                 if pending.isEmpty {
                     if case .conceal = playout { pendingTimestamp = nil } else { pendingTimestamp = timestamp }

@@ -18,6 +18,8 @@ extension MediaSender {
             if ownsTracks { device.stopCapture() }
         }
         var encoder: OpusEncoder?
+        // The encoder's lookahead: the decoded sound lags what went in by it (6.5 ms in voip).
+        var codecDelay = Duration.zero
         var audioSettings = (bitrate: configuration.audioBitrate, fec: -1)
         // Blocks wait here until they fill a packet (one or two: 10 or 20 ms).
         var packet: [Int16] = []
@@ -33,6 +35,7 @@ extension MediaSender {
                 let e = try OpusEncoder(channels: channels, application: .voip, bitrate: configuration.audioBitrate)
                 try e.setInbandFEC(enabled: true, expectedLossPercent: 10)
                 encoder = e
+                codecDelay = .microseconds(Int64(e.lookahead) * 1_000_000 / Int64(AudioFrame.sampleRate))
                 packet = []
             }
             if !track.isEnabled { samples = [Int16](repeating: 0, count: samples.count) }
@@ -49,9 +52,16 @@ extension MediaSender {
             }
             packet += samples
             guard packet.count >= AudioBlock.frames * channels * blocksPerPacket else { continue }
+            let encodeStart = ContinuousClock.now
             let payload = try encoder!.encode(packet)
+            let took = ContinuousClock.now - encodeStart
             let frames = packet.count / channels
             packet.removeAll(keepingCapacity: true)
+            encoding.withLock { e in
+                // The capture hop: the packet's first sample waited for the packet to fill.
+                e.stats.audioBudget.add(.capture, AudioBlock.period * blocksPerPacket)
+                e.stats.audioBudget.add(.encode, took + codecDelay)
+            }
             // The timestamp is the packet's first sample, taken one packet's duration before its
             // last block was delivered.
             loop.post(.encodedAudio(payload: payload, samples: frames, capturedAt: clock.now - AudioBlock.period * blocksPerPacket))

@@ -132,12 +132,15 @@ extension MediaSender {
             let frameInterval = Duration.microseconds(1_000_000 / Int64(max(1, appliedMode?.frameRate ?? Int(source.format.frameRate.rounded()))))
             let encoderTime = shown.map { $0.encoder + (now - $0.clock <= frameInterval * 3 / 2 ? now - $0.clock : frameInterval) } ?? now
             shown = (encoderTime, now)
+            // The capture hop: the picture's age when the encoder takes it (its stamp is on the
+            // monotonic clock, whatever clock the sender runs on).
+            let age = MonotonicClock.now - frame.timestamp
             let encodeStart = ContinuousClock.now
             let encodedFrames = try encoder.encode(frame, at: encoderTime)
+            let took = ContinuousClock.now - encodeStart
             if auto {
                 // The encoder's own state may step the mode down: too slow for the frame rate
                 // (cpu) or at its coarsest quantizer (qp).
-                let took = ContinuousClock.now - encodeStart
                 let made = encoding.withLock { e -> [EncodingDecision] in
                     guard var controller = e.controller else { return [] }
                     return publish(controller.encoderReport(quantizer: encodedFrames.first?.quantizer, encodeTime: took, now: now), controller: controller, in: &e)
@@ -151,6 +154,9 @@ extension MediaSender {
                 encoding.withLock { e in
                     e.stats.videoWidth = frame.width
                     e.stats.videoHeight = frame.height
+                    // A stamp from another clock (a file's own times) says nothing of the wait.
+                    if age < .seconds(10) { e.stats.videoBudget.add(.capture, age) }
+                    e.stats.videoBudget.add(.encode, took)
                 }
             }
         }

@@ -141,6 +141,8 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
         stats.keyframeRequests = c.keyframeRequests
         stats.transportFeedbackReceived = c.transportFeedbackReceived
         stats.paddingBytes = c.paddingBytes
+        stats.videoBudget.merge(c.videoPacing)
+        stats.audioBudget.merge(c.audioPacing)
         stats.roundTripTime = net.roundTripTime
         stats.receiverLossFraction = net.peerVideoLoss
         stats.sendErrors = net.sendErrors

@@ -119,6 +119,8 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     /// pushback), and retransmissions refused because the retransmission budget was spent.
     public var framesHeldBack = 0
     public var retransmissionsRefused = 0
+    /// The sender's hops of each stream's latency (`LatencyBudget`: capture, encode, pacing).
+    public var videoBudget = LatencyBudget(), audioBudget = LatencyBudget()
 
     public var description: String {
         let seconds = max(elapsed.inSeconds, 0.001)

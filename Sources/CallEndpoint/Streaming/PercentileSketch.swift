@@ -11,6 +11,8 @@ public struct PercentileSketch: Sendable, Equatable {
     static let bucketCount = 700
     private var buckets = [UInt32](repeating: 0, count: PercentileSketch.bucketCount)
     public private(set) var count = 0
+    /// The values' sum (for the mean, which a latency budget's means add up to).
+    public private(set) var sum = 0.0
 
     public init() {}
 
@@ -25,7 +27,11 @@ public struct PercentileSketch: Sendable, Equatable {
         let index = min(Self.bucketCount - 1, Int(log1p(max(0, value)) / Self.growth))
         buckets[index] &+= 1
         count += 1
+        sum += max(0, value)
     }
+
+    /// The mean of the values, or nil when empty.
+    public var mean: Double? { count > 0 ? sum / Double(count) : nil }
 
     public mutating func add(contentsOf values: some Sequence<Double>) {
         for v in values { add(v) }
@@ -51,6 +57,7 @@ public struct PercentileSketch: Sendable, Equatable {
             out.buckets[i] = buckets[i] >= earlier.buckets[i] ? buckets[i] - earlier.buckets[i] : 0
         }
         out.count = out.buckets.reduce(0) { $0 + Int($1) }
+        out.sum = max(0, sum - earlier.sum)
         return out
     }
 

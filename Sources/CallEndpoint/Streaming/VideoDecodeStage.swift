@@ -12,7 +12,8 @@ import Synchronization
 final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderers are used on the stage's thread only; the backlog is behind a lock
     /// What became of one frame, told to the receiver on the stage's thread.
     enum Outcome {
-        case decoded(VideoFrame, isKeyframe: Bool, rtpTimestamp: UInt32)
+        /// `budget`: the frame's receive hops (jitter buffer, playout: the wait here, decode).
+        case decoded(VideoFrame, isKeyframe: Bool, rtpTimestamp: UInt32, budget: LatencyBudget)
         case failed
     }
 
@@ -59,10 +60,15 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
                     continue
                 }
                 let frame = item.frame
+                var budget = LatencyBudget()
+                budget.add(.jitterBuffer, item.queuedAt - frame.completedAt)
+                budget.add(.playout, clock.now.sinceOrigin - item.queuedAt)
                 for renderer in renderers { renderer.renderEncoded(frame.data, rtpTimestamp: frame.rtpTimestamp, isKeyframe: frame.isKeyframe) }
                 do {
+                    let decodeStart = ContinuousClock.now
                     guard let picture = try box.decoder.decode(frame.data) else { continue }
-                    report(.decoded(picture, isKeyframe: frame.isKeyframe, rtpTimestamp: frame.rtpTimestamp))
+                    budget.add(.decode, ContinuousClock.now - decodeStart)
+                    report(.decoded(picture, isKeyframe: frame.isKeyframe, rtpTimestamp: frame.rtpTimestamp, budget: budget))
                     if item.render { for renderer in renderers { renderer.render(picture) } }
                 } catch {
                     report(.failed)

@@ -154,6 +154,10 @@ public struct AudioJitterBuffer: Sendable {
 
     /// What to play next (the player asks whenever it has played what it had); `now`: when it
     /// will be played, on the clock of the arrival times.
+    /// How long the packet `nextPlayout(at:)` last handed out to decode waited, arrival to
+    /// playout (the jitter buffer's hop of the latency); nil when no time was given.
+    public private(set) var lastWait: Duration?
+
     public mutating func nextPlayout(at now: Duration? = nil) -> Playout {
         guard let expected = next else { return .buffering }
         if !started {
@@ -201,6 +205,7 @@ public struct AudioJitterBuffer: Sendable {
         lastPlayed = current.sequence
         lastPlayedTimestamp = current.timestamp
         if let entry = packets.removeValue(forKey: current.sequence) {
+            lastWait = now.map { $0 - entry.arrival }
             next = (current.sequence + 1, entry.timestamp &+ UInt32(entry.samples))
             frameSamples = entry.samples
             lastPlayedTimestamp = entry.timestamp

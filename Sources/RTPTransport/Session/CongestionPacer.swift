@@ -16,6 +16,8 @@ struct CongestionPacer: Sendable {
     let overhead: Int
     /// Bytes of probe padding sent so far.
     private(set) var paddingBytes = 0
+    /// The pacing hop: how long each video frame's last packet and each audio packet waited here.
+    private(set) var videoPacing = LatencyBudget(), audioPacing = LatencyBudget()
 
     init(congestion: BandwidthEstimator.Configuration?, reportsOnly: Bool = false, fixedRate: Int, overhead: Int) {
         estimatorConfiguration = congestion
@@ -88,6 +90,8 @@ struct CongestionPacer: Sendable {
         }
         while let entry = pacer.next(now: now) {
             var packet = entry.item
+            if entry.priority == .video && packet.marker { videoPacing.add(.pacing, .microseconds(now - entry.enqueued)) }
+            if entry.priority == .audio { audioPacing.add(.pacing, .microseconds(now - entry.enqueued)) }
             stamp(&packet, probe: entry.probe)
             out.append(packet)
         }

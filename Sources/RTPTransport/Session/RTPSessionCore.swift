@@ -21,6 +21,8 @@ public struct RTPSessionCore: Sendable {
         public var audioPackets = 0, audioBytes = 0
         public var nacksReceived = 0, retransmitted = 0, retransmissionsRefused = 0, keyframeRequests = 0
         public var transportFeedbackReceived = 0, paddingBytes = 0
+        /// The pacing hop of what was sent (`LatencyBudget`): video frames' last packets, audio packets.
+        public var videoPacing = LatencyBudget(), audioPacing = LatencyBudget()
         public var receivedVideoPackets = 0, receivedAudioPackets = 0, retransmissionsReceived = 0
         public var nacksSent = 0, pliSent = 0
         /// Audio packets that came in RED, and those rebuilt from its redundant blocks (their own
@@ -512,6 +514,7 @@ public struct RTPSessionCore: Sendable {
         }
         video?.responder = responder
         counters.paddingBytes = pacer.paddingBytes
+        (counters.videoPacing, counters.audioPacing) = (pacer.videoPacing, pacer.audioPacing)
         let audioSSRC = configuration.audio?.ssrc
         for packet in released { actions.append(.send(bytes: packet.serialized(), isRTCP: false, kind: packet.ssrc == audioSSRC ? .audio : .video)) }
         feedback(now: now, actions: &actions)
