@@ -92,6 +92,26 @@ final class CallMediaPair: Sendable {
         var playoutDelay: Duration { .milliseconds(30) }
     }
 
+    /// Runs B's side of the call on a thread of its own for `seconds`, reading the stamps in A's
+    /// picture and tone and playing into a `DeepSpeaker`; the function returned waits for it (at
+    /// most 40 s) and gives what B received.
+    func measuringB(of pair: CallMediaPair, seconds: Int) throws -> () -> ReceiverSummary? {
+        let result = Mutex<ReceiverSummary?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        var media = try Call.Media.synthetic(width: 320, height: 240)
+        media.measuresLatency = true
+        media.audioPlayout = DeepSpeaker()
+        Thread { [media] in
+            let r = try? pair.b.run(pair.bCall, media: media, duration: .seconds(seconds))
+            result.withLock { $0 = r?.received }
+            done.signal()
+        }.start()
+        return {
+            #expect(done.wait(timeout: .now() + 40) == .success, "B's side did not end")
+            return result.withLock { $0 }
+        }
+    }
+
     /// Lip sync: each receiver holds back the stream that plays ahead, from the sender reports,
     /// until picture and sound line up. Checked against the capture stamps the synthetic sources
     /// carry in the picture and in the tone, which know nothing of RTCP: without the hold the
@@ -99,16 +119,7 @@ final class CallMediaPair: Sendable {
     /// and a speaker 30 ms deep, against a 320x240 picture's 5-10 ms).
     @Test func pictureAndSoundPlayInStep() throws {
         let pair = try CallMediaPair()
-        let resultB = Mutex<ReceiverSummary?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        var mediaB = try Call.Media.synthetic(width: 320, height: 240)
-        mediaB.measuresLatency = true
-        mediaB.audioPlayout = DeepSpeaker()
-        Thread { [mediaB] in
-            let r = try? pair.b.run(pair.bCall, media: mediaB, duration: .seconds(10))
-            resultB.withLock { $0 = r?.received }
-            done.signal()
-        }.start()
+        let receivedByB = try measuringB(of: pair, seconds: 10)
         // The offset each side measures through the call, every 100 ms: it is unknown for the
         // second after each step of a hold (the stream is measured afresh), so the call's last
         // moment may fall in one; what counts is that the sides reach step and stay near it.
@@ -128,9 +139,8 @@ final class CallMediaPair: Sendable {
         mediaA.measuresLatency = true
         mediaA.audioPlayout = DeepSpeaker()
         let resultA = try pair.a.run(pair.aCall, media: mediaA, duration: .seconds(10))
-        #expect(done.wait(timeout: .now() + 40) == .success)
+        let receivedB = try #require(receivedByB())
         sampling.store(false, ordering: .relaxed)
-        let receivedB = try #require(resultB.withLock { $0 })
         let measured = offsets.withLock { $0 }
         for (received, who, seen) in [(resultA.received, "at A", measured.a), (receivedB, "at B", measured.b)] {
             #expect(!seen.isEmpty, "\(who): no A/V offset in the last four seconds")
@@ -159,19 +169,9 @@ final class CallMediaPair: Sendable {
     /// measurement per frame and packet, adding up to what the capture stamps say.
     @Test func theLatencyBudgetAccountsForTheGlassToGlassTime() throws {
         let pair = try CallMediaPair()
-        let resultB = Mutex<ReceiverSummary?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        var mediaB = try Call.Media.synthetic(width: 320, height: 240)
-        mediaB.measuresLatency = true
-        mediaB.audioPlayout = DeepSpeaker()
-        Thread { [mediaB] in
-            let r = try? pair.b.run(pair.bCall, media: mediaB, duration: .seconds(6))
-            resultB.withLock { $0 = r?.received }
-            done.signal()
-        }.start()
+        let receivedByB = try measuringB(of: pair, seconds: 6)
         let sentA = try pair.a.run(pair.aCall, media: try Call.Media.synthetic(width: 320, height: 240), duration: .seconds(6)).sent
-        #expect(done.wait(timeout: .now() + 40) == .success)
-        let receivedB = try #require(resultB.withLock { $0 })
+        let receivedB = try #require(receivedByB())
         let (sent, received) = (sentA.videoBudget, receivedB.videoBudget)
         // Every frame sent was taken from its capture, encoded and paced; every frame decoded
         // waited in the jitter buffer and the decode stage.
