@@ -170,10 +170,11 @@ final class AudioThread: Sendable {
 
     init(name: String, step: @escaping @Sendable () -> Void) {
         startThread(named: name) { [self] in
-            // A thread that fell behind (a busy machine) catches up at once, up to a second: a
-            // real card's reads and writes block on their own, and a capture that skipped periods
-            // would overrun its buffer and lose audio (which also throws the echo canceller off).
-            var pacer = RealTimePacer(period: AudioBlock.period, maximumLag: 50)
+            // A thread that fell behind (a busy machine) catches up at once, up to a second (100
+            // blocks of 10 ms; it was 50 of 20 ms): a real card's reads and writes block on their
+            // own, and a capture that skipped periods would overrun its buffer and lose audio
+            // (which also throws the echo canceller off).
+            var pacer = RealTimePacer(period: AudioBlock.period, maximumLag: 100)
             while !stopping.load(ordering: .relaxed) {
                 pacer.waitForNext()
                 step()
