@@ -27,10 +27,20 @@ extension Double {
         guard isFinite else { return "\(self)" }
         let scale = (0..<digits).reduce(1.0) { value, _ in value * 10 }
         let scaled = (abs(self) * scale).rounded()
+        // Past Int64 (9.2e18 after scaling) the digits do not fit: the shortest exact form
+        // instead (1e+20), which no figure this is for reaches.
+        guard scaled < 9.2e18 else { return "\(self)" }
         let whole = Int64(scaled / scale), fraction = Int64(scaled) - whole * Int64(scale)
         let sign = self < 0 && scaled > 0 ? "-" : ""
         guard digits > 0 else { return sign + String(whole) }
-        let text = String(fraction)
-        return sign + String(whole) + "." + String(repeating: "0", count: digits - text.count) + text
+        return sign + String(whole) + "." + fraction.zeroPadded(digits)
+    }
+}
+
+extension BinaryInteger {
+    /// The number in at least `width` digits, zeros in front (a sign goes before them).
+    public func zeroPadded(_ width: Int) -> String {
+        let digits = String(self.magnitude)
+        return (self < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 }

@@ -181,14 +181,15 @@ struct EchoDeviceLab {
         var blocks: [[Int16]] = []
         while let block = reader.read(samplesPerChannel: AudioBlock.frames), block.count == AudioBlock.frames * 2 { blocks.append(block) }
         try #require(blocks.count > 300, "\(blocks.count) blocks of speech")
-        var results: [Bool: (level: Double, stats: VoiceStats?, seconds: [Int], xruns: (Int, Int))] = [:]
+        var results: [Bool: (level: Double, stats: VoiceStats?, seconds: [Int], xruns: (Int, Int), cushion: Int)] = [:]
         for voice in [false, true] {
             let device = try whenFree {
                 try ALSAAudioDevice {
                     $0.capturePCM = "plughw:CARD=Loopback,DEV=1,SUBDEV=1"
                     $0.playbackPCM = "plughw:CARD=Loopback,DEV=0,SUBDEV=1"
-                    // The VM emulates its CPU: 100 ms of playback buffer rides over its stalls
-                    // (a card that runs dry plays silence the canceller never saw).
+                    // The VM emulates its CPU: its stalls underrun the card (which then plays silence
+                    // the canceller never saw), and the playback cushion grows into this 100 ms
+                    // buffer until it rides over them.
                     $0.periods = 10
                     if voice {
                         var processing = VoiceProcessing()
@@ -207,7 +208,7 @@ struct EchoDeviceLab {
                 let due = start + AudioBlock.period * (i + 1)
                 if due > .now { Thread.sleep(forTimeInterval: (due - .now).inSeconds) }
             }
-            let xruns = device.xruns
+            let xruns = device.xruns, cushion = device.playbackCushion
             device.stopPlayout()
             device.stopCapture()
             // The last 40 % of the speech: converged, both runs over the same words.
@@ -219,7 +220,7 @@ struct EchoDeviceLab {
                 let p: Double = all[i..<i + 96_000].reduce(0.0) { $0 + Double($1) * Double($1) } / 96_000
                 seconds.append(Int(10 * log10(max(1e-3, p) / (32768.0 * 32768.0))))
             }
-            results[voice] = (10 * log10(max(power, 1e-3) / (32768.0 * 32768.0)), device.voiceStats, seconds, xruns)
+            results[voice] = (10 * log10(max(power, 1e-3) / (32768.0 * 32768.0)), device.voiceStats, seconds, xruns, cushion)
         }
         let echo = results[false]!.level, residual = results[true]!.level
         let stats = results[true]!.stats
@@ -230,6 +231,7 @@ struct EchoDeviceLab {
         #expect(stats?.measuredDelayMilliseconds != nil, "the delay is found: \(String(describing: stats))")
         print("devicelab: echo through snd-aloop: \(Int(echo)) dBFS at the microphone, \(Int(residual)) dBFS after the canceller: "
               + "ERLE \(Int(echo - residual)) dB; delay found \(stats?.measuredDelayMilliseconds ?? -1) ms, the library's ERLE \(stats?.erleDB ?? -1) dB; "
-              + "dBFS per second without \(results[false]!.seconds), with \(results[true]!.seconds); xruns \(results[false]!.xruns), \(results[true]!.xruns), restarts seen \(stats?.restarts ?? -1)")
+              + "dBFS per second without \(results[false]!.seconds), with \(results[true]!.seconds); xruns \(results[false]!.xruns), \(results[true]!.xruns), restarts seen \(stats?.restarts ?? -1); "
+              + "playback cushion \(results[false]!.cushion), \(results[true]!.cushion) blocks")
     }
 }

@@ -52,5 +52,12 @@ struct StringHelperTests {
         }
         #expect((-0.04).fixed(1) == "0.0", "no negative zero")
         #expect(Double.infinity.fixed(1) == "inf")
+        #expect(1e20.fixed(1) == "1e+20" && (-3e30).fixed(0) == "-3e+30", "past Int64 the exact short form, no trap")
+        #expect(9.2e16.fixed(1) == "92000000000000000.0", "below it, every digit")
+    }
+
+    @Test func zeroPaddedFillsToTheWidthAndKeepsTheSign() {
+        #expect(7.zeroPadded(3) == "007" && 1234.zeroPadded(2) == "1234" && Int32(0).zeroPadded(2) == "00")
+        #expect((-5).zeroPadded(3) == "-005" && Int64.min.zeroPadded(1) == "-9223372036854775808")
     }
 }

@@ -261,15 +261,51 @@ struct PlayoutQueue {
     }
 }
 
+/// How many blocks of silence go ahead of the audio when a playback stream (re)starts: the cushion
+/// a stall of the playout thread may eat before the card runs dry. One block (10 ms) on a machine
+/// that keeps up; each underrun adds a block, up to what the card's buffer holds less one, so a
+/// board (or an emulated VM) that stalls for 30 ms settles at a cushion that rides over it instead
+/// of underrunning, and restarting the echo canceller, every few blocks. A minute without an
+/// underrun gives a block back.
+struct PlaybackCushion: Sendable {
+    /// The most the cushion may grow to (blocks).
+    let maximum: Int
+    private(set) var blocks = 1
+    /// Blocks written since the last underrun or shrink.
+    private var quiet = 0
+    static let shrinkAfter = 6_000  // blocks: a minute of 10 ms blocks
+
+    init(bufferBlocks: Int) { maximum = max(1, bufferBlocks - 1) }
+
+    /// The card ran dry: restart with a deeper cushion.
+    mutating func underran() {
+        blocks = min(maximum, blocks + 1)
+        quiet = 0
+    }
+
+    /// A block went to the card without an underrun.
+    mutating func wrote() {
+        quiet += 1
+        guard quiet >= Self.shrinkAfter, blocks > 1 else { return }
+        blocks -= 1
+        quiet = 0
+    }
+}
+
 /// alsa-lib capture and playback, each on its own thread, switchable during a call: the new PCM
 /// is opened first, so a switch to a PCM that cannot be opened throws and leaves the old one.
 public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM handles move between threads only inside `Handle` under locks
     /// An open PCM, handed from the thread that opened it to the thread that uses it.
     final class Handle: @unchecked Sendable {  // used by one thread at a time
         let pcm: ALSAPCM
-        /// Playback: a block of silence went ahead of the first block since the stream (re)started.
+        /// Playback: the cushion of silence went ahead of the first block since the stream (re)started.
         var primed = false
-        init(_ pcm: ALSAPCM) { self.pcm = pcm }
+        /// Playback: how deep that cushion is (it grows with underruns).
+        var cushion: PlaybackCushion
+        init(_ pcm: ALSAPCM) {
+            self.pcm = pcm
+            cushion = PlaybackCushion(bufferBlocks: pcm.bufferFrames / AudioBlock.frames)
+        }
     }
 
     public let configuration: AudioRoute
@@ -277,6 +313,8 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     private let playbackPCM = Mutex<Handle?>(nil)
     private let captureSink = LockedCallback<[Int16]>()
     private let queue = Mutex(PlayoutQueue())
+    /// The playback cushion's depth in blocks, for `playoutDelay` (read from other threads).
+    private let cushionBlocks = Atomic<Int>(1)
     private let threads = Mutex<(capture: AudioThread?, playback: AudioThread?)>((nil, nil))
     /// The last error of each side (a device that went away, say), for stats.
     public let lastError = Mutex<String?>(nil)
@@ -379,6 +417,9 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
         return (value, pcm.xruns != before)
     }
 
+    /// Blocks of silence the playback stream starts (and restarts) with: 1 until the card underruns.
+    public var playbackCushion: Int { cushionBlocks.load(ordering: .relaxed) }
+
     /// Overruns of the capture PCM and underruns of the playback PCM so far (the PCMs open now).
     public var xruns: (capture: Int, playback: Int) {
         (capturePCM.withLock { $0?.pcm.xruns } ?? 0, playbackPCM.withLock { $0?.pcm.xruns } ?? 0)
@@ -453,13 +494,16 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
                 let block = queue.withLock { $0.next() }
                 processor?.render(block, channels: 2)
                 // The card is handed a block per block period, so it holds what was written ahead of
-                // that: one block of silence at the start, and after each underrun, is the
-                // cushion a stall of up to a block's length does not empty.
+                // that: the blocks of silence written at the start, and after each underrun, are
+                // the cushion a stall of up to that length does not empty (`PlaybackCushion`).
                 let result = playbackPCM.withLock { h in
                     Result {
                         try h.map { h in
                             try Self.transfer(h.pcm) { (pcm) throws(DeviceError) in
-                                if !h.primed { try pcm.write(Self.silentBlock); h.primed = true }
+                                if !h.primed {
+                                    for _ in 0..<h.cushion.blocks { try pcm.write(Self.silentBlock) }
+                                    h.primed = true
+                                }
                                 try pcm.write(block)
                             }
                         }
@@ -467,10 +511,11 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
                 }
                 switch result {
                 case .success(let (_, restarted)?):
-                    if restarted {
-                        playbackPCM.withLock { $0?.primed = false }
-                        processor?.streamRestarted()
+                    playbackPCM.withLock { h in
+                        if restarted { h?.primed = false; h?.cushion.underran() } else { h?.cushion.wrote() }
+                        cushionBlocks.store(h?.cushion.blocks ?? 1, ordering: .relaxed)
                     }
+                    if restarted { processor?.streamRestarted() }
                 case .success(nil): break
                 case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
                 }
@@ -485,7 +530,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     /// The queue ahead of the card, and what the card holds: the block being written and the
     /// cushion ahead of it.
     public var playoutDelay: Duration {
-        let frames = queue.withLock { $0.frames } + 2 * AudioBlock.frames
+        let frames = queue.withLock { $0.frames } + (1 + cushionBlocks.load(ordering: .relaxed)) * AudioBlock.frames
         return .microseconds(Int64(frames) * 1_000_000 / Int64(AudioFrame.sampleRate))
     }
 
