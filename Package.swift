@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "callend", targets: ["callend"]),
         .executable(name: "callend-serve", targets: ["callend-serve"]),
+        .executable(name: "callend-bench", targets: ["callend-bench"]),
         .library(name: "CallEndpoint", targets: ["CallEndpoint"]),
     ],
     targets: [
@@ -39,9 +40,10 @@ let package = Package(
         .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "Platform"]),
         .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
-        // live beside the SDK, not in it; the callend executable links them.
+        // live beside the SDK, not in it; callend-bench links them (`callend bench` runs it).
         .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "Benchmarks", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "ServeCommand"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "ServeCommand"]),
+        .executableTarget(name: "callend-bench", dependencies: ["Benchmarks", "CallEndpoint", "MediaCore", "Codecs", "Platform", "ServeCommand"]),
         // The service alone: `callend serve` runs it when it sits beside callend (no media library mapped).
         .target(name: "ServeCommand", dependencies: ["Signaling", "Platform"]),
         .executableTarget(name: "callend-serve", dependencies: ["ServeCommand"]),

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <stddef.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <sys/inotify.h>
 
 /* accept4 is declared only under _GNU_SOURCE, which would make this module's view of glibc
@@ -21,6 +22,9 @@ static inline unsigned int clinux_epollhup(void) { return EPOLLHUP; }
 static inline unsigned int clinux_epollerr(void) { return EPOLLERR; }
 static inline int clinux_epoll_cloexec(void) { return EPOLL_CLOEXEC; }
 static inline int clinux_efd_flags(void) { return EFD_NONBLOCK | EFD_CLOEXEC; }
+/* Flushes what stdio buffered for standard output (stdout is shared mutable state to Swift;
+   fflush(NULL) would also wait on the lock of a stdin another thread is blocked reading). */
+static inline int clinux_flush_stdout(void) { return fflush(stdout); }
 /* Gives memory malloc holds free back to the kernel, in every arena (glibc). */
 static inline int clinux_malloc_trim(void) { return malloc_trim(0); }
 /* prctl is variadic, which Swift does not import. Names the calling thread (15 bytes kept). */

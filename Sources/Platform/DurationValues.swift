@@ -1,3 +1,5 @@
+import Glibc
+
 /// A `Duration` as the plain numbers rates, timestamps and logs need: the one place these
 /// conversions live (six copies of them had grown in five modules).
 extension Duration {
@@ -37,10 +39,38 @@ extension Double {
     }
 }
 
+extension Double {
+    /// `fixed`, with a plus sign before a number that does not show a minus (printf's "%+.Nf").
+    public func signedFixed(_ digits: Int) -> String {
+        let text = fixed(digits)
+        return text.hasPrefix("-") ? text : "+" + text
+    }
+
+    /// The number to `digits` significant digits, trailing zeros dropped: printf's "%.Ng" for
+    /// numbers from 1e-4 up to 10^digits (a frame rate, say); outside that, `fixed` to as many
+    /// digits as the number needs.
+    public func significant(_ digits: Int) -> String {
+        guard isFinite, self != 0 else { return isFinite ? "0" : "\(self)" }
+        let exponent = Int(log10(abs(self)).rounded(.down))
+        var text = fixed(max(0, digits - 1 - exponent))
+        if text.contains(".") {
+            while text.hasSuffix("0") { text.removeLast() }
+            if text.hasSuffix(".") { text.removeLast() }
+        }
+        return text
+    }
+}
+
 extension BinaryInteger {
     /// The number in at least `width` digits, zeros in front (a sign goes before them).
     public func zeroPadded(_ width: Int) -> String {
-        let digits = String(self.magnitude)
-        return (self < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - digits.count)) + digits
+        (self < 0 ? "-" : "") + String(self.magnitude).leftPadded(to: width, with: "0")
+    }
+}
+
+extension String {
+    /// The text at least `width` characters wide, `pad` in front (printf's "%5s").
+    public func leftPadded(to width: Int, with pad: Character = " ") -> String {
+        String(repeating: pad, count: max(0, width - count)) + self
     }
 }

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+internal import CLinux
 
 /// One line for the log and its severity. A string literal or interpolation is `.info`;
 /// `.warning("...")`, `.error("...")` and `.debug("...")` say otherwise.
@@ -88,10 +89,19 @@ public struct LogWriter: Sendable {
     }
 
     /// Writes all of `text` to standard error (one write for a line, so lines of threads do not mix).
-    public static func writeStandardError(_ text: String) {
+    public static func writeStandardError(_ text: String) { write(text, to: 2) }
+
+    /// Writes all of `text` to standard output at once, after what `print` buffered there (a
+    /// status line rewritten in place with a carriage return needs it out now).
+    public static func writeStandardOutput(_ text: String) {
+        _ = clinux_flush_stdout()
+        write(text, to: 1)
+    }
+
+    private static func write(_ text: String, to descriptor: Int32) {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let n = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+            let n = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { return }
             bytes = bytes.dropFirst(n)

@@ -31,3 +31,13 @@ public func startThread(named name: String, stackSize: Int? = nil, _ body: @esca
 /// jitter buffers through an outage) leaves freed memory in whichever arenas its threads used;
 /// glibc keeps it, so a long call's resident size creeps up outage by outage without a leak.
 public func releaseFreeMemory() { _ = clinux_malloc_trim() }
+
+/// Blocks the calling thread for `duration` (nanosleep, resumed after a signal): Foundation's
+/// `Thread.sleep` for the modules that link FoundationEssentials only.
+public func sleepThread(_ duration: Duration) {
+    guard duration > .zero else { return }
+    let (seconds, attoseconds) = duration.components
+    var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+}

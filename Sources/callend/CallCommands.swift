@@ -1,6 +1,7 @@
-import Benchmarks
 import CallEndpoint
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import RTPTransport
 import ServeCommand
@@ -99,19 +100,19 @@ let demoHelp = """
 
 func summaryLine(_ s: CallSummary) -> String {
     var parts = ["\(s.participant) <- \(s.peer ?? "?")"]
-    if let setup = s.setupTime { parts.append(String(format: "setup %.0f ms", setup.inSeconds * 1000)) }
+    if let setup = s.setupTime { parts.append("setup \((setup.inSeconds * 1000).fixed(0)) ms") }
     if let r = s.received {
         parts.append("video \(r.framesDecoded) frames decoded (\(r.decodeErrors) errors)"
                      + (r.videoPacketsInRED > 0 ? ", \(r.videoPacketsInRED) packets in RED, \(r.retransmissionsReceived) repaired by RTX, \(r.videoRecoveredByFEC) rebuilt from \(r.videoFECPackets) FEC" : ""))
         parts.append("audio \(r.audioDecoded) decoded" + (r.audioPacketsInRED > 0 ? " (\(r.audioPacketsInRED) packets in RED, \(r.audioRecoveredByRED) rebuilt from it)" : "")
                      + ", \(r.audioRecoveredByFEC) FEC, \(r.audioConcealed) concealed")
         if let p50 = r.videoLatencyMs.percentile(0.5), let p95 = r.videoLatencyMs.percentile(0.95) {
-            parts.append(String(format: "latency p50 %.0f ms p95 %.0f ms", p50, p95))
+            parts.append("latency p50 \(p50.fixed(0)) ms p95 \(p95.fixed(0)) ms")
         }
         if let p50 = r.audioLatencyMs.percentile(0.5), let p95 = r.audioLatencyMs.percentile(0.95) {
-            parts.append(String(format: "audio latency p50 %.0f ms p95 %.0f ms", p50, p95))
+            parts.append("audio latency p50 \(p50.fixed(0)) ms p95 \(p95.fixed(0)) ms")
         }
-        if let offset = r.avOffsetMs { parts.append(String(format: "A/V offset %+.0f ms (holds: video %.0f ms, audio %.0f ms)", offset, r.lipSyncHoldMs.video, r.lipSyncHoldMs.audio)) }
+        if let offset = r.avOffsetMs { parts.append("A/V offset \(offset.signedFixed(0)) ms (holds: video \(r.lipSyncHoldMs.video.fixed(0)) ms, audio \(r.lipSyncHoldMs.audio.fixed(0)) ms)") }
     }
     if let sent = s.sent { parts.append("sent \(sent.videoFrames) frames, \(sent.audioPackets) audio packets") }
     if s.mediaRounds > 1 { parts.append("media sessions \(s.mediaRounds)") }
@@ -127,7 +128,7 @@ func readToken(_ args: inout Arguments) throws -> String {
     var token = given ?? ProcessInfo.processInfo.environment["CALLEND_TOKEN"]
     if let file {
         guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw UsageError(description: "cannot read --token-file \(file)") }
-        token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        token = text.trimmed(newlines: true)
         guard token?.isEmpty == false else { throw UsageError(description: "--token-file \(file) is empty") }
     }
     guard let token, !token.isEmpty else {
@@ -173,7 +174,7 @@ struct MicrophoneOptions {
         if channel != nil && mix != nil { throw UsageError(description: "--mic-channel and --mic-mix are alternatives; give one") }
         if let channel { selection = .channel(channel) }
         if let mix {
-            let weights = mix.split(separator: ",", omittingEmptySubsequences: false).map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            let weights = mix.split(separator: ",", omittingEmptySubsequences: false).map { Double($0.trimmed()) }
             guard !weights.isEmpty, weights.allSatisfy({ $0 != nil }) else {
                 throw UsageError(description: "--mic-mix takes one weight per channel, such as 0.5,0.5,0,0, not '\(mix)'")
             }
@@ -239,7 +240,7 @@ func parseICEOptions(_ args: inout Arguments) throws -> ([ICEServer], ICETranspo
         guard let text = try? String(contentsOfFile: turnCredentialFile, encoding: .utf8) else {
             throw UsageError(description: "cannot read --turn-credential-file \(turnCredentialFile)")
         }
-        turnCredential = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        turnCredential = text.trimmed(newlines: true)
     }
     var iceServers: [ICEServer] = []
     for url in iceURLs {
@@ -356,9 +357,9 @@ func runJoin(_ args: inout Arguments) throws {
     @Sendable func emit(_ line: String, status: Bool) {
         output.withLock { _ in
             if terminal && status {
-                FileHandle.standardOutput.write(Data(("\r" + line.padding(toLength: 120, withPad: " ", startingAt: 0)).utf8))
+                LogWriter.writeStandardOutput("\r" + (line.count >= 120 ? String(line.prefix(120)) : line + String(repeating: " ", count: 120 - line.count)))
             } else {
-                FileHandle.standardOutput.write(Data(((terminal ? "\n" : "") + line + "\n").utf8))
+                LogWriter.writeStandardOutput(((terminal ? "\n" : "") + line + "\n"))
             }
         }
     }
@@ -375,7 +376,7 @@ func runJoin(_ args: inout Arguments) throws {
     }
     if let metrics, let metricsAddress {
         metrics.start()
-        FileHandle.standardError.write(Data("callend join: metrics at http://\(metricsAddress.host):\(metrics.port)/metrics\n".utf8))
+        LogWriter.writeStandardError("callend join: metrics at http://\(metricsAddress.host):\(metrics.port)/metrics\n")
     }
     defer { metrics?.stop() }
     onTerminationSignals { call.stop() }
@@ -384,7 +385,7 @@ func runJoin(_ args: inout Arguments) throws {
     if !noStdin {
         startThread(named: "stdin-commands") {
             while let line = readLine() {
-                guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+                guard !line.trimmed().isEmpty else { continue }
                 emit(call.perform(line), status: false)
             }
         }

@@ -1,7 +1,9 @@
-import Benchmarks
 import CallEndpoint
 import Devices
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Platform
+import Glibc
 import ServeCommand
 
 let devicesHelp = """
@@ -47,7 +49,7 @@ func runDevicesWatch(json: Bool, duration: Int?) {
             }
         }
         // Written at once, unbuffered: a reader of a pipe sees each change as it happens.
-        FileHandle.standardOutput.write(Data(text.utf8))
+        LogWriter.writeStandardOutput(text)
     }
     _ = finished.wait(timeout: duration.map { .now() + .seconds($0) } ?? .distantFuture)
     watch.stop()

@@ -1,5 +1,7 @@
 import CallEndpoint
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import ServeCommand
 import Signaling
@@ -66,7 +68,7 @@ func runPublish(_ args: inout Arguments) throws {
     var token = ProcessInfo.processInfo.environment["CALLEND_BEARER_TOKEN"]
     if let tokenFile {
         guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8) else { throw UsageError(description: "cannot read --bearer-token-file \(tokenFile)") }
-        token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        token = text.trimmed(newlines: true)
         guard token?.isEmpty == false else { throw UsageError(description: "--bearer-token-file \(tokenFile) is empty") }
     }
     if let token, token.contains(where: { $0.isNewline || $0 == "\0" }) {
@@ -87,7 +89,7 @@ func runPublish(_ args: inout Arguments) throws {
     if !noStdin {
         startThread(named: "stdin-commands") {
             while let line = readLine() {
-                switch line.trimmingCharacters(in: .whitespaces) {
+                switch line.trimmed() {
                 case "": continue
                 case "leave":
                     print(#"{"ok":true,"command":"leave"}"#)

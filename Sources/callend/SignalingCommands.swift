@@ -1,6 +1,7 @@
-import Benchmarks
 import CallEndpoint
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import RTPTransport
 import ServeCommand
@@ -86,41 +87,4 @@ func runTLS(_ args: inout Arguments) throws {
           callend serve --listen 0.0.0.0:7000 --tls-cert \(files.certificate) --tls-key \(files.key) ...
           callend join ROOM --server tls://\(hosts[0].contains(":") ? "[\(hosts[0])]" : hosts[0]):7000 --ca-file \(files.caCertificate) ...
         """)
-}
-
-let benchSignalingHelp = """
-    usage: callend bench signaling [--clients N] [--rooms-per-second R] [--nodes N]
-
-    Starts 'callend serve' as a child process on 127.0.0.1, connects N clients (default 10000),
-    holds them all open, joins them to rooms in pairs and relays an offer and an answer in each
-    room. Prints connections held at once, joins per second, p50/p99 latency from the second join
-    to the first participant's peer-joined, offer/answer round trip, and the server's resident
-    memory per connection. Needs a descriptor limit of N + 100 (it raises the soft limit to the hard one).
-
-      --clients N             clients (default 10000), two per room
-      --rooms-per-second R    start R rooms a second (2R joins/s) to measure latency at a steady
-                              rate; default 0 starts every room at once to measure throughput
-      --nodes N               also run N nodes sharing rooms through a private redis-server (Debian's),
-                              each room's two participants on two nodes, and print each figure
-                              beside one node's; then kill node 1 under 100 pairs of clients (their
-                              next servers the other nodes) and time each one's return to its room
-    """
-
-func runBenchSignaling(_ args: inout Arguments) throws {
-    if args.flag("--help") || args.flag("-h") { print(benchSignalingHelp); return }
-    let clients = try args.integer("--clients", in: 2...100_000) ?? 10_000
-    let rate = try args.integer("--rooms-per-second", in: 0...1_000_000) ?? 0
-    let nodes = try args.integer("--nodes", in: 1...16) ?? 1
-    try args.finish(command: "bench signaling")
-    raiseFileLimit()
-    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var bench = SignalingBenchmark(clients: clients, roomsPerSecond: Double(rate), executable: executable) {
-        FileHandle.standardError.write(Data("\($0)\n".utf8))
-    }
-    guard nodes > 1 else {
-        print(SignalingBenchmark.format(try bench.run(), roomsPerSecond: Double(rate)))
-        return
-    }
-    bench.nodes = nodes
-    print(SignalingBenchmark.format(try bench.runCluster(), roomsPerSecond: Double(rate)))
 }

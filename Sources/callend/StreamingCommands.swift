@@ -1,6 +1,7 @@
-import Benchmarks
 import CallEndpoint
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import RTPTransport
 import ServeCommand
@@ -98,7 +99,7 @@ func runSend(_ args: inout Arguments) throws {
             throw UsageError(description: "--sdp-out: \(error)")
         }
     }
-    FileHandle.standardError.write(Data("callend send: video to \(host):\(port), audio to \(host):\(port + 2)\(configuration.srtp == nil ? "" : " (SRTP \(profile.rawValue))")\n".utf8))
+    LogWriter.writeStandardError("callend send: video to \(host):\(port), audio to \(host):\(port + 2)\(configuration.srtp == nil ? "" : " (SRTP \(profile.rawValue))")\n")
     let stats = try sender.run()
     print(stats)
 }

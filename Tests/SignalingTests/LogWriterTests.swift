@@ -56,6 +56,16 @@ struct StringHelperTests {
         #expect(9.2e16.fixed(1) == "92000000000000000.0", "below it, every digit")
     }
 
+    @Test func signedFixedAndSignificantAsPrintfDoes() {
+        for value in [12.4, -3.6, 0.0, 1234.4] {
+            #expect(value.signedFixed(0) == String(format: "%+.0f", value), "\(value)")
+        }
+        for value in [29.97, 7.5, 0.5, 15.0, 59.94, 119.88, 0.001234, 123.4] {
+            #expect(value.significant(3) == String(format: "%.3g", value), "\(value)")
+        }
+        #expect("ab".leftPadded(to: 4) == "  ab" && "abcde".leftPadded(to: 4) == "abcde")
+    }
+
     @Test func zeroPaddedFillsToTheWidthAndKeepsTheSign() {
         #expect(7.zeroPadded(3) == "007" && 1234.zeroPadded(2) == "1234" && Int32(0).zeroPadded(2) == "00")
         #expect((-5).zeroPadded(3) == "-005" && Int64.min.zeroPadded(1) == "-9223372036854775808")

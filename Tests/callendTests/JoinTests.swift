@@ -93,6 +93,40 @@ func token(_ who: String, _ secret: SecretFile, room: String = "r") throws -> St
         #expect(noMic.status == 1 && noMic.stderr.contains("callend-no-such-pcm"), "\(noMic.stderr)")
     }
 
+    /// A call endpoint maps FoundationEssentials and no Foundation, FoundationInternationalization
+    /// or Foundation's ICU (the memory they cost, issue 33); the benches, which use them, run as
+    /// callend-bench beside it, and callend without it says so.
+    @Test func anEndpointMapsNoFoundationAndTheBenchesRunBeside() throws {
+        let secret = try SecretFile()
+        let (server, port) = try startServe(secret)
+        defer { terminate(server) }
+        let (join, _, _) = try launchJoined(["join", "lean", "--token", try token("a", secret, room: "lean"), "--server", "127.0.0.1:\(port)",
+                                             "--video-size", "320x240", "--no-stdin", "--duration", "30"])
+        defer { terminate(join) }
+        // Read to its end: /proc gives the file a size of 0.
+        let maps = String(decoding: try #require(FileHandle(forReadingAtPath: "/proc/\(join.processIdentifier)/maps")).readDataToEndOfFile(), as: UTF8.self)
+        #expect(maps.contains("libvpx") && maps.contains("libFoundationEssentials"), "the maps are read: \(maps.count) bytes")
+        for library in ["libFoundation.so", "libFoundationInternationalization", "_FoundationICU"] {
+            #expect(!maps.contains(library), "a call endpoint maps \(library)")
+        }
+        terminate(join)
+
+        let alone = try ScratchFolder()
+        let copy = alone.path + "/callend"
+        try FileManager.default.copyItem(atPath: URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend").path, toPath: copy)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: copy)
+        process.arguments = ["bench", "rtp", "--packets", "1000"]
+        let err = Pipe()
+        (process.standardOutput, process.standardError) = (FileHandle.nullDevice, err)
+        try process.run()
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 2 && message.contains("callend-bench, which is not installed beside callend"), "\(message)")
+        let beside = try runCallend(["bench", "rtp", "--packets", "1000"])
+        #expect(beside.status == 0 && beside.stdout.contains("plain RTP"), "\(beside.stderr)")
+    }
+
     /// Commands reach a running join from its control socket and from standard input; replies
     /// are JSON lines; 'leave' ends the call with exit code 0.
     @Test func controlSocketAndStandardInputDriveARunningCall() throws {

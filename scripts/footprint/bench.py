@@ -17,7 +17,11 @@ Per endpoint: CPU (user + system seconds over the run's wall time, from wait4) a
 memory (ru_maxrss). Prints each run, the medians and callend's ratios to GStreamer, against the
 issue's goal (<= 0.8x GStreamer's CPU and peak RSS).
 
-  scripts/footprint/bench.py [--runs N] [--seconds S] [--callend BIN] [--out DIR]
+With --where, each callend endpoint's /proc/PID/smaps is read halfway through its call and its
+resident memory printed by where it lives: the executable, each library, the heap, thread stacks
+and other anonymous memory (the median over runs per endpoint).
+
+  scripts/footprint/bench.py [--runs N] [--seconds S] [--callend BIN] [--out DIR] [--where]
 """
 import argparse, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
@@ -26,6 +30,7 @@ parser.add_argument("--runs", type=int, default=3, help="runs of each stack, alt
 parser.add_argument("--seconds", type=int, default=30, help="length of each call (default 30; the clip is 45 s)")
 parser.add_argument("--callend", default=None, help="the callend binary (default: the release build)")
 parser.add_argument("--out", default=None, help="keep the clip, logs and a CSV here")
+parser.add_argument("--where", action="store_true", help="where callend's resident memory lives, halfway through each call")
 args = parser.parse_args()
 if args.runs < 1 or not 5 <= args.seconds <= 45:
     sys.exit("footprint: --runs >= 1 and --seconds 5 ... 45")
@@ -72,12 +77,38 @@ def free_ports(n):
     return ports
 
 
-def measure(processes, seconds):
-    """Waits for the processes (stopping them after `seconds`), returns per process (cores, peak MiB)."""
+def resident_by_mapping(pid):
+    """Resident KiB of a process by what it maps: a file's name, [heap], [stack], or 'anonymous'
+    (thread stacks and malloc's other arenas are anonymous mappings)."""
+    groups, name = {}, None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                name = os.path.basename(fields[5]) if len(fields) > 5 else "anonymous"
+            elif fields[0] == "Rss:":
+                groups[name] = groups.get(name, 0) + int(fields[1])
+    return groups
+
+
+where = []  # per callend endpoint sampled: {mapping: KiB}
+
+
+def measure(processes, seconds, sample=False):
+    """Waits for the processes (stopping them after `seconds`), returns per process (cores, peak MiB);
+    with `sample`, reads where their memory lives halfway."""
     start = time.monotonic()
     deadline = start + seconds
     results = {}
+    sampled = not sample
     while len(results) < len(processes):
+        if not sampled and time.monotonic() - start >= (seconds - 15) / 2:
+            sampled = True
+            for p in processes:
+                try:
+                    where.append(resident_by_mapping(p.pid))
+                except OSError:
+                    pass
         for p in processes:
             if p.pid in results:
                 continue
@@ -150,7 +181,7 @@ def run_callend(seconds, index):
             joins.append(subprocess.Popen([binary, "join", room, "--server", f"127.0.0.1:{port}", "--video-source", clip, "--audio-source", tone,
                                            "--encoding", "manual", "--max-video-bitrate", "1000000", "--no-stdin", "--duration", str(seconds)],
                                           env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-        return measure(joins, seconds + 15)
+        return measure(joins, seconds + 15, sample=args.where)
     finally:
         serve.terminate()
         serve.wait()
@@ -203,6 +234,14 @@ try:
         log(f"{stack:9} per endpoint, median: CPU {med[stack][0]:.3f} core, peak RSS {med[stack][1]:.1f} MiB")
     cpu_ratio = med["callend"][0] / med["gstreamer"][0]
     rss_ratio = med["callend"][1] / med["gstreamer"][1]
+    if where:
+        names = sorted({n for w in where for n in w}, key=lambda n: -statistics.median(w.get(n, 0) for w in where))
+        total = statistics.median(sum(w.values()) for w in where)
+        log(f"where callend's resident memory lives halfway through a call (median of {len(where)} endpoints): {total / 1024:.1f} MiB")
+        for n in names:
+            kib = statistics.median(w.get(n, 0) for w in where)
+            if kib >= 256:
+                log(f"  {kib / 1024:5.1f} MiB  {n}")
     log(f"callend / GStreamer: CPU {cpu_ratio:.2f}x ({'met' if cpu_ratio <= 0.8 else 'NOT met'}: goal <= 0.8x), "
         f"peak RSS {rss_ratio:.2f}x ({'met' if rss_ratio <= 0.8 else 'NOT met'}: goal <= 0.8x)")
 finally:

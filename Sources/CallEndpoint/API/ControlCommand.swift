@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// A command to a running call, one per line, from standard input or the control socket.
 public enum ControlCommand: Sendable, Equatable {

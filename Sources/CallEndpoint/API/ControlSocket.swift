@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import Synchronization
 #if canImport(Glibc)
@@ -91,7 +93,7 @@ public final class ControlSocket: Sendable {
             guard count > 0 else { return }
             pending += buffer[0..<count]
             while let newline = pending.firstIndex(of: 10) {
-                let line = String(decoding: pending[..<newline], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                let line = String(decoding: pending[..<newline], as: UTF8.self).trimmed(newlines: true)
                 pending.removeSubrange(...newline)
                 guard !line.isEmpty else { continue }
                 guard write(client, handler(line) + "\n") else { return }

@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import Signaling
 import Synchronization
@@ -155,7 +157,16 @@ extension CallStatus {
             for (labels, value) in present { out += "callend_call_\(name)\(labels) \(value)\n" }
         }
         func label(_ text: String) -> String {
-            text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+            var out = String.UnicodeScalarView()
+            for c in text.unicodeScalars {
+                switch c {
+                case "\\": out += "\\\\".unicodeScalars
+                case "\"": out += "\\\"".unicodeScalars
+                case "\n": out += "\\n".unicodeScalars
+                default: out.append(c)
+                }
+            }
+            return String(out)
         }
         func size(_ text: String) -> (Double?, Double?) {
             let parts = text.split(separator: "x").compactMap { Double($0) }

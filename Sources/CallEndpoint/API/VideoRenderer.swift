@@ -1,6 +1,8 @@
 import Codecs
 import MediaCore
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// A sink for the peer's video: gets every decoded picture and, for renderers that store the

@@ -1,5 +1,7 @@
 import Devices
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import RTPTransport
 
 /// A rung of the ladder: what the encoder is fed.

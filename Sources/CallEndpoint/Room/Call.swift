@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import RTPTransport
 import Signaling
@@ -249,7 +251,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             // The signaling connection's ups and downs, for whoever reads the log (media goes on).
             switch event {
             case .reconnecting(let attempt, let delay, let reason):
-                log(.warning(String(format: "signaling: %@; reconnecting in %.1f s (attempt %d)", reason, delay.inSeconds, attempt)))
+                log(.warning("signaling: \(reason); reconnecting in \(delay.inSeconds.fixed(1)) s (attempt \(attempt))"))
             case .joined(_, _, rejoined: true):
                 log("signaling: joined room \(room) again on \(joinedClient.withLock { $0?.currentServer } ?? "the service")")
             case .tokenRenewed(let expires):
@@ -278,7 +280,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             // limiter's rate: each holds an ICE agent (a thread, sockets, a TURN allocation).
             while !newSessions.withLock({ $0.allow(at: elapsed) }) && !stopRequested.load(ordering: .relaxed) {
                 let wait = newSessions.withLock { $0.wait(at: elapsed) }
-                log(.warning(String(format: "the peer came back as a new session %.0f times in a short while: the next round in %.1f s", newSessions.withLock { $0.burst }, wait.inSeconds)))
+                log(.warning("the peer came back as a new session \(newSessions.withLock { $0.burst }.fixed(0)) times in a short while: the next round in \(wait.inSeconds.fixed(1)) s"))
                 if stopWake.wait(timeout: .now() + wait.inSeconds) == .success { stopWake.signal() }
             }
             round += 1
@@ -600,13 +602,13 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     self.log(.warning("peer silent for 4.0 s: waiting for the path to return (outage \(now.received.outages))"))
                 } else if now.received.silentSince == nil, let since = outageSince {
                     outageSince = nil
-                    self.log(LogMessage(.info, String(format: "media back after %.1f s of silence", (now.received.elapsed - since).inSeconds)))
+                    self.log(LogMessage(.info, "media back after \((now.received.elapsed - since).inSeconds.fixed(1)) s of silence"))
                     trimAfter = tick + 50  // once the backlog of the outage has drained
                 }
                 // A stall of a second or more and its end, for whoever reads the log.
                 if now.received.framesDecoded != lastPicture.count {
                     if let at = lastPicture.at, now.received.elapsed - at >= .seconds(1) {
-                        self.log(LogMessage(.info, String(format: "video: decoding again after %.1f s without a picture", (now.received.elapsed - at).inSeconds)))
+                        self.log(LogMessage(.info, "video: decoding again after \((now.received.elapsed - at).inSeconds.fixed(1)) s without a picture"))
                     }
                     lastPicture = (now.received.framesDecoded, now.received.elapsed)
                 }

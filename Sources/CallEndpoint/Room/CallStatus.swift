@@ -78,15 +78,15 @@ public struct CallStatus: Sendable, Codable, Equatable {
 
     /// The one-line form for a terminal.
     public var line: String {
-        var parts = [String(format: "%5.1fs %@", seconds, participant),
-                     String(format: "sent %.0f kbit/s video %.0f audio", sentVideoKbps, sentAudioKbps),
-                     String(format: "sent %@ | recv %.1f fps %@", sentResolution, receivedFps, resolution)]
-        if let lossPercent { parts.append(String(format: "loss %.1f %%", lossPercent)) }
-        if let rttMs { parts.append(String(format: "RTT %.1f ms", rttMs)) }
-        if let latencyMs { parts.append(String(format: "latency %.0f ms", latencyMs)) }
+        var parts = [seconds.fixed(1).leftPadded(to: 5) + "s " + participant,
+                     "sent \(sentVideoKbps.fixed(0)) kbit/s video \(sentAudioKbps.fixed(0)) audio",
+                     "sent \(sentResolution) | recv \(receivedFps.fixed(1)) fps \(resolution)"]
+        if let lossPercent { parts.append("loss \(lossPercent.fixed(1)) %") }
+        if let rttMs { parts.append("RTT \(rttMs.fixed(1)) ms") }
+        if let latencyMs { parts.append("latency \(latencyMs.fixed(0)) ms") }
         if let estimateKbps { parts.append("estimate \(estimateKbps) kbit/s\(mode.map { " " + $0 } ?? "")") }
-        if let avOffsetMs { parts.append(String(format: "A/V %+.0f ms", avOffsetMs)) }
-        if let qualitySent, let qualityReceived { parts.append(String(format: "quality sent %.1f recv %.1f", qualitySent, qualityReceived)) }
+        if let avOffsetMs { parts.append("A/V \(avOffsetMs.signedFixed(0)) ms") }
+        if let qualitySent, let qualityReceived { parts.append("quality sent \(qualitySent.fixed(1)) recv \(qualityReceived.fixed(1))") }
         if let echoDelayMs { parts.append("echo \(echoDelayMs) ms\(echoERLEdB.map { ", ERLE \($0) dB" } ?? "")") }
         if let candidatePair { parts.append(candidatePair) }
         if outages > 0 || sendErrors > 0 { parts.append("outages \(outages), not sent \(sendErrors)") }
@@ -94,7 +94,9 @@ public struct CallStatus: Sendable, Codable, Equatable {
     }
 }
 
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import MediaCore
 
 extension CallStatus {

@@ -1,5 +1,7 @@
 import Dispatch
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import RTPTransport
 import Synchronization

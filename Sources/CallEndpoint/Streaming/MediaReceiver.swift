@@ -1,7 +1,9 @@
 import Codecs
 import MediaCore
 import Devices
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import RTPTransport
 import Synchronization
@@ -116,9 +118,10 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var videoHeight = 0
 
     public var description: String {
-        String(format: "received %.1f s: video %d packets (%lld lost, %d retransmissions), %d frames decoded (%d keyframes, %d dropped, %d decode errors), jitter %.1f ms; NACKs sent %d, PLIs %d; audio %d packets, %d decoded (%d rebuilt from RED), %d from FEC, %d concealed",
-               elapsed.inSeconds, videoPackets, videoPacketsLost, retransmissionsReceived, framesDecoded, keyframes, framesDropped,
-               decodeErrors, videoJitterMs, nacksSent, pliSent, audioPackets, audioDecoded, audioRecoveredByRED, audioRecoveredByFEC, audioConcealed)
+        "received \(elapsed.inSeconds.fixed(1)) s: video \(videoPackets) packets (\(videoPacketsLost) lost, \(retransmissionsReceived) retransmissions), "
+            + "\(framesDecoded) frames decoded (\(keyframes) keyframes, \(framesDropped) dropped, \(decodeErrors) decode errors), "
+            + "jitter \(videoJitterMs.fixed(1)) ms; NACKs sent \(nacksSent), PLIs \(pliSent); audio \(audioPackets) packets, \(audioDecoded) decoded "
+            + "(\(audioRecoveredByRED) rebuilt from RED), \(audioRecoveredByFEC) from FEC, \(audioConcealed) concealed"
     }
 }
 

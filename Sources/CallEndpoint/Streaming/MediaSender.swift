@@ -1,7 +1,9 @@
 import Codecs
 import MediaCore
 import Devices
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import RTPTransport
 import Synchronization

@@ -1,7 +1,9 @@
 import Codecs
 import MediaCore
 import Devices
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Platform
 import RTPTransport
 import Synchronization
@@ -124,14 +126,16 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
 
     public var description: String {
         let seconds = max(elapsed.inSeconds, 0.001)
-        return String(format: "sent %.1f s: video %d frames (%d keyframes), %d packets, %.0f kbit/s; audio %d packets, %.0f kbit/s; NACKs %d, retransmitted %d, keyframe requests %d%@%@%@",
-                      seconds, videoFrames, keyframes, videoPackets, Double(videoBytes * 8) / seconds / 1000,
-                      audioPackets, Double(audioBytes * 8) / seconds / 1000, nacksReceived, retransmitted, keyframeRequests,
-                      roundTripTime.map { String(format: "; RTT %.1f ms", $0.inSeconds * 1000) } ?? "",
-                      receiverLossFraction.map { String(format: "; receiver loss %.1f %%", $0 * 100) } ?? "",
-                      (framesHeldBack + retransmissionsRefused > 0
-                          ? "; held back \(framesHeldBack) frames, refused \(retransmissionsRefused) retransmissions (congestion)" : "")
-                          + (fecPackets > 0 ? "; \(fecPackets) video FEC packets" : ""))
+        let videoKbps = Double(videoBytes * 8) / seconds / 1000, audioKbps = Double(audioBytes * 8) / seconds / 1000
+        var line = "sent \(seconds.fixed(1)) s: video \(videoFrames) frames (\(keyframes) keyframes), \(videoPackets) packets, \(videoKbps.fixed(0)) kbit/s; "
+            + "audio \(audioPackets) packets, \(audioKbps.fixed(0)) kbit/s; NACKs \(nacksReceived), retransmitted \(retransmitted), keyframe requests \(keyframeRequests)"
+        if let roundTripTime { line += "; RTT \((roundTripTime.inSeconds * 1000).fixed(1)) ms" }
+        if let receiverLossFraction { line += "; receiver loss \((receiverLossFraction * 100).fixed(1)) %" }
+        if framesHeldBack + retransmissionsRefused > 0 {
+            line += "; held back \(framesHeldBack) frames, refused \(retransmissionsRefused) retransmissions (congestion)"
+        }
+        if fecPackets > 0 { line += "; \(fecPackets) video FEC packets" }
+        return line
     }
 }
 

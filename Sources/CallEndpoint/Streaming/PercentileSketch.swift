@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 
 /// Percentiles of a stream of non-negative values (latencies in ms) in fixed memory, however long
 /// the call: counts in logarithmic buckets 2 % wide, so a percentile is within 1 % of the value

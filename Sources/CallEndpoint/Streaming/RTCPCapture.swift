@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// A debugging aid: with CALLEND_RTCP_CAPTURE=DIR in the environment, a call writes the first
@@ -20,6 +22,6 @@ final class RTCPCapture: Sendable {
     func keep(_ packet: [UInt8]) {
         let n = count.add(1, ordering: .relaxed).newValue
         guard n <= limit else { return }
-        _ = FileManager.default.createFile(atPath: directory + String(format: "/rtcp-%04d.bin", n), contents: Data(packet))
+        _ = FileManager.default.createFile(atPath: directory + "/rtcp-\(n.zeroPadded(4)).bin", contents: Data(packet))
     }
 }

@@ -1,5 +1,6 @@
 internal import CALSA
-import Foundation
+import FoundationEssentials
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -90,7 +91,7 @@ public enum ALSADeviceList {
             let trimmed = line.drop { $0 == " " }
             guard let space = trimmed.firstIndex(of: " "), let index = Int(trimmed[..<space]),
                   let open = trimmed.firstIndex(of: "["), let close = trimmed.firstIndex(of: "]") else { return nil }
-            return (index, trimmed[trimmed.index(after: open)..<close].trimmingCharacters(in: .whitespaces))
+            return (index, trimmed[trimmed.index(after: open)..<close].trimmed())
         }
     }
 

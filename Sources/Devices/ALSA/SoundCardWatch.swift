@@ -1,5 +1,6 @@
 internal import CLinux
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Platform
 import Synchronization
 #if canImport(Glibc)
@@ -83,8 +84,8 @@ public enum AudioRoutePreference {
         if !entry.contains(":") && entry != "default" && !entry.isEmpty && entry.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) {
             return ("plughw:CARD=\(entry),DEV=0", entry)
         }
-        guard let range = entry.range(of: "CARD=") else { return (entry, nil) }
-        let card = entry[range.upperBound...].prefix { $0 != "," && $0 != "'" && $0 != "\"" }
+        guard let start = entry.firstRange(of: "CARD=") else { return (entry, nil) }
+        let card = entry[start.upperBound...].prefix { $0 != "," && $0 != "'" && $0 != "\"" }
         return (entry, String(card))
     }
 

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import MediaCore
 import Platform
 import Synchronization

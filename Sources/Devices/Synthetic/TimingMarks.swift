@@ -1,5 +1,6 @@
 import MediaCore
-import Foundation
+import FoundationEssentials
+import Glibc
 import Platform
 
 /// Capture-time stamps a receiver can read back from decoded media, for glass-to-glass latency.

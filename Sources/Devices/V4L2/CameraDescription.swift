@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Platform
+import Glibc
 
 /// A frame rate as V4L2 states frame intervals, inverted: frames per `per` seconds.
 public struct FrameRate: Sendable, Equatable, Hashable, Codable, Comparable, CustomStringConvertible {
@@ -11,7 +13,7 @@ public struct FrameRate: Sendable, Equatable, Hashable, Codable, Comparable, Cus
     }
 
     public var value: Double { Double(frames) / Double(per) }
-    public var description: String { per == 1 ? "\(frames)" : String(format: "%.3g", value) }
+    public var description: String { per == 1 ? "\(frames)" : value.significant(3) }
     public static func < (a: FrameRate, b: FrameRate) -> Bool { a.value < b.value }
 }
 

@@ -1,5 +1,6 @@
 internal import CV4L2
-import Foundation
+import FoundationEssentials
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,7 +58,7 @@ public enum CameraDevices {
     static func fourCC(_ value: UInt32) -> String {
         let bigEndian = value & (1 << 31) != 0
         let code = value & ~(1 << 31)
-        let text = String(decoding: (0..<4).map { UInt8((code >> (8 * $0)) & 0xff) }, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        let text = String(decoding: (0..<4).map { UInt8((code >> (8 * $0)) & 0xff) }, as: UTF8.self).trimmed()
         return bigEndian ? text + "-BE" : text
     }
 

@@ -1,6 +1,7 @@
 internal import CV4L2
 import MediaCore
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Platform
 import Synchronization
 #if canImport(Glibc)

@@ -1,4 +1,3 @@
-import Foundation
 import Platform
 #if canImport(Glibc)
 import Glibc
@@ -29,7 +28,7 @@ public struct MediaTime: Sendable, Hashable, Comparable, CustomStringConvertible
     public static func - (a: MediaTime, b: MediaTime) -> Duration { .microseconds(a.microseconds - b.microseconds) }
     public static func += (t: inout MediaTime, d: Duration) { t = t + d }
 
-    public var description: String { String(format: "%.6f s", seconds) }
+    public var description: String { seconds.fixed(6) + " s" }
 }
 
 /// Where shells read the time: the monotonic clock, or a test's virtual one.
@@ -74,7 +73,7 @@ public struct RealTimePacer: Sendable {
     /// Sleeps until the next period is due (the first call returns at once).
     public mutating func waitForNext() {
         let wait = delay(now: ContinuousClock.now)
-        if wait > .zero { Thread.sleep(forTimeInterval: wait.inSeconds) }
+        sleepThread(wait)
     }
 
     /// How long to wait at `now` for the next period, which is then counted as taken.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One RTP stream as SDP describes it (RFC 8866 m= section).
 public struct StreamDescription: Sendable, Equatable {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The bandwidth estimate when the receiver sends no transport-cc feedback (a WHIP server that
 /// negotiated none): loss-based control from the fraction lost in its RTCP reception reports,

@@ -1,4 +1,5 @@
 internal import COpenSSL
+import Platform
 
 /// A self-signed certificate on an ECDSA P-256 key, as WebRTC endpoints make one for DTLS
 /// (RFC 8827 §6.5): nothing vouches for it but the fingerprint the session description carries
@@ -65,7 +66,7 @@ public struct DTLSFingerprint: Sendable, Equatable, CustomStringConvertible {
     }
 
     init?(of certificate: OpaquePointer, algorithm: String) {
-        let name = algorithm.lowercased().replacingOccurrences(of: "-", with: "")
+        let name = String(algorithm.lowercased().filter { $0 != "-" })
         guard let digest = EVP_get_digestbyname(name) else { return nil }
         var buffer = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
@@ -75,12 +76,8 @@ public struct DTLSFingerprint: Sendable, Equatable, CustomStringConvertible {
 
     /// "sha-256 AB:CD:...", the attribute value.
     public var description: String {
-        algorithm + " " + bytes.map { String($0, radix: 16, uppercase: true).leftPadded(to: 2) }.joined(separator: ":")
+        algorithm + " " + bytes.map { String($0, radix: 16, uppercase: true).leftPadded(to: 2, with: "0") }.joined(separator: ":")
     }
-}
-
-extension String {
-    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
 
 public struct DTLSError: Error, Sendable, Equatable, CustomStringConvertible {

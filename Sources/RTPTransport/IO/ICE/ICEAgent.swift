@@ -1,6 +1,6 @@
 internal import CNice
 import Platform
-import Foundation
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc

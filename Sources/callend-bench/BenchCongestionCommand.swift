@@ -118,7 +118,6 @@ func runBenchCongestion(_ args: inout Arguments) throws {
         do { parsedSchedule = try CapacitySchedule(parsing: schedule) } catch { throw UsageError(description: "--schedule: \(error)") }
     }
 
-    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     let scripts = scriptsOption ?? locateScripts(from: executable)
     guard let scripts, FileManager.default.fileExists(atPath: scripts + "/aiortc_peer.py") else {
         throw UsageError(description: "cannot find scripts/congestion (aiortc_peer.py, plot.py); give --scripts DIR")
