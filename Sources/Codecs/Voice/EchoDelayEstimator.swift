@@ -59,13 +59,57 @@ struct EchoDelayEstimator {
     }
 
     private static func append(_ samples: ArraySlice<Int16>, to envelope: inout [Double], _ partial: inout (sum: Double, count: Int)) {
-        for s in samples {
-            partial.sum += Double(s) * Double(s)
-            partial.count += 1
-            if partial.count == step {
-                envelope.append((partial.sum / Double(step)).squareRoot())
-                partial = (0, 0)
+        // While loops over raw pointers, locals for the running step: this runs for every
+        // sample both ways, and a debug build's range iterators and tuple accesses cost more
+        // than the arithmetic (the device lab's emulated VM runs the debug build).
+        var (sum, count) = partial
+        samples.withUnsafeBufferPointer { buffer in
+            var i = 0
+            while i < buffer.count {
+                let value = Double(buffer[i])
+                sum += value * value
+                count += 1
+                if count == step {
+                    envelope.append((sum / Double(step)).squareRoot())
+                    (sum, count) = (0, 0)
+                }
+                i += 1
             }
+        }
+        partial = (sum, count)
+    }
+
+    /// The normalised correlation of `near` with the window of `far` starting at `first - lag`,
+    /// for every lag whose window lies inside `far` (the others stay 0). Lag by lag the far window
+    /// slides one step back: its sum and sum of squares follow by one step in and one out, only the
+    /// dot product is a loop. While loops over raw pointers: the device lab's emulated VM runs the
+    /// debug build, where this loop (25 million multiply-adds a second, on the capture thread) with
+    /// range iterators cost more than the echo canceller itself and the VM fell behind the card.
+    private static func correlate(far: UnsafeBufferPointer<Double>, near: UnsafeBufferPointer<Double>, first: Int, nearEnergy: Double,
+                                  into values: inout [Double]) {
+        let n = near.count
+        var windowStart = -1, windowSum = 0.0, windowSquares = 0.0
+        var lag = 0
+        while lag < values.count {
+            defer { lag += 1 }
+            let start = first - lag
+            guard start + n <= far.count else { continue }
+            guard start >= 0 else { break }
+            var sum = 0.0, squares = 0.0
+            if windowStart == start + 1 {
+                let enter = far[start], leave = far[start + n]
+                sum = windowSum + enter - leave
+                squares = windowSquares + enter * enter - leave * leave
+            } else {
+                var i = 0
+                while i < n { let x = far[start + i]; sum += x; squares += x * x; i += 1 }
+            }
+            (windowStart, windowSum, windowSquares) = (start, sum, squares)
+            var dot = 0.0, i = 0
+            while i < n { dot += far[start + i] * near[i]; i += 1 }
+            let energy = squares - sum * sum / Double(n)
+            guard energy > 1e-9 * max(1, squares) else { continue }
+            values[lag] = dot / (energy * nearEnergy).squareRoot()
         }
     }
 
@@ -83,29 +127,14 @@ struct EchoDelayEstimator {
         var best = (lag: 0, value: -1.0)
         var values = [Double](repeating: 0, count: Self.maxLag + 1)
         // Since the near window is centred, the far window's mean drops out of the dot product;
-        // its centred energy comes from running sums. Raw pointers: this runs ten times a
-        // second on the capture thread, in debug builds too.
+        // its centred energy comes from running sums.
+        let first = end - n - farDropped  // far's index of the window at lag 0
         far.withUnsafeBufferPointer { farBuffer in
             nearCentered.withUnsafeBufferPointer { nearBuffer in
-                for lag in 0...Self.maxLag {
-                    let start = end - n - lag - farDropped
-                    guard start + n <= farBuffer.count else { continue }
-                    guard start >= 0 else { break }
-                    var dot = 0.0, sum = 0.0, squares = 0.0
-                    for i in 0..<n {
-                        let x = farBuffer[start + i]
-                        dot += x * nearBuffer[i]
-                        sum += x
-                        squares += x * x
-                    }
-                    let energy = squares - sum * sum / Double(n)
-                    guard energy > 0 else { continue }
-                    let value = dot / (energy * nearEnergy).squareRoot()
-                    values[lag] = value
-                    if value > best.value { best = (lag, value) }
-                }
+                Self.correlate(far: farBuffer, near: nearBuffer, first: first, nearEnergy: nearEnergy, into: &values)
             }
         }
+        for (lag, value) in values.enumerated() where value > best.value { best = (lag, value) }
         guard best.value >= Self.threshold else { return }
         // A clear peak: the best lag 20 ms or more away from it is well below.
         let away = values.enumerated().filter { abs($0.offset - best.lag) >= 10 }.map(\.element).max() ?? 0
