@@ -29,6 +29,8 @@ packages=(
   simple-whip-client gstreamer1.0-nice gstreamer1.0-plugins-bad
   # speech and the echo path for the echo bench (GStreamer's webrtcdsp, in plugins-bad, beside it)
   espeak-ng sox
+  # the footprint bench's --codecs: CPU samples by library and malloc'd memory by caller
+  linux-perf heaptrack
 )
 
 missing=()

@@ -21,7 +21,11 @@ With --where, each callend endpoint's /proc/PID/smaps is read halfway through it
 resident memory printed by where it lives: the executable, each library, the heap, thread stacks
 and other anonymous memory (the median over runs per endpoint).
 
-  scripts/footprint/bench.py [--runs N] [--seconds S] [--callend BIN] [--out DIR] [--where]
+With --codecs, one more run of each stack under perf (CPU samples by library) and one under
+heaptrack's preload (peak malloc'd memory, and what libvpx itself allocated): how much of each
+stack's cost is the codec libraries both share, and how much the 0.8x goal leaves for the rest.
+
+  scripts/footprint/bench.py [--runs N] [--seconds S] [--callend BIN] [--out DIR] [--where] [--codecs]
 """
 import argparse, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
@@ -31,6 +35,7 @@ parser.add_argument("--seconds", type=int, default=30, help="length of each call
 parser.add_argument("--callend", default=None, help="the callend binary (default: the release build)")
 parser.add_argument("--out", default=None, help="keep the clip, logs and a CSV here")
 parser.add_argument("--where", action="store_true", help="where callend's resident memory lives, halfway through each call")
+parser.add_argument("--codecs", action="store_true", help="one more run of each under perf and heaptrack: the codecs' share")
 args = parser.parse_args()
 if args.runs < 1 or not 5 <= args.seconds <= 45:
     sys.exit("footprint: --runs >= 1 and --seconds 5 ... 45")
@@ -40,9 +45,13 @@ binary = args.callend or os.path.join(subprocess.run(["swift", "build", "-c", "r
                                                      capture_output=True, text=True).stdout.strip(), "callend")
 if not os.access(binary, os.X_OK):
     sys.exit(f"footprint: no callend at {binary}: swift build -c release")
-for tool in ["gst-launch-1.0"]:
+HEAPTRACK_PRELOAD = "/usr/lib/heaptrack/libheaptrack_preload.so"
+HEAPTRACK_INTERPRET = "/usr/lib/heaptrack/libexec/heaptrack_interpret"
+for tool in ["gst-launch-1.0"] + (["perf", "heaptrack_print"] if args.codecs else []):
     if not shutil.which(tool):
         sys.exit(f"footprint: needs {tool} (scripts/install-deps.sh installs it)")
+if args.codecs and not (os.path.exists(HEAPTRACK_PRELOAD) and os.access(HEAPTRACK_INTERPRET, os.X_OK)):
+    sys.exit("footprint: --codecs needs heaptrack's preload library (scripts/install-deps.sh installs heaptrack)")
 
 work = args.out or tempfile.mkdtemp(prefix="callend-footprint.")
 os.makedirs(work, exist_ok=True)
@@ -128,7 +137,17 @@ def measure(processes, seconds, sample=False):
     return out
 
 
-def gstreamer_endpoint(video_out, audio_out, video_in, audio_in, name):
+def profiled(command, name, profile):
+    """The command and environment to run it under a profile: None, "perf" or "heap" (heaptrack's
+    preload writing its raw trace to a file, so the process stays the one this script signals)."""
+    if profile == "perf":
+        return ["perf", "record", "-q", "-F", "499", "-o", os.path.join(work, f"{name}.perf"), "--"] + command, os.environ
+    if profile == "heap":
+        return command, dict(os.environ, LD_PRELOAD=HEAPTRACK_PRELOAD, DUMP_HEAPTRACK_OUTPUT=os.path.join(work, f"{name}.heapraw"))
+    return command, os.environ
+
+
+def gstreamer_endpoint(video_out, audio_out, video_in, audio_in, name, profile=None):
     pipeline = (
         f"filesrc location={clip} ! y4mdec ! queue max-size-buffers=2 ! "
         "vp8enc deadline=1 cpu-used=-6 end-usage=cbr target-bitrate=1000000 keyframe-max-dist=3000 lag-in-frames=0 error-resilient=default threads=1 ! "
@@ -142,7 +161,8 @@ def gstreamer_endpoint(video_out, audio_out, video_in, audio_in, name):
     )
     logfile = open(os.path.join(work, f"gst-{name}.log"), "w")
     # -v prints the video sink's last-message for each decoded picture: the count shows it ran.
-    return subprocess.Popen(["gst-launch-1.0", "-v"] + split(pipeline), stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    command, env = profiled(["gst-launch-1.0", "-v"] + split(pipeline), f"gst-{name}", profile)
+    return subprocess.Popen(command, env=env, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 def split(pipeline):
@@ -150,14 +170,14 @@ def split(pipeline):
     return [w.replace('"', '') for w in re.findall(r'(?:[^\s"]+|"[^"]*")+', pipeline)]
 
 
-def run_gstreamer(seconds):
+def run_gstreamer(seconds, profile=None):
     va, aa, vb, ab = free_ports(4)
-    a = gstreamer_endpoint(vb, ab, va, aa, "a")
-    b = gstreamer_endpoint(va, aa, vb, ab, "b")
+    a = gstreamer_endpoint(vb, ab, va, aa, "a", profile)
+    b = gstreamer_endpoint(va, aa, vb, ab, "b", profile)
     return measure([a, b], seconds)
 
 
-def run_callend(seconds, index):
+def run_callend(seconds, index, profile=None):
     secret = os.path.join(work, "secret")
     if not os.path.exists(secret):
         with open(secret, "w") as f:
@@ -176,15 +196,87 @@ def run_callend(seconds, index):
         for who in ["a", "b"]:
             token = subprocess.run([binary, "token", "--secret-file", secret, "--room", room, "--identity", who, "--ttl", "600"],
                                    capture_output=True, text=True, check=True).stdout.strip()
-            env = dict(os.environ, CALLEND_TOKEN=token)
             out = open(os.path.join(work, f"callend-{index}-{who}.log"), "w")
-            joins.append(subprocess.Popen([binary, "join", room, "--server", f"127.0.0.1:{port}", "--video-source", clip, "--audio-source", tone,
-                                           "--encoding", "manual", "--max-video-bitrate", "1000000", "--no-stdin", "--duration", str(seconds)],
-                                          env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            command, env = profiled([binary, "join", room, "--server", f"127.0.0.1:{port}", "--video-source", clip, "--audio-source", tone,
+                                     "--encoding", "manual", "--max-video-bitrate", "1000000", "--no-stdin", "--duration", str(seconds)],
+                                    f"callend-{who}", profile)
+            joins.append(subprocess.Popen(command, env=dict(env, CALLEND_TOKEN=token), stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL))
         return measure(joins, seconds + 15, sample=args.where)
     finally:
         serve.terminate()
         serve.wait()
+
+
+def cpu_by_library(name):
+    """Per cent of a perf recording's samples by library (the executable, the kernel, each .so)."""
+    shares = {}
+    report = subprocess.run(["perf", "report", "-q", "-i", os.path.join(work, f"{name}.perf"), "--sort", "dso", "--stdio"],
+                            capture_output=True, text=True).stdout
+    for line in report.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S+)", line)
+        if m:
+            library = re.sub(r"\.so[.\d]*$", "", m.group(2))
+            shares[library] = shares.get(library, 0) + float(m.group(1))
+    return shares
+
+
+def heap_of(name):
+    """(peak malloc'd MiB, of which libvpx allocated itself) from a heaptrack preload's raw trace."""
+    raw, trace = os.path.join(work, f"{name}.heapraw"), os.path.join(work, f"{name}.heaptrack")
+    with open(raw, "rb") as i, open(trace, "wb") as o:
+        subprocess.run([HEAPTRACK_INTERPRET], stdin=i, stdout=o, stderr=subprocess.DEVNULL, check=True)
+    text = subprocess.run(["heaptrack_print", "-f", trace, "--print-leaks", "0", "--print-allocators", "0", "--print-temporary", "0",
+                           "--print-histogram", "0"], capture_output=True, text=True).stdout
+    unit = {"B": 1 / 2**20, "K": 1 / 2**10, "M": 1, "G": 2**10}
+    size = lambda v: float(v[:-1]) * unit[v[-1]]
+    peak = re.search(r"peak heap memory consumption: ([\d.]+[BKMG])", text)
+    if not peak:
+        sys.exit(f"footprint: heaptrack found no allocations for {name}")
+    vpx, section, top = 0.0, False, None
+    for line in text.splitlines():
+        if line.startswith("PEAK MEMORY CONSUMERS"):
+            section = True
+        elif section and re.match(r"^[A-Z]", line):
+            break
+        elif section:
+            m = re.match(r"^([\d.]+[BKMG]) peak memory consumed over", line)
+            if m:
+                top = size(m.group(1))
+            elif top is not None and line.strip().startswith("in "):
+                if "libvpx" in line:
+                    vpx += top
+                top = None
+    return size(peak.group(1)), vpx
+
+
+def codec_shares(medians):
+    """One run of each stack under perf and one under heaptrack: what the codec libraries cost in
+    each, and what the 0.8x goals leave for everything else."""
+    cpu, heap = {}, {}
+    for stack in ["gstreamer", "callend"]:
+        names = [f"gst-{w}" if stack == "gstreamer" else f"callend-{w}" for w in ["a", "b"]]
+        for profile in ["perf", "heap"]:
+            results = run_gstreamer(args.seconds, profile) if stack == "gstreamer" else run_callend(args.seconds, f"{profile}", profile)
+            if min(w for _, _, w in results) < 0.9 * args.seconds:
+                sys.exit(f"footprint: the {profile} run of {stack} ended early: see the logs in {work} (--out keeps them)")
+        shares = [cpu_by_library(n) for n in names]
+        cpu[stack] = {lib: statistics.mean(s.get(lib, 0) for s in shares) for lib in {k for s in shares for k in s}}
+        heaps = [heap_of(n) for n in names]
+        heap[stack] = (statistics.mean(h[0] for h in heaps), statistics.mean(h[1] for h in heaps))
+    for stack in ["gstreamer", "callend"]:
+        top = sorted(cpu[stack].items(), key=lambda kv: -kv[1])[:6]
+        log(f"{stack:9} CPU by library: " + ", ".join(f"{lib} {pct:.0f} %" for lib, pct in top))
+        log(f"{stack:9} peak malloc'd memory {heap[stack][0]:.1f} MiB, of which libvpx allocated {heap[stack][1]:.1f} MiB")
+    codec = {s: (cpu[s].get("libvpx", 0) + cpu[s].get("libopus", 0)) / 100 for s in cpu}
+    gst_cpu, gst_rss = medians["gstreamer"]
+    room_cpu = 0.8 * gst_cpu - codec["callend"] * medians["callend"][0]
+    log(f"codecs (libvpx + libopus): {codec['gstreamer'] * gst_cpu:.3f} core in GStreamer ({codec['gstreamer'] * 100:.0f} %), "
+        f"{codec['callend'] * medians['callend'][0]:.3f} in callend ({codec['callend'] * 100:.0f} %); the 0.8x CPU goal leaves callend "
+        f"{room_cpu:.3f} core beside its codecs, where GStreamer spends {(1 - codec['gstreamer']) * gst_cpu:.3f} beside its own")
+    log(f"memory: the 0.8x RSS goal ({0.8 * gst_rss:.1f} MiB) leaves callend {0.8 * gst_rss - heap['callend'][0]:.1f} MiB beside its "
+        f"{heap['callend'][0]:.1f} MiB malloc'd, for its code, libraries and stacks; GStreamer's take {gst_rss - heap['gstreamer'][0]:.1f} MiB "
+        f"beside its {heap['gstreamer'][0]:.1f}, callend's {medians['callend'][1] - heap['callend'][0]:.1f}")
 
 
 def decoded(index):
@@ -244,6 +336,8 @@ try:
                 log(f"  {kib / 1024:5.1f} MiB  {n}")
     log(f"callend / GStreamer: CPU {cpu_ratio:.2f}x ({'met' if cpu_ratio <= 0.8 else 'NOT met'}: goal <= 0.8x), "
         f"peak RSS {rss_ratio:.2f}x ({'met' if rss_ratio <= 0.8 else 'NOT met'}: goal <= 0.8x)")
+    if args.codecs:
+        codec_shares(med)
 finally:
     if not args.out:
         shutil.rmtree(work, ignore_errors=True)
