@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform"]),
         .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "Platform"]),
-        .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices", "Platform"]),
+        .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices", "Platform", "CWebMWriter"]),
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
         // live beside the SDK, not in it; callend-bench links them (`callend bench` runs it).
         .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
@@ -66,6 +66,10 @@ let package = Package(
                 cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD"),
                               .headerSearchPath("webrtc_audio_processing")],
                 linkerSettings: [.linkedLibrary("webrtc_audio_processing"), .linkedLibrary("stdc++")]),
+        // WebM recording through libavformat's Matroska muxer behind a small C API; libavformat
+        // is loaded with dlopen when a recording starts (Debian's links some sixty libraries an
+        // endpoint that records nothing should not map), its headers from libavformat-dev.
+        .target(name: "CWebMWriter"),
         // Helpers shared by the test targets only.
         .target(name: "TestSupport", path: "Sources/TestSupport"),
 

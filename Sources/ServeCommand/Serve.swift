@@ -125,15 +125,29 @@ public func parseHostPort(_ text: String, option: String) throws(UsageError) -> 
     return (host, port)
 }
 
-public func parseDuration(_ text: String, option: String = "--ttl") throws(UsageError) -> Int64 {
+public func parseDuration(_ text: String, option: String = "--ttl", maxDays: Int64 = 30) throws(UsageError) -> Int64 {
     let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
     var number = Substring(text), unit: Int64 = 1
     if let last = text.last, let scale = units[last] {
         number = text.dropLast()
         unit = scale
     }
-    guard let value = Int64(number), value > 0, value * unit <= 30 * 86400 else {
-        throw UsageError(description: "\(option) takes a positive duration up to 30d such as 90, 15m, 1h or 7d, not '\(text)'")
+    guard let value = Int64(number), value > 0, value <= maxDays * 86400 / unit else {
+        throw UsageError(description: "\(option) takes a positive duration up to \(maxDays)d such as 90, 15m, 1h or 7d, not '\(text)'")
+    }
+    return value * unit
+}
+
+/// A size in bytes: 500000, 64k, 500M, 2G (powers of 1024).
+public func parseByteSize(_ text: String, option: String, minimum: Int64) throws(UsageError) -> Int64 {
+    let units: [Character: Int64] = ["k": 1 << 10, "K": 1 << 10, "m": 1 << 20, "M": 1 << 20, "g": 1 << 30, "G": 1 << 30, "t": 1 << 40, "T": 1 << 40]
+    var number = Substring(text), unit: Int64 = 1
+    if let last = text.last, let scale = units[last] {
+        number = text.dropLast()
+        unit = scale
+    }
+    guard let value = Int64(number), value > 0, value <= Int64.max / unit, value * unit >= minimum else {
+        throw UsageError(description: "\(option) takes a size of at least \(minimum >> 20) MiB such as 500M or 20G, not '\(text)'")
     }
     return value * unit
 }

@@ -15,6 +15,7 @@ let joinHelp = """
                         [--mic PCM [--mic-channels N] [--mic-channel K | --mic-mix W,...] [--voice] | --audio-source tone|F.wav|none]
                         [--mic-prefer D]... [--speaker PCM | --audio-out F.wav] [--speaker-prefer D]... [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
                         [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
+                        [--record-dir D [--record-quota SIZE] [--record-keep AGE] [--record-segment S]]
                         [--measure-latency] [--max-viewers N] [--ice-server URL]... [--turn-username U --turn-credential-file F]
                         [--ice-transport all|relay]
 
@@ -58,6 +59,15 @@ let joinHelp = """
                             the log and the stats (audioRoute, audioRouteChanges); 'callend
                             devices --watch' shows cards as they come and go
       --video-out F         the peer's video: .y4m decoded, .ivf as received, .ppm a snapshot every second
+      --record-dir D        record the call, both directions as encoded (no re-encode), into D
+                            (made if missing): WebM segments, VP8 and Opus in each, named
+                            callend-<UTC start>-sent|received.webm, each starting on a keyframe;
+                            written a second at a time, so a kill or a power cut loses about the
+                            last second. Needs libavformat (Debian libavformat59), loaded only then
+      --record-quota SIZE   the most D's recordings may hold (500M, 20G): the oldest segments are
+                            deleted to make room, and the newest never pushes past it
+      --record-keep AGE     delete segments older than AGE (90m, 12h, 7d; up to 3650d)
+      --record-segment S    seconds per segment (default 60, 5 ... 3600)
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
@@ -295,12 +305,19 @@ func runJoin(_ args: inout Arguments) throws {
     let control = try args.value("--control")
     let noStdin = args.flag("--no-stdin")
     let measureLatency = args.flag("--measure-latency")
+    let recordDir = try args.value("--record-dir")
+    let recordQuota = try args.value("--record-quota").map { text throws(UsageError) in try parseByteSize(text, option: "--record-quota", minimum: 1 << 20) }
+    let recordKeep = try args.value("--record-keep").map { text throws(UsageError) in try parseDuration(text, option: "--record-keep", maxDays: 3650) }
+    let recordSegment = try args.integer("--record-segment", in: 5...3600)
     let maxViewers = try args.integer("--max-viewers", in: 0...64)
     let (iceServers, iceTransport) = try parseICEOptions(&args)
     let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     let logger = try logWriter(program: "callend join", &args)
     try args.finish(command: "join")
     if speaker != nil && audioOutput != nil { throw UsageError(description: "--speaker and --audio-out are alternatives; give one") }
+    if recordDir == nil, recordQuota != nil || recordKeep != nil || recordSegment != nil {
+        throw UsageError(description: "--record-quota, --record-keep and --record-segment apply to a recording: give --record-dir")
+    }
     if let videoOutput, ![".y4m", ".ivf", ".ppm"].contains(where: videoOutput.hasSuffix) {
         throw UsageError(description: "--video-out takes a .y4m, .ivf or .ppm file, not '\(videoOutput)'")
     }
@@ -350,6 +367,13 @@ func runJoin(_ args: inout Arguments) throws {
                            renderers: videoOutput.map { [VideoRenderers.forPath($0)] } ?? [],
                            audioPlayout: playout)
     media.measuresLatency = measureLatency
+    if let recordDir {
+        var recording = RecordingOptions(directory: recordDir)
+        recording.quotaBytes = recordQuota
+        recording.keep = recordKeep.map { .seconds($0) }
+        if let recordSegment { recording.segmentLength = .seconds(recordSegment) }
+        media.recording = try CallRecording(recording) { logger.write(.warning($0)) }
+    }
     let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }) { logger.write($0) }
     // A live status line on a terminal; one JSON stats object per second otherwise.
     let terminal = isatty(STDOUT_FILENO) == 1
@@ -393,6 +417,10 @@ func runJoin(_ args: inout Arguments) throws {
     let summary = try call.run()
     if terminal { print("") }
     print(summaryLine(summary))
+    if let recording = media.recording {
+        let counts = recording.counts
+        logger.write("recording: \(counts.sent) sent and \(counts.received) received segments in \(recording.options.directory), \(counts.deleted) deleted for the quota or their age")
+    }
 }
 
 func runDemo(_ args: inout Arguments) throws {

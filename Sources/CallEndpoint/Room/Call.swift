@@ -32,6 +32,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         /// Reads the capture stamps of the peer's test pattern and tone (benches, tests): the
         /// glass-to-glass latency in the statistics (see `MediaReceiverConfiguration`).
         public var measuresLatency = false
+        /// Records both directions as WebM segments (`join --record-dir`).
+        public var recording: CallRecording?
 
         public init(videoTrack: LocalVideoTrack?, audioTrack: LocalAudioTrack?, renderers: [any VideoRenderer] = [], audioPlayout: (any AudioDevice)? = nil) {
             self.videoTrack = videoTrack
@@ -51,6 +53,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             audioTrack?.device.stopCapture()
             audioPlayout?.stopPlayout()
             for renderer in renderers { renderer.finish() }
+            recording?.finish()
         }
     }
 

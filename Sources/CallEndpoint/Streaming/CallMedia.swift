@@ -235,6 +235,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         receiving.idleTimeout = .seconds(4)
         receiving.silenceEndsSession = false
         receiving.videoRenderers = media.renderers
+        receiving.recorder = media.recording?.received
+        sending.recorder = media.recording?.sent
         receiving.transportSequenceExtensionID = video?.transportSequenceExtensionID ?? audio?.transportSequenceExtensionID
         receiving.audioPlayout = media.audioPlayout
         receiving.measuresLatency = media.measuresLatency

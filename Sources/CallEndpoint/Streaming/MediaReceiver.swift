@@ -24,6 +24,8 @@ public struct MediaReceiverConfiguration: Sendable {
     public var audioOutput: String?
     /// A call's renderers and speaker, which outlive one media session (the call closes them).
     public var videoRenderers: [any VideoRenderer] = []
+    /// Records what is received as it was encoded (a call's recording); the call closes it.
+    public var recorder: MediaRecorder?
     public var audioPlayout: (any AudioDevice)?
     /// The RFC 8285 ID of the transport-wide sequence number on the video port: when set, every
     /// packet's arrival is reported back in transport-cc feedback every 50 ms (the sender's
@@ -210,7 +212,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         ownedRenderers = configuration.videoOutput.map { [VideoRenderers.forPath($0)] } ?? []
         // A call's speaker, when given, is where audio goes; an output path is then not opened.
         ownedPlayout = configuration.audioPlayout != nil ? nil : try configuration.audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
-        renderers = configuration.videoRenderers + ownedRenderers
+        renderers = configuration.videoRenderers + ownedRenderers + (configuration.recorder.map { [$0] } ?? [])
         speaker = configuration.audioPlayout ?? ownedPlayout
         videoStage = try VideoDecodeStage(renderers: renderers, clock: clock)
         videoStage.start { [weak self] outcome in self?.decoded(outcome) }
@@ -336,6 +338,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
     /// An audio packet for the playout's jitter buffer.
     func play(_ packet: RTPPacket, arrival: MediaTime) {
         let samples = OpusDecoder.samplesPerChannel(in: packet.payload)
+        configuration.recorder?.audio(packet.payload, stamp: .rtp(packet.timestamp, clockRate: AudioFrame.sampleRate))
         state.withLock { $0.audioBuffer.insert(packet, arrival: arrival - started, samples: samples) }
     }
 
@@ -353,8 +356,9 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
     /// Whether decoding needs a keyframe (a decode error, or frames skipped without one); clears it.
     func takeKeyframeRequest() -> Bool {
         let stage = videoStage.takeKeyframeRequest()
+        let recorder = configuration.recorder?.takeKeyframeRequest() == true
         let decoder = state.withLock { s in defer { s.needKeyframe = false }; return s.needKeyframe }
-        return stage || decoder
+        return stage || decoder || recorder
     }
 
     // MARK: Decoding and playout threads

@@ -26,6 +26,8 @@ extension MediaSender {
         // Blocks wait here until they fill a packet (one or two: 10 or 20 ms).
         var packet: [Int16] = []
         var blocksPerPacket = 1
+        // Samples encoded so far: the recording's audio clock, exact where capture times jitter.
+        var samplesEncoded: UInt32 = 0
         while shouldContinue() {
             // Until a block comes, the source ends or stop() (an empty block), or the duration is over.
             guard var samples = blocks.take(timeout: configuration.duration.map { $0 - elapsed }) else { continue }
@@ -66,7 +68,10 @@ extension MediaSender {
             }
             // The timestamp is the packet's first sample, taken one packet's duration before its
             // last block was delivered.
-            loop.post(.encodedAudio(payload: payload, samples: frames, capturedAt: clock.now - AudioBlock.period * blocksPerPacket))
+            let capturedAt = clock.now - AudioBlock.period * blocksPerPacket
+            loop.post(.encodedAudio(payload: payload, samples: frames, capturedAt: capturedAt))
+            configuration.recorder?.audio(payload, stamp: .rtp(samplesEncoded, clockRate: AudioFrame.sampleRate))
+            samplesEncoded &+= UInt32(frames)
         }
     }
 }

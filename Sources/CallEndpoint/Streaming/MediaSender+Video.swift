@@ -122,7 +122,8 @@ extension MediaSender {
                 encoding.withLock { $0.stats.framesHeldBack += 1 }
                 continue
             }
-            if modeChanged.exchange(false, ordering: .relaxed) || keyframeWanted.exchange(false, ordering: .relaxed) { encoder.requestKeyframe() }
+            let recorderWants = configuration.recorder?.takeKeyframeRequest() == true
+            if modeChanged.exchange(false, ordering: .relaxed) || keyframeWanted.exchange(false, ordering: .relaxed) || recorderWants { encoder.requestKeyframe() }
             // The RTP timestamp the core gives the frame follows this moment (90 kHz).
             let capturedAt = clock.now
             // The time libvpx is told follows the sender's clock, not the source's timestamps (a
@@ -151,6 +152,7 @@ extension MediaSender {
             }
             for encoded in encodedFrames {
                 loop.post(.encodedVideo(data: encoded.data, isKeyframe: encoded.isKeyframe, capturedAt: capturedAt))
+                configuration.recorder?.video(encoded.data, stamp: .captured(capturedAt), isKeyframe: encoded.isKeyframe)
             }
             if !encodedFrames.isEmpty {
                 encoding.withLock { e in

@@ -58,6 +58,8 @@ public struct MediaSenderConfiguration: Sendable {
     public var maxVideoBitrate = 2_500_000
     /// Every encoding decision, as it is made.
     public var onDecision: (@Sendable (EncodingDecision) -> Void)?
+    /// Records what is sent as it was encoded (a call's recording); the call closes it.
+    public var recorder: MediaRecorder?
 
     /// Payload types: fixed for SDP files (96, its RTX 97, Opus 111), the offerer's in a call.
     public struct PayloadTypes: Sendable, Equatable {
