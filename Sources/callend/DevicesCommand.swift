@@ -8,12 +8,22 @@ import ServeCommand
 
 let devicesHelp = """
     usage: callend devices [--json]
+           callend devices --doctor [--json] [--seconds S] [--camera DEV]... [--format FOURCC]... [--no-audio]
            callend devices --watch [--json] [--duration S]
 
     Lists V4L2 cameras (/dev/video*: driver, card, bus, the stable /dev/v4l/by-id name, every pixel
     format with its sizes and frame rates) and ALSA PCM devices (stable hw:CARD=<id>,DEV=<n> and
     plughw: names, rates and channel counts for capture and playback). Devices that cannot be read
     (busy, permission) are listed with the reason. --json prints one JSON document instead.
+
+    --doctor checks each device works here and now: every camera mode callend converts (YUYV, NV12,
+    MJPG, YU12, RGB3, ...) is opened and run for S seconds (default 0.5; longer for a slow mode,
+    until five frames) and the frame rate it really delivers is measured; a device another program
+    holds is "busy", with the processes holding it (from /proc); one this user may not open is
+    "forbidden", with the group to join; each ALSA device runs S seconds in each direction and its
+    xruns are counted. --camera limits it to those cameras, --format to those pixel formats,
+    --no-audio skips sound. Exit code 1
+    when any device is busy, forbidden or failed, or a mode failed.
 
     --watch prints the sound cards present, then each card as it is plugged in (+, with its PCM
     devices) or removed (-), until SIGINT/SIGTERM or --duration S; with --json one JSON object a
@@ -65,9 +75,28 @@ func runDevices(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(devicesHelp); return }
     let json = args.flag("--json")
     let watching = args.flag("--watch")
+    let doctor = args.flag("--doctor")
     let duration = try args.integer("--duration", in: 1...86_400)
+    let seconds = try args.value("--seconds").map { text throws(UsageError) -> Double in
+        guard let value = Double(text), value >= 0.1, value <= 60 else { throw UsageError(description: "--seconds takes 0.1 ... 60, not '\(text)'") }
+        return value
+    }
+    let cameraPaths = try args.values("--camera")
+    let formats = try args.values("--format")
+    let noAudio = args.flag("--no-audio")
     try args.finish(command: "devices")
     if duration != nil && !watching { throw UsageError(description: "--duration applies to devices --watch") }
+    if watching && doctor { throw UsageError(description: "--watch and --doctor are separate uses of devices; give one") }
+    if !doctor && (seconds != nil || !cameraPaths.isEmpty || !formats.isEmpty || noAudio) {
+        throw UsageError(description: "--seconds, --camera, --format and --no-audio apply to devices --doctor")
+    }
+    if doctor {
+        let report = DeviceDoctor.run(seconds: seconds ?? 0.5, cameras: cameraPaths.isEmpty ? nil : cameraPaths,
+                                      formats: formats.isEmpty ? nil : Set(formats), audio: !noAudio)
+        printDoctor(report, json: json)
+        if !report.healthy { exit(1) }
+        return
+    }
     if watching {
         runDevicesWatch(json: json, duration: duration)
         return
@@ -109,4 +138,56 @@ func runDevices(_ args: inout Arguments) throws {
         print("problems:")
         for problem in report.problems { print("  \(problem)") }
     }
+}
+
+func printDoctor(_ report: DeviceDoctor.Report, json: Bool) {
+    if json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        print(String(decoding: (try? encoder.encode(report)) ?? Data(), as: UTF8.self))
+        return
+    }
+    func problem(_ status: DeviceDoctor.Status, _ detail: String?, _ holders: [DeviceDoctor.Holder], _ group: (name: String, usual: String)?) -> String {
+        var text = status.rawValue
+        if !holders.isEmpty { text += ", held by " + holders.map { "pid \($0.pid) (\($0.command))" }.joined(separator: ", ") }
+        if let group {
+            text += group.name == "root"
+                ? "; the device belongs to root, with no group for users (no udev rule gave it to the '\(group.usual)' group, as Debian's udev does): run as root or add such a rule"
+                : "; the device belongs to group '\(group.name)': add the user to it (usermod -aG \(group.name) USER) and log in again"
+        }
+        if let detail { text += " [\(detail)]" }
+        return text
+    }
+    print("cameras:")
+    if report.cameras.isEmpty { print("  none found under /dev/video*") }
+    for camera in report.cameras {
+        let name = camera.path + (camera.stableName.map { " (\($0))" } ?? "") + (camera.card.map { ": \($0)" } ?? "")
+        guard camera.status == .ok else {
+            print("  \(name): " + problem(camera.status, camera.detail, camera.holders, camera.group.map { ($0, "video") }))
+            continue
+        }
+        print("  \(name): \(camera.modes.count) modes run")
+        for mode in camera.modes {
+            if let error = mode.error {
+                print("    \(mode.mode): FAILED: \(error)")
+            } else if let fps = mode.measuredFps {
+                let low = fps < 0.9 * mode.requestedFps
+                print("    \(mode.mode): \(fps.fixed(1)) fps measured\(low ? " (LOW: \((100 * fps / mode.requestedFps).fixed(0)) % of the rate asked)" : "")")
+            } else {
+                print("    \(mode.mode): \(mode.frames) frames: too few to measure (LOW)")
+            }
+        }
+        if !camera.unusedFormats.isEmpty { print("    not run (callend does not convert them): \(camera.unusedFormats.joined(separator: " "))") }
+    }
+    print("audio:")
+    if report.audio.isEmpty { print("  no ALSA sound cards") }
+    for device in report.audio {
+        let name = device.direction.isEmpty ? device.name : "\(device.name) \(device.direction)"
+        if device.status == .ok {
+            print("  \(name): ok, \(device.seconds.fixed(1)) s, \(device.xruns ?? 0) xruns")
+        } else {
+            print("  \(name): " + problem(device.status, device.detail, device.holders, device.group.map { ($0, "audio") }))
+        }
+    }
+    print(report.healthy ? "every device works" : "some devices do not work: see above")
 }

@@ -188,9 +188,10 @@ struct EchoDeviceLab {
                     $0.capturePCM = "plughw:CARD=Loopback,DEV=1,SUBDEV=1"
                     $0.playbackPCM = "plughw:CARD=Loopback,DEV=0,SUBDEV=1"
                     // The VM emulates its CPU: its stalls underrun the card (which then plays silence
-                    // the canceller never saw), and the playback cushion grows into this 100 ms
-                    // buffer until it rides over them.
-                    $0.periods = 10
+                    // the canceller never saw), and the playback cushion grows into this 160 ms
+                    // buffer until it rides over them (100 ms: the cushion reached its cap of 90
+                    // and the VM still underran it 6-12 times in some runs).
+                    $0.periods = 16
                     if voice {
                         var processing = VoiceProcessing()
                         (processing.noiseSuppression, processing.gainControl, processing.highPass) = (0, false, false)

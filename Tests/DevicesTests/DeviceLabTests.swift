@@ -212,3 +212,55 @@ extension DeviceLab {
     }
 }
 }
+
+extension DeviceLab {
+/// `callend devices --doctor` against the lab's real drivers (its run as a user outside the
+/// video and audio groups is in scripts/devicelab/test.sh).
+@Suite struct DoctorLabTests {
+    /// Every YUYV mode of vivid's is run and its rate measured (all of its formats callend converts
+    /// take half a minute in the emulated VM; `callend devices --doctor` runs them all); the small ones (which the
+    /// emulated CPU keeps up with) deliver what they promise, within a fifth (the lab emulates its
+    /// CPU: a busy moment drops a frame of a short run); every Loopback device runs.
+    @Test func measuresEveryModeAndRunsEverySoundDevice() throws {
+        let report = DeviceDoctor.run(seconds: 0.3, formats: ["YUYV"])
+        let vivid = try #require(report.cameras.first { $0.path == "/dev/video0" }, "\(report.cameras.map(\.path))")
+        #expect(vivid.status == .ok, "\(vivid)")
+        #expect(vivid.modes.count >= 6 && vivid.modes.allSatisfy { $0.mode.hasPrefix("YUYV ") }, "\(vivid.modes)")
+        for mode in vivid.modes { #expect(mode.error == nil && mode.measuredFps != nil, "\(mode)") }
+        #expect(vivid.modes.contains { $0.mode.hasPrefix("YUYV 640x480@") }, "\(vivid.modes.map(\.mode))")
+        #expect(!vivid.unusedFormats.isEmpty && !vivid.unusedFormats.contains("YUYV") && !vivid.unusedFormats.contains("NV12"), "\(vivid.unusedFormats)")
+        let small = vivid.modes.filter { mode in
+            let size = mode.mode.split(separator: " ")[1].split(separator: "@")[0].split(separator: "x").compactMap { Int($0) }
+            return size.count == 2 && size[0] * size[1] <= 640 * 480
+        }
+        #expect(small.count >= 3, "\(vivid.modes.map(\.mode))")
+        for mode in small {
+            let fps = try #require(mode.measuredFps, "\(mode)")
+            #expect(abs(fps - mode.requestedFps) <= 0.2 * mode.requestedFps, "\(mode.mode): measured \(fps) fps")
+        }
+        print("devicelab: doctor: " + vivid.modes.map { "\($0.mode) \($0.measuredFps.map { String(format: "%.1f", $0) } ?? "-") fps" }.joined(separator: ", ")
+              + "; " + report.audio.map { "\($0.name) \($0.direction) \($0.status.rawValue) \($0.xruns ?? -1) xruns" }.joined(separator: ", "))
+        let loopback = report.audio.filter { $0.card == "Loopback" }
+        #expect(loopback.count == 4 && loopback.allSatisfy { $0.status == .ok && $0.xruns != nil && $0.seconds >= 0.2 }, "\(loopback)")
+    }
+
+    /// A camera streaming elsewhere and a sound device with every substream taken are busy, held
+    /// by this process (found through /proc).
+    @Test func busyDevicesNameWhoHoldsThem() throws {
+        let camera = try V4L2Camera(path: "/dev/video0", mode: CameraMode(fourCC: "YUYV", width: 640, height: 480, frameRate: FrameRate(frames: 25)))
+        defer { camera.stop() }
+        // The lab's snd-aloop has two substreams a device.
+        let first = try ALSAPCM(name: "hw:CARD=Loopback,DEV=0", direction: .playback)
+        let second = try ALSAPCM(name: "hw:CARD=Loopback,DEV=0", direction: .playback)
+        let report = DeviceDoctor.run(seconds: 0.2, cameras: ["/dev/video0"], formats: ["YUYV"])
+        withExtendedLifetime((first, second)) {}
+        let me = Int(getpid())
+        let vivid = try #require(report.cameras.first)
+        #expect(vivid.status == .busy && vivid.holders.contains { $0.pid == me }, "\(vivid)")
+        let held = report.audio.first { $0.name == "plughw:CARD=Loopback,DEV=0" && $0.direction == "playback" }
+        #expect(held?.status == .busy, "\(report.audio)")
+        #expect(held?.holders.contains { $0.pid == me } == true, "\(report.audio)")
+        #expect(!report.healthy)
+    }
+}
+}

@@ -28,18 +28,24 @@ version=$(ls "$lab"/ready-* | head -1); version=${version##*/ready-}
 # CALLEND_DEVICELAB_FILTER narrows the suites for a developer's rerun (the host checks below
 # expect the whole run).
 status=0
-"$here/vmrun.sh" -t 180 -r "$results" -- sh -c "{ $bin/callend devices --watch --json > $results/watch.jsonl 2>&1 & } && $bin/callend devices --json > $results/devices.json && setpriv --reuid=nobody --regid=nogroup --clear-groups $bin/callend devices > $results/devices-nobody.txt 2>&1 && CALLEND_DEVICELAB=1 CALLEND_DEVICELAB_KERNEL=$lab/kernel CALLEND_DEVICELAB_KERNEL_VERSION=$version $bin/callendPackageTests.xctest --testing-library swift-testing --filter ${CALLEND_DEVICELAB_FILTER:-DeviceLab} --no-parallel" || status=$?
+"$here/vmrun.sh" -t 240 -r "$results" -- sh -c "{ $bin/callend devices --watch --json > $results/watch.jsonl 2>&1 & } && $bin/callend devices --json > $results/devices.json && setpriv --reuid=nobody --regid=nogroup --clear-groups $bin/callend devices > $results/devices-nobody.txt 2>&1 && { setpriv --reuid=nobody --regid=nogroup --clear-groups $bin/callend devices --doctor --seconds 0.2 > $results/doctor-nobody.txt 2>&1; echo \"exit \$?\" >> $results/doctor-nobody.txt; } && CALLEND_DEVICELAB=1 CALLEND_DEVICELAB_KERNEL=$lab/kernel CALLEND_DEVICELAB_KERNEL_VERSION=$version $bin/callendPackageTests.xctest --testing-library swift-testing --filter ${CALLEND_DEVICELAB_FILTER:-DeviceLab} --no-parallel" || status=$?
 if [ $status -ne 0 ]; then
   echo "devicelab: FAILED: the tests in the VM exited with $status"
   exit 1
 fi
-python3 - "$results/devices.json" "$results/devices-nobody.txt" "$results/watch.jsonl" <<'PY' || exit 1
+python3 - "$results/devices.json" "$results/devices-nobody.txt" "$results/watch.jsonl" "$results/doctor-nobody.txt" <<'PY' || exit 1
 import json, sys
 report = json.load(open(sys.argv[1]))
 # As a user outside the video and audio groups, callend devices explains what it cannot open.
 nobody = open(sys.argv[2]).read()
 assert "/dev/video0" in nobody and "'video' group" in nobody, nobody
 assert "sound card 0 (Loopback)" in nobody and "'audio' group" in nobody, nobody
+# devices --doctor as that user: forbidden, with the group to join, and an exit code saying so.
+doctor = open(sys.argv[4]).read()
+# (The lab has no udev: its nodes belong to root, and the doctor says which group udev would give.)
+assert "/dev/video0: forbidden; the device belongs to root" in doctor and "the 'video' group" in doctor, doctor
+assert "sound card 0 (Loopback): forbidden" in doctor and "the 'audio' group" in doctor and doctor.rstrip().endswith("exit 1"), doctor
+print("devicelab: callend devices --doctor as nobody: " + "; ".join(l.strip()[:100] for l in doctor.splitlines() if "forbidden" in l))
 camera = next(c for c in report["cameras"] if c["driver"] == "vivid")
 yuyv = next(f for f in camera["formats"] if f["fourCC"] == "YUYV")
 sizes = {(s["width"], s["height"]): s["frameRates"] for s in yuyv["sizes"]}

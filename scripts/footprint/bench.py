@@ -25,7 +25,10 @@ With --codecs, one more run of each stack under perf (CPU samples by library) an
 heaptrack's preload (peak malloc'd memory, and what libvpx itself allocated): how much of each
 stack's cost is the codec libraries both share, and how much the 0.8x goal leaves for the rest.
 
-  scripts/footprint/bench.py [--runs N] [--seconds S] [--callend BIN] [--out DIR] [--where] [--codecs]
+With --record, the callend endpoints also record the call (`join --record-dir`, both directions
+as WebM segments): set beside a run without it, what recording costs.
+
+  scripts/footprint/bench.py [--runs N] [--seconds S] [--callend BIN] [--out DIR] [--where] [--codecs] [--record]
 """
 import argparse, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
@@ -36,6 +39,7 @@ parser.add_argument("--callend", default=None, help="the callend binary (default
 parser.add_argument("--out", default=None, help="keep the clip, logs and a CSV here")
 parser.add_argument("--where", action="store_true", help="where callend's resident memory lives, halfway through each call")
 parser.add_argument("--codecs", action="store_true", help="one more run of each under perf and heaptrack: the codecs' share")
+parser.add_argument("--record", action="store_true", help="callend endpoints also record the call (join --record-dir): what recording costs")
 args = parser.parse_args()
 if args.runs < 1 or not 5 <= args.seconds <= 45:
     sys.exit("footprint: --runs >= 1 and --seconds 5 ... 45")
@@ -198,7 +202,8 @@ def run_callend(seconds, index, profile=None):
                                    capture_output=True, text=True, check=True).stdout.strip()
             out = open(os.path.join(work, f"callend-{index}-{who}.log"), "w")
             command, env = profiled([binary, "join", room, "--server", f"127.0.0.1:{port}", "--video-source", clip, "--audio-source", tone,
-                                     "--encoding", "manual", "--max-video-bitrate", "1000000", "--no-stdin", "--duration", str(seconds)],
+                                     "--encoding", "manual", "--max-video-bitrate", "1000000", "--no-stdin", "--duration", str(seconds)]
+                                    + (["--record-dir", os.path.join(work, f"recording-{index}-{who}")] if args.record else []),
                                     f"callend-{who}", profile)
             joins.append(subprocess.Popen(command, env=dict(env, CALLEND_TOKEN=token), stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL))

@@ -180,12 +180,20 @@ public final class VoiceProcessor: Sendable {
     public static func mix(_ samples: [Int16], channels: Int) -> [Int16] {
         guard channels > 1 else { return samples }
         let frames = samples.count / channels
-        var mono = [Int16](repeating: 0, count: frames)
-        for f in 0..<frames {
-            var sum = 0
-            for c in 0..<channels { sum += Int(samples[f * channels + c]) }
-            mono[f] = Int16(sum / channels)
+        // While loops over raw pointers: a debug build's range iterators cost more than the sums,
+        // on every far-end sample (the device lab's emulated VM runs the debug build).
+        return [Int16](unsafeUninitializedCapacity: frames) { mono, initialized in
+            samples.withUnsafeBufferPointer { input in
+                var f = 0, i = 0
+                while f < frames {
+                    var sum = 0, c = 0
+                    while c < channels { sum += Int(input[i + c]); c += 1 }
+                    mono[f] = Int16(sum / channels)
+                    f += 1
+                    i += channels
+                }
+            }
+            initialized = frames
         }
-        return mono
     }
 }
