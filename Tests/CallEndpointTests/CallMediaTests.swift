@@ -196,7 +196,10 @@ final class CallMediaPair: Sendable {
         #expect(receivedB.audioBudget.meanMilliseconds(.playout) == 30 && receivedB.audioBudget.count(.decode) == receivedB.audioDecoded)
         let sound = LatencyBudget.Hop.allCases.compactMap { sentA.audioBudget.meanMilliseconds($0) } + LatencyBudget.Hop.allCases.compactMap { receivedB.audioBudget.meanMilliseconds($0) }
         let heard = try #require(receivedB.audioLatencyMs.mean)
-        #expect(sound.reduce(0, +) <= heard + 1.5 && sound.reduce(0, +) >= heard - max(5, heard / 4), "audio: hops \(sentA.audioBudget.meansMilliseconds) + \(receivedB.audioBudget.meansMilliseconds) = \(sound.reduce(0, +)) ms, the marks' mean \(heard) ms")
+        // The hops are means over every packet, the marks a sample of them (one a second), found
+        // to 2.5 ms: on a loaded machine the two means differ by a few milliseconds either way
+        // (95.4 against 92.5 in one CI run). A hop counted twice or in another unit is 10 ms or more.
+        #expect(sound.reduce(0, +) <= heard + max(2.5, heard / 20) && sound.reduce(0, +) >= heard - max(5, heard / 4), "audio: hops \(sentA.audioBudget.meansMilliseconds) + \(receivedB.audioBudget.meansMilliseconds) = \(sound.reduce(0, +)) ms, the marks' mean \(heard) ms")
         #expect(sentA.audioBudget.count(.pacing) >= sentA.audioPackets - 2 && sentA.audioBudget.count(.pacing) <= sentA.audioPackets,
                 "\(sentA.audioBudget), \(sentA.audioPackets) packets")
         pair.a.transport.close()
