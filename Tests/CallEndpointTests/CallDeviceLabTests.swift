@@ -236,3 +236,109 @@ struct EchoDeviceLab {
               + "playback cushion \(results[false]!.cushion), \(results[true]!.cushion) blocks")
     }
 }
+
+/// A renderer that keeps when each picture came and how bright it was.
+final class TimelineRenderer: VideoRenderer, Sendable {
+    let pictures = Mutex<[(at: Date, luma: Double)]>([])
+    func render(_ frame: VideoFrame) {
+        let samples = stride(from: 0, to: frame.y.count, by: 7)
+        let luma = Double(samples.reduce(0) { $0 + Int(frame.y[$1]) }) / Double(max(1, samples.underestimatedCount))
+        pictures.withLock { $0.append((Date(), luma)) }
+    }
+    var last: (at: Date, luma: Double)? { pictures.withLock { $0.last } }
+    /// When the first picture brighter than black came after `time`.
+    func firstBright(after time: Date) -> Date? { pictures.withLock { $0.first { $0.at > time && $0.luma > 30 }?.at } }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2)), .enabled(if: inCallDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
+struct CameraReturnDeviceLab {
+    static let stableName = "/dev/v4l/by-id/usb-callend_Lab_Camera-video-index0"
+    static let vividOptions = ["n_devs=1", "node_types=0x1", "num_inputs=1", "input_types=0x0"]
+
+    /// Alice's camera is unbound mid-call (pulled out), then its driver is removed and loaded
+    /// again with the capture node at /dev/video3 (plugged into another port), the by-id link
+    /// following it as udev's would. The call goes on with black pictures and the peer is told
+    /// (RTCP SDES NOTE); Alice reopens the camera by its stable name and Bob sees its picture
+    /// again within 2 s of the device.
+    @Test func aCameraUnpluggedMidCallComesBackByItsStableName() throws {
+        let environment = ProcessInfo.processInfo.environment
+        guard let kernel = environment["CALLEND_DEVICELAB_KERNEL"], let version = environment["CALLEND_DEVICELAB_KERNEL_VERSION"] else {
+            Issue.record("the lab passes CALLEND_DEVICELAB_KERNEL and CALLEND_DEVICELAB_KERNEL_VERSION (scripts/devicelab/test.sh)")
+            return
+        }
+        func run(_ tool: String, _ arguments: [String]) -> Int32 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = arguments
+            guard (try? process.run()) != nil else { return -1 }
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        let files = FileManager.default
+        try files.createDirectory(atPath: "/dev/v4l/by-id", withIntermediateDirectories: true)
+        try? files.removeItem(atPath: Self.stableName)
+        try files.createSymbolicLink(atPath: Self.stableName, withDestinationPath: "../../video0")
+        // The lab as the next test expects it: vivid's capture node at /dev/video0, no link.
+        defer {
+            try? files.removeItem(atPath: Self.stableName)
+            if !files.fileExists(atPath: "/dev/video0") {
+                _ = eventually(5) { run("/usr/sbin/rmmod", ["vivid"]) == 0 }
+                _ = run("/usr/sbin/modprobe", ["-d", kernel, "-S", version, "vivid"] + Self.vividOptions)
+                _ = eventually(5) { files.fileExists(atPath: "/dev/video0") }
+            }
+        }
+
+        let service = try TestService()
+        let camera = try CameraSource(.device(path: "/dev/video0", mode: CameraModeRequest(width: 320, height: 180, frameRate: 15, fourCC: "YUYV")))
+        let aliceEvents = EventRecorder(), bobEvents = EventRecorder()
+        let alice = try service.connect("alice", media: Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: nil), seconds: 100,
+                                        delegate: aliceEvents, mode: .manual)
+        let renderer = TimelineRenderer()
+        let bob = try service.connect("bob", media: Call.Media(videoTrack: nil, audioTrack: LocalAudioTrack(device: try SyntheticAudioDevice(source: .silence)),
+                                                               renderers: [renderer]), seconds: 100, delegate: bobEvents)
+        var ended = false
+        func end() {
+            guard !ended else { return }
+            ended = true
+            alice.disconnect()
+            bob.disconnect()
+            camera.stop()
+        }
+        defer { end() }
+        #expect(eventually(20) { renderer.pictures.withLock { $0.filter { $0.luma > 30 }.count } >= 5 }, "bob sees vivid's colour bars: \(String(describing: renderer.last))")
+
+        // Pulled out: the kernel disconnects the device at once; udev would remove the link.
+        try "vivid.0".write(toFile: "/sys/bus/platform/drivers/vivid/unbind", atomically: false, encoding: .utf8)
+        let unplugged = Date()
+        try files.removeItem(atPath: Self.stableName)
+        #expect(eventually(5) { camera.lostReason != nil }, "alice's camera reports the loss")
+        #expect(eventually(5) { bobEvents.contains { $0 == .peerVideoNote(participant: "alice", note: "camera lost") } }, "bob is told")
+        let told = Date().timeIntervalSince(unplugged)
+        #expect(eventually(5) { (renderer.last?.luma ?? 99) < 20 && renderer.last!.at > unplugged }, "bob sees black pictures: \(String(describing: renderer.last))")
+        #expect(aliceEvents.contains { if case .camera(.lost) = $0 { return true }; return false })
+
+        // Plugged in elsewhere: the driver comes back with its capture node at /dev/video3
+        // (every handle on the old device is closed, or the module could not be removed).
+        #expect(eventually(5) { run("/usr/sbin/rmmod", ["vivid"]) == 0 }, "rmmod vivid")
+        #expect(run("/usr/sbin/modprobe", ["-d", kernel, "-S", version, "vivid"] + Self.vividOptions + ["vid_cap_nr=3"]) == 0, "modprobe vivid")
+        #expect(eventually(5) { files.fileExists(atPath: "/dev/video3") })
+        try files.createSymbolicLink(atPath: Self.stableName, withDestinationPath: "../../video3")
+        let plugged = Date()
+        #expect(eventually(10) { renderer.firstBright(after: plugged) != nil }, "bob sees the camera again: \(String(describing: renderer.last))")
+        let back = renderer.firstBright(after: plugged).map { $0.timeIntervalSince(plugged) } ?? .infinity
+        #expect(back <= 2, "the picture came back \(back) s after the device")
+        #expect(eventually(5) { bobEvents.contains { $0 == .peerVideoNote(participant: "alice", note: nil) } }, "bob is told the camera is back")
+        let events = camera.deviceEvents
+        #expect(events.count == 2, "\(events)")
+        if case .back(let path, _)? = events.last { #expect(path == "/dev/video3", "reopened by its stable name: \(events)") } else { Issue.record("no return: \(events)") }
+
+        // Bob never stopped getting pictures: the longest wait between two, through it all.
+        let times = renderer.pictures.withLock { $0.map(\.at) }.filter { $0 > unplugged.addingTimeInterval(-1) }
+        let longest = zip(times, times.dropFirst()).map { $1.timeIntervalSince($0) }.max() ?? .infinity
+        #expect(longest < 1, "bob's longest wait for a picture: \(longest) s")
+        let stats = alice.perform("stats")
+        #expect(stats.contains(#""ok":true"#), "the call goes on: \(stats)")
+        end()
+        print("devicelab: camera unplugged: peer told in \(Int(told * 1000)) ms; back at /dev/video3 \(Int(back * 1000)) ms after the device; bob's longest wait for a picture \(Int(longest * 1000)) ms")
+    }
+}

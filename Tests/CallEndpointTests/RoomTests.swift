@@ -165,6 +165,8 @@ extension DispatchSemaphore {
             case .disconnected: "disconnected"
             case .participantLeft: "left"
             case .reconnecting: "reconnecting"
+            case .camera: "camera"
+            case .peerVideoNote: "peer-video-note"
             }
         }
         #expect(names.first == "connected" && names.last == "disconnected", "\(names)")

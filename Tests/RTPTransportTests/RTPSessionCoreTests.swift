@@ -189,6 +189,35 @@ struct SimulatedCall {
         #expect(midsAfterReports <= 10, "\(midsAfterReports) video packets with a MID after the peer's report")
     }
 
+    /// A video source's NOTE (its camera is lost) reaches the peer in the RTCP sent at once, a
+    /// link's delay later, not at the next report; every report carries it until it is cleared,
+    /// and the clearing reaches the peer as fast.
+    @Test func aVideoNoteReachesThePeerAtOnceAndIsCleared() throws {
+        let (ca, cb) = SimulatedCall.configurations()
+        var call = SimulatedCall(a: ca, b: cb)
+        let start = call.now
+        var notes: [String?] = []
+        call.link = { from, _, isRTCP, bytes in
+            guard from == .a, isRTCP, let packets = try? RTCPPacket.parseCompound(bytes) else { return .zero }
+            for case .sourceDescription(let sdes) in packets { if let note = sdes.note(of: 0x1001) { notes.append(note) } }
+            return .zero
+        }
+        call.scheduleVideo(from: .a, seconds: 6)
+        // Between two reports (they go every second from the first frame): 2.5 s and 4.5 s.
+        call.schedule(.videoNote("camera lost"), on: .a, at: start + .milliseconds(2_500))
+        call.schedule(.videoNote(nil), on: .a, at: start + .milliseconds(4_500))
+        call.run(until: start + .milliseconds(2_400))
+        #expect(call.b.peerVideoNote == nil)
+        call.run(until: start + .milliseconds(2_540))
+        #expect(call.b.peerVideoNote == "camera lost", "a link's delay (30 ms) after the note")
+        #expect(call.b.snapshot.peerVideoNote == "camera lost")
+        call.run(until: start + .milliseconds(4_540))
+        #expect(call.b.peerVideoNote == nil, "cleared a link's delay after")
+        let sent = notes
+        #expect(sent.filter { $0 == "camera lost" }.count == 3, "at once and in the reports of 3 s and 4 s: \(sent)")
+        #expect(sent.last == .some(nil), "the SDES after the clearing has no NOTE: \(sent)")
+    }
+
     /// The pacer spreads a large keyframe over time at the pacing rate instead of sending it in
     /// one burst, and the estimate it follows comes from transport-cc feedback.
     @Test func aKeyframeIsPacedOut() throws {

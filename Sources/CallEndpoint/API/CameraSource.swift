@@ -81,6 +81,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     private let sink = LockedCallback<CameraOutput>()
     private let running = Atomic<Bool>(false)
     private let current = Mutex<(input: CameraInput, width: Int, height: Int, frameRate: Double, modes: [CameraMode])>((.pattern(width: 0, height: 0, frameRate: 0), 0, 0, 0, []))
+    private let health = Mutex<(lost: (reason: String, at: ContinuousClock.Instant)?, events: [CameraDeviceEvent])>((nil, []))
     /// Whether a Y4M file starts again at its end (a call) or ends the source (`callend send`).
     public let loopFiles: Bool
 
@@ -97,6 +98,10 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     public var format: (width: Int, height: Int, frameRate: Double) { current.withLock { ($0.width, $0.height, $0.frameRate) } }
     /// The modes the current input really offers (empty for the pattern and files, which are scaled instead).
     public var offeredModes: [CameraMode] { current.withLock { $0.modes } }
+    /// Why the camera is gone, while it is (black pictures stand in for it until it is back).
+    public var lostReason: String? { health.withLock { $0.lost?.reason } }
+    /// Each loss and return of the camera, oldest first.
+    public var deviceEvents: [CameraDeviceEvent] { health.withLock { $0.events } }
 
     /// Switches to another camera, or to another mode of the same one.
     public func selectCaptureDevice(_ path: String, format: CameraModeRequest?) throws {
@@ -149,7 +154,17 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     }
 
     private func deliver(_ output: CameraOutput) {
-        if case .modeChanged(let w, let h, let r) = output { current.withLock { ($0.width, $0.height, $0.frameRate) = (w, h, r) } }
+        switch output {
+        case .modeChanged(let w, let h, let r): current.withLock { ($0.width, $0.height, $0.frameRate) = (w, h, r) }
+        case .lost(let reason):
+            health.withLock { $0.lost = (reason, .now); $0.events.append(.lost(reason: reason)) }
+        case .restored(let path):
+            health.withLock { h in
+                h.events.append(.back(path: path, after: h.lost.map { ContinuousClock.now - $0.at }))
+                h.lost = nil
+            }
+        case .frame, .ended: break
+        }
         sink(output)
     }
 
@@ -174,6 +189,21 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     static func mode(of device: CaptureDevice, _ request: CameraModeRequest?) throws(DeviceError) -> CameraMode {
         let r = request ?? CameraModeRequest(width: 640, height: 480, frameRate: 30)
         return try device.nearestMode(width: r.width, height: r.height, frameRate: r.frameRate.map { FrameRate(frames: $0) }, fourCC: r.fourCC)
+    }
+}
+
+/// A camera that went away mid-call, or came back.
+public enum CameraDeviceEvent: Sendable, Equatable {
+    case lost(reason: String)
+    /// Reopened at `path` (where its stable name points now), `after` the loss.
+    case back(path: String, after: Duration?)
+
+    /// The line for the log.
+    public var line: String {
+        switch self {
+        case .lost(let reason): "camera lost (\(reason)): sending black pictures until it is back"
+        case .back(let path, let after): "camera back at \(path)" + (after.map { " after \($0.inSeconds.fixed(1)) s" } ?? "")
+        }
     }
 }
 

@@ -19,6 +19,11 @@ public enum RoomEvent: Sendable, Equatable {
     case reconnecting(attempt: Int, reason: String)
     /// One second of the call: bitrates, frame rate, sizes, loss, RTT.
     case stats(CallStatus)
+    /// This side's camera went away (black pictures are sent until it is back) or came back.
+    case camera(CameraDeviceEvent)
+    /// The peer says something of its video source (RTCP SDES NOTE: "camera lost"), or stopped
+    /// saying it (nil: its camera is back).
+    case peerVideoNote(participant: String, note: String?)
     /// The call is over.
     case disconnected(reason: String)
 

@@ -184,6 +184,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
     /// Signalled by stop(), for waits that must end early when the call does.
     private let stopWake = DispatchSemaphore(value: 0)
+    /// The camera's loss and return events already in the log.
+    private let cameraEventsLogged = Atomic<Int>(0)
     /// New sessions of the peer (each a new media round, with its own agent) and ICE restarts it
     /// offers (each a new agent): let through at a rate real endpoints need, not a flood's.
     private let newSessions = Mutex(RenegotiationLimit())
@@ -205,6 +207,22 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             if let last = change.last { log("audio route: \(last)") }
             logged[i] = change.count
         }
+    }
+
+    /// This side's camera lost and back, and what the peer says of its own, in the log and as
+    /// events, within a tenth of a second.
+    private func reportCamera(peerNote: String?, lastPeerNote: inout String?, peer: String) {
+        if let events = media.videoTrack?.source.deviceEvents {
+            let logged = cameraEventsLogged.exchange(events.count, ordering: .relaxed)
+            for event in events.dropFirst(logged) {
+                if case .lost = event { log(.warning(event.line)) } else { log(LogMessage(.info, event.line)) }
+                onEvent?(.camera(event))
+            }
+        }
+        guard peerNote != lastPeerNote else { return }
+        lastPeerNote = peerNote
+        log(peerNote.map { "\(peer): \($0)" } ?? "\(peer): its video source is back")
+        onEvent?(.peerVideoNote(participant: peer, note: peerNote))
     }
 
     private func ignore(_ message: RelayMessage, peer: String?, noted: inout Set<String>) {
@@ -596,6 +614,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             // ten minutes (see releaseFreeMemory).
             var trimAfter = 6000
             var routeChangesLogged = [0, 0]
+            var lastPeerNote: String?
             var nextReport = ContinuousClock.now + .milliseconds(100)
             func report() {
                 tick += 1
@@ -627,8 +646,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     releaseFreeMemory()
                     trimAfter = tick + 6000
                 }
+                reportCamera(peerNote: now.received.peerVideoNote, lastPeerNote: &lastPeerNote, peer: peer)
                 guard tick % 10 == 0 else { return }
                 var status = CallStatus.between(previous, now, participant: participant)
+                status.cameraLost = media.videoTrack?.source.lostReason
                 status.candidatePair = callMedia.transport.selectedPair?.description
                 status.iceRestarts = restarts.load(ordering: .relaxed)
                 reportRoute(&status, logged: &routeChangesLogged)

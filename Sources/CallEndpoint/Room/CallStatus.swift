@@ -58,6 +58,10 @@ public struct CallStatus: Sendable, Codable, Equatable {
     /// Sound card streams restarted by an xrun under voice processing (each makes the echo
     /// delay be found again).
     public var echoRestarts: Int?
+    /// Why this side's camera is gone, while it is (black pictures are sent meanwhile).
+    public var cameraLost: String?
+    /// What the peer says of its video source while it says anything (its camera is lost).
+    public var peerVideoNote: String?
     /// Where audio goes ("plughw:CARD=USB,DEV=0 -> plughw:CARD=Loopback,DEV=0": microphone ->
     /// speaker) and how often the devices changed it by themselves (plug events) since the start.
     public var audioRoute: String?
@@ -88,6 +92,8 @@ public struct CallStatus: Sendable, Codable, Equatable {
         if let avOffsetMs { parts.append("A/V \(avOffsetMs.signedFixed(0)) ms") }
         if let qualitySent, let qualityReceived { parts.append("quality sent \(qualitySent.fixed(1)) recv \(qualityReceived.fixed(1))") }
         if let echoDelayMs { parts.append("echo \(echoDelayMs) ms\(echoERLEdB.map { ", ERLE \($0) dB" } ?? "")") }
+        if let cameraLost { parts.append("camera lost: \(cameraLost)") }
+        if let peerVideoNote { parts.append("peer: \(peerVideoNote)") }
         if let candidatePair { parts.append(candidatePair) }
         if outages > 0 || sendErrors > 0 { parts.append("outages \(outages), not sent \(sendErrors)") }
         return parts.joined(separator: " | ")
@@ -147,6 +153,7 @@ extension CallStatus {
                                                                                                 mode: after.sent.mode)),
                           qualityReceived: NetworkQuality.score(lossPercent: receivedLoss, rttMs: rtt, jitterMs: after.received.videoJitterMs,
                                                                 freezes: after.received.freezes - (before?.received.freezes ?? 0)))
+        status.peerVideoNote = after.received.peerVideoNote
         if sentVideo.count(.encode) + sentAudio.count(.encode) > 0 {
             status.sentBudgetMs = StreamBudgets(video: sentVideo.meansMilliseconds, audio: sentAudio.meansMilliseconds)
         }

@@ -100,6 +100,8 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     /// Video delay minus audio delay (capture to playout, by the sender reports), ms: positive
     /// when the picture comes after the sound. Nil until both streams have sender reports.
     public var avOffsetMs: Double?
+    /// What the peer says of its video source (RTCP SDES NOTE: "camera lost"), while it says it.
+    public var peerVideoNote: String?
     /// Pictures that came 300 ms or more after the one before (a viewer sees the video stop),
     /// and the longest such wait.
     public var freezes = 0
@@ -158,6 +160,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         var videoJitter = 0.0
         var framesDroppedByJitterBuffer = 0
         var avOffset: Double?
+        var peerVideoNote: String?
         var holds: (video: Duration, audio: Duration) = (.zero, .zero)
         var counters = RTPSessionCore.Counters()
     }
@@ -315,6 +318,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         summary.audioPacketsInRED = s.counters.receivedAudioInRED
         summary.audioConcealed = s.audioBuffer.concealed
         summary.avOffsetMs = s.avOffset.map { $0 * 1000 }
+        summary.peerVideoNote = s.peerVideoNote
         summary.lipSyncHoldMs = (s.holds.video.inSeconds * 1000, s.holds.audio.inSeconds * 1000)
         return summary
     }
@@ -329,6 +333,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
             s.videoJitter = core.receivedVideoJitter
             s.framesDroppedByJitterBuffer = core.framesDroppedByJitterBuffer
             s.avOffset = core.avOffset
+            s.peerVideoNote = core.peerVideoNote
         }
     }
 

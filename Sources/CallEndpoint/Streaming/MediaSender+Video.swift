@@ -15,11 +15,14 @@ extension MediaSender {
         let source = track.source
         let frames = videoFrames
         let modeChanged = Atomic<Bool>(false)
+        let loop = loop
         let sink = track.addSink { output in
             switch output {
             case .frame(let frame): frames.put(frame)
             case .modeChanged: modeChanged.store(true, ordering: .relaxed)
             case .ended: frames.put(nil)
+            case .lost: loop.post(.videoNote("camera lost"))
+            case .restored: loop.post(.videoNote(nil))
             }
         }
         defer {

@@ -11,6 +11,11 @@ public enum CameraOutput: Sendable {
     case modeChanged(width: Int, height: Int, frameRate: Double)
     /// A file source ran out (only when not looping).
     case ended
+    /// The camera went away (unplugged): black pictures follow at `CameraCapturer.placeholderRate`
+    /// until it is back, so the call and the peer's decoder go on.
+    case lost(reason: String)
+    /// The camera is back, at `path`; its `modeChanged` and pictures follow.
+    case restored(path: String)
 }
 
 /// One open video input with its capture thread: a V4L2 camera, the test pattern or a Y4M file.
@@ -92,11 +97,16 @@ public final class FileCapturer: PacedCapturer, VideoCapturer, @unchecked Sendab
     }
 }
 
-/// A V4L2 camera in one of its modes, streaming on the camera's thread.
-public final class CameraCapturer: VideoCapturer, @unchecked Sendable {  // the camera is thread-safe; `device` is immutable
+/// A V4L2 camera in one of its modes, streaming on the camera's thread. While the camera is
+/// lost, black pictures of its last size stand in for it.
+public final class CameraCapturer: VideoCapturer, @unchecked Sendable {  // the camera is thread-safe; `device` is immutable; the placeholder is behind its lock
     public let device: CaptureDevice
     public var path: String { camera.path }
     let camera: V4L2Camera
+    /// Pictures per second while the camera is lost: enough for the peer's decoder and freeze
+    /// count to see a running stream, few enough to cost nothing.
+    public static let placeholderRate = 5.0
+    private let placeholder = Mutex<PacedCapturer?>(nil)
 
     public init(device: CaptureDevice, mode: CameraMode) throws(DeviceError) {
         self.device = device
@@ -114,14 +124,32 @@ public final class CameraCapturer: VideoCapturer, @unchecked Sendable {  // the 
     public func switchMode(_ mode: CameraMode) { camera.switchMode(mode) }
 
     public func start(_ deliver: @escaping @Sendable (CameraOutput) -> Void) {
-        camera.start { event in
+        camera.start { [self] event in
             switch event {
             case .frame(let frame, _): deliver(.frame(frame))
             case .modeChanged(let m): deliver(.modeChanged(width: m.width, height: m.height, frameRate: m.frameRate.value))
-            case .deviceLost, .frameDropped: break
+            case .deviceLost(let error):
+                deliver(.lost(reason: error.description))
+                let black = PacedCapturer()
+                let size = camera.currentMode
+                black.run(name: "camera lost", frameRate: Self.placeholderRate, produce: { _ in
+                    VideoFrame(width: size.width, height: size.height, timestamp: MonotonicClock.now, luma: 16)
+                }, deliver: deliver)
+                placeholder.withLock { $0 = black }
+            case .deviceRestored(let path):
+                stopPlaceholder()
+                deliver(.restored(path: path))
+            case .frameDropped: break
             }
         }
     }
 
-    public func stop() { camera.stop() }
+    public func stop() {
+        camera.stop()
+        stopPlaceholder()
+    }
+
+    private func stopPlaceholder() {
+        placeholder.withLock { p in defer { p = nil }; return p }?.stop()
+    }
 }

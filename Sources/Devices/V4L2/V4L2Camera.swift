@@ -16,16 +16,22 @@ public enum CameraEvent: Sendable {
     case modeChanged(CameraMode)
     /// The device went away (unplugged, ENODEV); the camera retries opening it.
     case deviceLost(DeviceError)
+    /// The device is back, opened at `path` (its stable name's node now); `modeChanged` follows.
+    case deviceRestored(path: String)
     /// A frame could not be converted (a corrupt MJPEG frame, say); capture goes on.
     case frameDropped(String)
 }
 
 /// A V4L2 capture device streaming through memory-mapped buffers on its own thread, converting
 /// each frame to I420. Mode changes happen on the running camera (stream off, set format and
-/// interval, stream on); a lost device is reopened every `reopenInterval` until it returns.
+/// interval, stream on); a lost device is reopened every `reopenInterval` until it returns: by
+/// its stable name (/dev/v4l/by-id, which udev points at whatever node a replugged camera gets)
+/// when it had one, in the mode it had or, when that mode is gone, the nearest one it offers.
 public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buffers belong to the capture thread; others only set atomics or the pending mode under a lock
     public let path: String
-    public var reopenInterval: Duration = .milliseconds(500)
+    /// The /dev/v4l/by-id link that pointed at `path` when it was opened.
+    public let stableName: String?
+    public var reopenInterval: Duration = .milliseconds(250)
 
     private let pendingMode = Mutex<CameraMode?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -71,6 +77,7 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
     public init(path: String, mode: CameraMode) throws(DeviceError) {
         self.path = path
         self.mode = mode
+        stableName = CameraDevices.stableName(for: path)
         session = try Self.open(path: path, mode: mode)
     }
 
@@ -238,9 +245,28 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
         // Until the interval has passed, or at once on stop().
         _ = stopWake.wait(timeout: .now() + (deadline - ContinuousClock.now).inSeconds)
         guard !stopping.load(ordering: .relaxed) else { return }
-        if let reopened = try? Self.open(path: path, mode: mode) {
-            session = reopened
-            handler(.modeChanged(reopened.mode))
+        // The stable name follows the camera to whatever node it comes back at; a camera without
+        // one (no udev, a platform device) is looked for where it was.
+        let node = stableName.flatMap(Self.resolve) ?? path
+        guard access(node, F_OK) == 0 else { return }
+        var reopened = try? Self.open(path: node, mode: mode)
+        if reopened == nil, let described = try? CameraDevices.describe(path: node),
+           let nearest = try? described.nearestMode(width: mode.width, height: mode.height, frameRate: mode.frameRate, fourCC: nil),
+           PixelFormat(rawValue: nearest.fourCC) != nil {
+            // Another mode set (firmware, another camera under the same name): the nearest one.
+            reopened = try? Self.open(path: node, mode: nearest)
         }
+        guard let reopened else { return }
+        session = reopened
+        mode = reopened.mode
+        handler(.deviceRestored(path: node))
+        handler(.modeChanged(reopened.mode))
+    }
+
+    /// The node a /dev/v4l/by-id link points at now, if it exists.
+    static func resolve(_ link: String) -> String? {
+        guard let resolved = realpath(link, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 }

@@ -107,6 +107,9 @@ public struct RTPSessionCore: Sendable {
     private var lipSync = LipSyncTracker()
     private var goodbyes: Set<UInt32> = []
     private var saidBye = false
+    /// The NOTE this side's video carries (its source is lost), and the last the peer's did.
+    private var videoNote: String?
+    public private(set) var peerVideoNote: String?
     /// When the peer was last heard (any RTP or RTCP).
     public private(set) var lastArrival: MediaTime?
 
@@ -144,12 +147,15 @@ public struct RTPSessionCore: Sendable {
         public var framesDroppedByJitterBuffer: Int
         public var avOffset: Double?
         public var lastArrival: MediaTime?
+        /// What the peer says of its video source (SDES NOTE), while it says anything.
+        public var peerVideoNote: String?
     }
 
     public var snapshot: Snapshot {
         Snapshot(counters: counters, roundTripTime: reports.roundTripTime, peerVideoLoss: reports.peerVideoLoss,
                  receivedVideoLost: receivedVideoLost, receivedVideoJitter: receivedVideoJitter,
-                 framesDroppedByJitterBuffer: framesDroppedByJitterBuffer, avOffset: lipSync.offset, lastArrival: lastArrival)
+                 framesDroppedByJitterBuffer: framesDroppedByJitterBuffer, avOffset: lipSync.offset, lastArrival: lastArrival,
+                 peerVideoNote: peerVideoNote)
     }
 
     /// The bandwidth estimate (auto mode, once video started).
@@ -200,6 +206,11 @@ public struct RTPSessionCore: Sendable {
         case .videoShown(let rtp, let at): lipSync.videoShown(rtp: rtp, at: at)
         case .audioPlayed(let rtp, let at): lipSync.audioPlayed(rtp: rtp, at: at)
         case .keyframeWanted: receivedVideo?.needKeyframe = true
+        case .videoNote(let note):
+            guard note != videoNote else { break }
+            videoNote = note
+            // At once, not at the next report: the peer learns within a round trip.
+            if let video { actions.append(videoReport(video, now: now)) }
         case .tick: break
         }
         runTimers(now: now, actions: &actions)
@@ -450,6 +461,8 @@ public struct RTPSessionCore: Sendable {
                     receivedAudio?.statistics?.senderReportReceived(ntpTimestamp: sr.ntpTimestamp, arrival: arrival.sinceOrigin)
                     lipSync.audioSenderReport(ntp: sr.ntpTimestamp, rtp: sr.rtpTimestamp)
                 }
+            case .sourceDescription(let description):
+                if let ssrc = receivedVideo?.statistics?.ssrc, let note = description.note(of: ssrc) { peerVideoNote = note }
             case .goodbye(let bye):
                 let known = [receivedVideo?.statistics?.ssrc, receivedAudio?.statistics?.ssrc].compactMap { $0 }
                 for source in bye.sources where known.contains(source) { goodbyes.insert(source) }
@@ -558,11 +571,7 @@ public struct RTPSessionCore: Sendable {
     private mutating func sendReports(now: MediaTime, actions: inout [SessionAction]) {
         let ntp = configuration.ntp(now)
         let cname = configuration.cname
-        if let video {
-            let report = video.counters.report(ssrc: video.stream.ssrc, ntp: ntp, now: now)
-            actions.append(.send(bytes: RTCPPacket.serializeCompound([.senderReport(report), .sourceDescription(SourceDescription(ssrc: video.stream.ssrc, cname: cname))]),
-                                 isRTCP: true, kind: .video))
-        }
+        if let video { actions.append(videoReport(video, now: now)) }
         if let audio {
             let report = audio.counters.report(ssrc: audio.stream.ssrc, ntp: ntp, now: now)
             actions.append(.send(bytes: RTCPPacket.serializeCompound([.senderReport(report), .sourceDescription(SourceDescription(ssrc: audio.stream.ssrc, cname: cname))]),
@@ -579,6 +588,13 @@ public struct RTPSessionCore: Sendable {
                                  isRTCP: true, kind: kind))
         }
         if let holds = lipSync.adjust() { actions.append(.holds(video: holds.video, audio: holds.audio)) }
+    }
+
+    /// The video stream's SR and SDES (with its NOTE while it has one).
+    private func videoReport(_ video: OutboundVideo, now: MediaTime) -> SessionAction {
+        let report = video.counters.report(ssrc: video.stream.ssrc, ntp: configuration.ntp(now), now: now)
+        let description = SourceDescription(ssrc: video.stream.ssrc, cname: configuration.cname, note: videoNote)
+        return .send(bytes: RTCPPacket.serializeCompound([.senderReport(report), .sourceDescription(description)]), isRTCP: true, kind: .video)
     }
 
     /// BYE for every stream sent (the session ends).

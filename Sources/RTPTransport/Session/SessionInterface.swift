@@ -17,6 +17,9 @@ public enum SessionEvent: Sendable {
     case audioPlayed(rtpTimestamp: UInt32, at: MediaTime)
     /// The decoder (or its backlog) needs a keyframe to go on.
     case keyframeWanted
+    /// The video source's state for the peer (RTCP SDES NOTE, RFC 3550 §6.5.7), sent at once
+    /// and in every report until cleared with nil: "camera lost".
+    case videoNote(String?)
     /// Time passed: whatever is due (pacing, feedback, reports) happens.
     case tick
 }

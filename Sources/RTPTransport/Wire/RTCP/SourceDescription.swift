@@ -5,6 +5,8 @@ public struct SourceDescription: Sendable, Equatable {
         public var type: UInt8
         public var text: [UInt8]
         public static let cname: UInt8 = 1
+        /// A transient notice on the source's state (RFC 3550 §6.5.7): "camera lost".
+        public static let note: UInt8 = 7
 
         public init(type: UInt8, text: [UInt8]) {
             self.type = type
@@ -31,9 +33,18 @@ public struct SourceDescription: Sendable, Equatable {
 
     public init(chunks: [Chunk]) { self.chunks = chunks }
 
-    /// The usual SDES: one chunk with a CNAME.
-    public init(ssrc: UInt32, cname: String) {
-        chunks = [Chunk(ssrc: ssrc, items: [Item(type: Item.cname, text: Array(cname.utf8.prefix(255)))])]
+    /// The usual SDES: one chunk with a CNAME, and a NOTE while the source has one.
+    public init(ssrc: UInt32, cname: String, note: String? = nil) {
+        var items = [Item(type: Item.cname, text: Array(cname.utf8.prefix(255)))]
+        if let note { items.append(Item(type: Item.note, text: Array(note.utf8.prefix(255)))) }
+        chunks = [Chunk(ssrc: ssrc, items: items)]
+    }
+
+    /// The NOTE of `ssrc`'s chunk: nil when the chunk has none (the notice is over), absent
+    /// (outer nil) when the packet has no chunk for it.
+    public func note(of ssrc: UInt32) -> String?? {
+        guard let chunk = chunks.first(where: { $0.ssrc == ssrc }) else { return nil }
+        return .some(chunk.items.first { $0.type == Item.note }.map { String(decoding: $0.text, as: UTF8.self) })
     }
 
     public var cname: String? {
