@@ -7,6 +7,6 @@
 FROM debian:12
 RUN apt-get -o DPkg::Lock::Timeout=600 update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends \
-      libvpx7 libopus0 libyuv0 libspeexdsp1 libwebrtc-audio-processing1 libsrtp2-1 libssl3 libasound2 libv4l-0 libnice10 libhiredis0.14 iproute2 ca-certificates \
+      libvpx7 libopus0 libyuv0 libspeexdsp1 libwebrtc-audio-processing1 libsrtp2-1 libssl3 libasound2 libv4l-0 libnice10 libusrsctp2 libhiredis0.14 iproute2 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY callend callend-serve /usr/local/bin/

@@ -35,7 +35,7 @@ let package = Package(
         // and the media path share, with no codec in it.
         .target(name: "MediaCore", dependencies: ["CYUV", "Platform"]),
         .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP", "CVoice"]),
-        .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform"]),
+        .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform", "CDataChannel"]),
         .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "Platform"]),
         .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices", "Platform", "CWebMWriter"]),
@@ -70,6 +70,9 @@ let package = Package(
         // is loaded with dlopen when a recording starts (Debian's links some sixty libraries an
         // endpoint that records nothing should not map), its headers from libavformat-dev.
         .target(name: "CWebMWriter"),
+        // Data channels' SCTP (RFC 8831) through usrsctp (Debian's libusrsctp-dev) behind a small
+        // C API: AF_CONN associations whose packets ride on the call's DTLS.
+        .target(name: "CDataChannel", linkerSettings: [.linkedLibrary("usrsctp")]),
         // Helpers shared by the test targets only.
         .target(name: "TestSupport", path: "Sources/TestSupport"),
 

@@ -7,6 +7,8 @@ packages=(
   # C libraries behind the system-library targets
   pkg-config libopus-dev libvpx-dev libyuv-dev libjpeg62-turbo-dev libsrtp2-dev libssl-dev
   libasound2-dev libv4l-dev libnice-dev libspeexdsp-dev libhiredis-dev libwebrtc-audio-processing-dev
+  # data channels: SCTP over DTLS
+  libusrsctp-dev
   # join --record-dir's WebM muxer (headers to build; the library is loaded only when recording)
   libavformat-dev
   # outside tools the tests and benches compare against or make fixtures with

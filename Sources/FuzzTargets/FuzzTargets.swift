@@ -9,7 +9,7 @@ import Signaling
 /// crash found (Tests/FuzzCorpus) through the same functions. A target may reject its input in
 /// any way it likes; what it must not do is crash, hang or grow without bound.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case rtp, rtcp, vp8, opus, red, sdp, signaling, jwt, claims, websocket, http, whip, y4m, ivf, wav
+    case rtp, rtcp, vp8, opus, red, sdp, signaling, jwt, claims, websocket, http, whip, y4m, ivf, wav, dcep
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -45,6 +45,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             // What parses must write back to the same bytes' meaning.
             guard let red = try? REDPayload(parsing: bytes) else { return }
             precondition((try? REDPayload(parsing: red.serialized())) == red, "RED does not survive a round trip")
+        case .dcep:
+            // A data channel's OPEN or ACK from the peer (RFC 8832): what parses writes back to
+            // the same meaning.
+            guard let message = DCEPMessage(parsing: bytes) else { return }
+            precondition(DCEPMessage(parsing: message.serialized()) == message, "DCEP does not survive a round trip")
         case .sdp:
             let text = String(decoding: bytes, as: UTF8.self)
             _ = try? SDPMessage(parsing: text)

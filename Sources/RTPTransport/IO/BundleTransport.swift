@@ -71,6 +71,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         var next: Leg?
         var generations = 0
         var dtls: DTLSSession?
+        var applicationHandler: (@Sendable ([UInt8]) -> Void)?
         /// DTLS datagrams that came before the role and fingerprint were known (the answerer's
         /// ClientHello can beat the answer to the offerer).
         var early: [[UInt8]] = []
@@ -457,8 +458,31 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         }
     }
 
+    /// Where the peer's DTLS application data goes (the data channels' SCTP packets).
+    public func onApplicationData(_ handler: @escaping @Sendable ([UInt8]) -> Void) {
+        state.withLock { $0.applicationHandler = handler }
+    }
+
+    /// Application data (an SCTP packet) to the peer over DTLS; false when DTLS is not up or
+    /// consent has expired.
+    @discardableResult
+    public func sendApplicationData(_ data: [UInt8]) -> Bool {
+        guard let (dtls, agent) = state.withLock({ s -> (DTLSSession, ICEAgent)? in
+            guard s.lostSince == nil, !s.closed, let d = s.dtls else { return nil }
+            return (d, s.current.agent)
+        }) else { return false }
+        let datagrams = dtls.write(data)
+        for datagram in datagrams { agent.send(datagram) }
+        return !datagrams.isEmpty
+    }
+
     private func apply(_ output: DTLSSession.Output) {
         for datagram in output.datagrams { agent.send(datagram) }
+        defer {
+            if !output.applicationData.isEmpty, let handler = state.withLock({ $0.applicationHandler }) {
+                for data in output.applicationData { handler(data) }
+            }
+        }
         guard let event = output.event else { return }
         switch event {
         case .connected(let keys):

@@ -32,6 +32,9 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
     public struct Output: Sendable, Equatable {
         public var datagrams: [[UInt8]] = []
         public var event: Event?
+        /// Application data the peer sent (SCTP packets of data channels, RFC 8261), once its
+        /// certificate has been checked.
+        public var applicationData: [[UInt8]] = []
     }
 
     /// Each datagram carries whole records and stays under a path MTU that survives TURN and VPNs.
@@ -48,6 +51,8 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
         /// Handshake done, keys exported, waiting for the fingerprint to check them against.
         var pendingKeys: DTLSKeys?
         var finished = false
+        /// The peer's certificate matched its fingerprint: its application data counts.
+        var trusted = false
     }
     private let lock = Mutex(State())
 
@@ -93,7 +98,8 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
             s.remoteFingerprint = fingerprint
             guard let keys = s.pendingKeys else { return Output() }
             s.pendingKeys = nil
-            return Output(event: verify(keys, state: &s))
+            let event = verify(keys, state: &s)
+            return Output(event: event, applicationData: readApplicationData(s))
         }
     }
 
@@ -131,6 +137,32 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
         }
     }
 
+    /// Application data for the peer (an SCTP packet): the datagrams that carry it. Nothing
+    /// before the peer is trusted or after the session ended.
+    public func write(_ data: [UInt8]) -> [[UInt8]] {
+        lock.withLock { s in
+            guard s.trusted, !s.finished, !data.isEmpty else { return [] }
+            guard data.withUnsafeBytes({ SSL_write(ssl, $0.baseAddress, Int32($0.count)) }) > 0 else {
+                ERR_clear_error()
+                return []
+            }
+            return drain()
+        }
+    }
+
+    /// Whatever application data OpenSSL holds, record by record.
+    private func readApplicationData(_ s: State) -> [[UInt8]] {
+        guard s.trusted else { return [] }
+        var out: [[UInt8]] = []
+        var scratch = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let read = SSL_read(ssl, &scratch, Int32(scratch.count))
+            guard read > 0 else { break }
+            out.append(Array(scratch.prefix(Int(read))))
+        }
+        return out
+    }
+
     /// close_notify for the peer.
     public func close() -> Output {
         lock.withLock { s in
@@ -143,15 +175,15 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
 
     private func step(_ s: inout State) -> Output {
         if SSL_is_init_finished(ssl) == 1 {
-            // After the handshake only alerts are expected (no application data rides on DTLS here).
-            var scratch = [UInt8](repeating: 0, count: 2048)
-            while SSL_read(ssl, &scratch, Int32(scratch.count)) > 0 {}
+            // After the handshake: data channels' SCTP packets (dropped until the peer is
+            // trusted), and alerts.
+            let data = readApplicationData(s)
             if SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN != 0 {
                 s.finished = true
-                return Output(datagrams: drain(), event: .closed)
+                return Output(datagrams: drain(), event: .closed, applicationData: data)
             }
             ERR_clear_error()
-            return Output(datagrams: drain())
+            return Output(datagrams: drain(), applicationData: data)
         }
         let result = SSL_do_handshake(ssl)
         let datagrams = drain()
@@ -164,7 +196,8 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
                 s.pendingKeys = keys
                 return Output(datagrams: datagrams)
             }
-            return Output(datagrams: datagrams, event: verify(keys, state: &s))
+            let event = verify(keys, state: &s)
+            return Output(datagrams: datagrams, event: event, applicationData: readApplicationData(s))
         }
         let error = SSL_get_error(ssl, result)
         if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE {
@@ -186,6 +219,7 @@ public final class DTLSSession: @unchecked Sendable {  // every use of the SSL o
             s.finished = true
             return .untrusted("the peer's DTLS certificate does not match the fingerprint in its session description (expected \(expected), got \(DTLSFingerprint(of: certificate, algorithm: expected.algorithm)?.description ?? "none"))")
         }
+        s.trusted = true
         return .connected(keys)
     }
 
