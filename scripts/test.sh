@@ -148,6 +148,9 @@ stage whep scripts/whep/test.sh
 # Headless Chromium on the page of serve --http calls a callend endpoint: both offer directions,
 # and relayed through the NAT lab (the NAT case needs root).
 stage browser scripts/browser/test.sh
+# Data channels (RFC 8831/8832) through join --data-socket: callend with callend, aiortc and the
+# page in Chromium, both offer directions, messages and 10 MiB each way; throughput and latency.
+stage datachannel scripts/datachannel/test.sh
 # docker-compose.yml with a private Docker engine: two containers call each other (root).
 stage containers scripts/containers/test.sh
 # Three serve nodes on one redis-server: racing joins, a call across nodes, a node killed mid-call

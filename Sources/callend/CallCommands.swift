@@ -16,6 +16,7 @@ let joinHelp = """
                         [--mic-prefer D]... [--speaker PCM | --audio-out F.wav] [--speaker-prefer D]... [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
                         [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
                         [--record-dir D [--record-quota SIZE] [--record-keep AGE] [--record-segment S]]
+                        [--data-socket PATH [--data-label L] [--data-mode lines|bytes] [--data-unreliable]]
                         [--measure-latency] [--max-viewers N] [--ice-server URL]... [--turn-username U --turn-credential-file F]
                         [--ice-transport all|relay]
 
@@ -68,6 +69,19 @@ let joinHelp = """
                             deleted to make room, and the newest never pushes past it
       --record-keep AGE     delete segments older than AGE (90m, 12h, 7d; up to 3650d)
       --record-segment S    seconds per segment (default 60, 5 ... 3600)
+      --data-socket PATH    a data channel (RFC 8831, over the call's DTLS) as a Unix socket at PATH
+                            (owner-only): what a program writes to it goes to the peer, what the
+                            peer sends comes out of it. The call offers data channels, and takes
+                            those a peer offers (a browser, aiortc, pion, another callend); both
+                            sides need them. Writes wait while no channel is open or the link is
+                            full; what comes while no program is connected is kept (4 MiB) for
+                            the first that connects; nothing is dropped on a reliable channel
+      --data-label L        the channel's label (default callend): this side opens one, and takes
+                            the peer's of that label too
+      --data-mode M         lines (default): each line one text message, each message a line;
+                            bytes: the stream in binary messages of up to 16 KiB, written as they come
+      --data-unreliable     the channel this side opens is unordered and never retransmitted
+                            (telemetry where only the latest value counts); default ordered, reliable
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
@@ -310,6 +324,7 @@ func runJoin(_ args: inout Arguments) throws {
     let recordKeep = try args.value("--record-keep").map { text throws(UsageError) in try parseDuration(text, option: "--record-keep", maxDays: 3650) }
     let recordSegment = try args.integer("--record-segment", in: 5...3600)
     let maxViewers = try args.integer("--max-viewers", in: 0...64)
+    let data = try DataSocketOptions.parse(&args)
     let (iceServers, iceTransport) = try parseICEOptions(&args)
     let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     let logger = try logWriter(program: "callend join", &args)
@@ -374,6 +389,15 @@ func runJoin(_ args: inout Arguments) throws {
         if let recordSegment { recording.segmentLength = .seconds(recordSegment) }
         media.recording = try CallRecording(recording) { logger.write(.warning($0)) }
     }
+    let bridge = try data.map { options -> DataSocketBridge in
+        let track = DataTrack(channels: [options.unreliable ? .unreliable(options.label) : .reliable(options.label)])
+        media.dataTrack = track
+        track.onChannel { channel in
+            logger.write("data: channel '\(channel.label)' open (stream \(channel.stream), \(channel.options.ordered ? "ordered" : "unordered"), \(channel.options.reliability))")
+        }
+        return try DataSocketBridge(path: options.path, track: track, label: options.label, mode: options.mode) { logger.write(.warning($0)) }
+    }
+    defer { bridge?.stop() }
     let call = try Call(options: options, server: server, media: media, duration: duration.map { .seconds($0) }) { logger.write($0) }
     // A live status line on a terminal; one JSON stats object per second otherwise.
     let terminal = isatty(STDOUT_FILENO) == 1
@@ -420,6 +444,34 @@ func runJoin(_ args: inout Arguments) throws {
     if let recording = media.recording {
         let counts = recording.counts
         logger.write("recording: \(counts.sent) sent and \(counts.received) received segments in \(recording.options.directory), \(counts.deleted) deleted for the quota or their age")
+    }
+}
+
+/// `join --data-socket PATH [--data-label L] [--data-mode lines|bytes] [--data-unreliable]`.
+struct DataSocketOptions {
+    var path: String
+    var label: String
+    var mode: DataSocketBridge.Mode
+    var unreliable: Bool
+
+    /// nil without --data-socket (and then none of the others may be given).
+    static func parse(_ args: inout Arguments) throws -> DataSocketOptions? {
+        let path = try args.value("--data-socket")
+        let label = try args.value("--data-label")
+        let modeText = try args.value("--data-mode")
+        let unreliable = args.flag("--data-unreliable")
+        guard let path else {
+            if label != nil || modeText != nil || unreliable {
+                throw UsageError(description: "--data-label, --data-mode and --data-unreliable apply to a data channel: give --data-socket PATH")
+            }
+            return nil
+        }
+        guard let mode = DataSocketBridge.Mode(rawValue: modeText ?? "lines") else {
+            throw UsageError(description: "--data-mode takes lines or bytes, not '\(modeText ?? "")'")
+        }
+        let name = label ?? "callend"
+        guard !name.isEmpty, name.utf8.count <= 1024 else { throw UsageError(description: "--data-label must be 1 ... 1024 bytes") }
+        return DataSocketOptions(path: path, label: name, mode: mode, unreliable: unreliable)
     }
 }
 

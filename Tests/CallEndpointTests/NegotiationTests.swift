@@ -130,6 +130,47 @@ func transport(_ tag: UInt8, setup: JSEPDescription.Setup = .actpass) -> JSEPDes
         #expect(back.media.map(\.port) == [9, 9, 0] && back.transport.setup == .active)
     }
 
+    /// With a data track, the same Chromium offer's data channel is taken (RFC 8841): the answer
+    /// keeps its mid with a=sctp-port and a=max-message-size, bundled with the media.
+    @Test func aDataTrackTakesChromiumsDataChannel() throws {
+        let offer = try JSEPDescription(type: .offer, sdp: chromium156Offer)
+        let offered = try #require(offer.media.last)
+        #expect(offered.isDataChannel && offered.sctpPort == 5000 && offered.maxMessageSize == 262_144)
+        var local = LocalMedia(sendsVideo: true, sendsAudio: true)
+        local.dataChannels = true
+        let (answer, call) = try OfferAnswer.answer(offer, local: local, transport: transport(7))
+        #expect(answer.media.map(\.isRejected) == [false, false, false] && answer.bundle == ["0", "1", "2"])
+        #expect(call.data == NegotiatedCall.DataAgreement(remotePort: 5000, maxMessageSize: 262_144))
+        #expect(answer.sdp.contains("m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\n"))
+        #expect(answer.sdp.contains("a=mid:2\r\na=sctp-port:5000\r\na=max-message-size:262144\r\n"))
+        let back = try JSEPDescription(type: .answer, sdp: answer.sdp)
+        #expect(back.media[2].isDataChannel && back.media[2].sctpPort == 5000)
+    }
+
+    /// callend to callend: the offer has a data channel section only with a data track, the
+    /// answer takes it only with one too, and both sides end up agreeing.
+    @Test func dataChannelsNeedADataTrackOnBothSides() throws {
+        for (offers, answers) in [(true, true), (true, false), (false, true)] {
+            var a = LocalMedia(sendsVideo: true, sendsAudio: true), b = LocalMedia(sendsVideo: true, sendsAudio: true)
+            (a.dataChannels, b.dataChannels) = (offers, answers)
+            let offer = OfferAnswer.offer(a, transport: transport(1))
+            #expect(offer.media.contains { $0.isDataChannel } == offers)
+            let (answer, answered) = try OfferAnswer.answer(try JSEPDescription(type: .offer, sdp: offer.sdp), local: b, transport: transport(2))
+            let negotiated = try OfferAnswer.negotiate(offer: offer, answer: try JSEPDescription(type: .answer, sdp: answer.sdp), local: a)
+            #expect((answered.data != nil) == (offers && answers) && (negotiated.data != nil) == (offers && answers), "offers \(offers), answers \(answers)")
+            #expect(negotiated.streams.count == 2)
+        }
+        // An answer that brings a data channel the offer did not have is refused.
+        var a = LocalMedia(sendsVideo: true, sendsAudio: true)
+        let offer = OfferAnswer.offer(a, transport: transport(1))
+        a.dataChannels = true
+        var bogus = offer
+        bogus.type = .answer
+        bogus.transport = transport(2, setup: .active)
+        bogus.media.append(.dataChannels(mid: "2"))
+        #expect(throws: NegotiationError.self) { try OfferAnswer.negotiate(offer: offer, answer: bogus, local: a) }
+    }
+
     /// A peer whose Opus has no RED (aiortc, GStreamer) gets plain Opus; RED whose fmtp names
     /// another codec, or several, is nobody's redundancy and stays a codec of its own.
     @Test func redIsTakenOnlyWhereBothOfferIt() throws {

@@ -7,6 +7,11 @@ decodes of the peer's video and audio. Proves callend's SDP, ICE and DTLS-SRTP a
 
 Prints one JSON line at the end: {"videoFrames": N, "audioFrames": N, "videoSize": "WxH",
 "videoFramesSent": N, "connection": STATE}; exits 0 when both kinds were decoded.
+
+With --data-label L it opens a data channel of that label too (--data-unreliable: unordered, no
+retransmissions), takes the peer's of that label, sends --data-send small and --data-big big
+lines of scripts/datachannel/lines.py on its own channel once open, and adds "data" to the JSON
+line: what came from the peer (--data-peer) and the options of the peer's channel.
 """
 import argparse
 import asyncio
@@ -19,6 +24,9 @@ from aiortc.sdp import candidate_from_sdp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tracks import PatternTrack, ToneTrack  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datachannel"))
+import lines  # noqa: E402
 
 
 class Signaling:
@@ -66,13 +74,40 @@ async def run(args):
     def on_track(track):
         asyncio.ensure_future(consume(track))
 
+    tally = lines.Tally(args.data_peer) if args.data_label else None
+    peer_channel = {}
+
+    def take(channel):
+        @channel.on("message")
+        def on_message(message):
+            tally.take(message if isinstance(message, str) else message.decode())
+
+    if args.data_label:
+        unreliable = {"ordered": False, "maxRetransmits": 0} if args.data_unreliable else {}
+        mine = pc.createDataChannel(args.data_label, **unreliable)
+        take(mine)
+
+        @mine.on("open")
+        def on_open():
+            for i in range(args.data_send):
+                mine.send(lines.small("aiortc", i))
+            for i in range(args.data_big):
+                mine.send(lines.big(i))
+
+        @pc.on("datachannel")
+        def on_datachannel(channel):
+            if channel.label == args.data_label:
+                peer_channel.update(ordered=channel.ordered, maxRetransmits=channel.maxRetransmits, id=channel.id)
+                take(channel)
+
     await signaling.send({"type": "join", "room": args.room, "token": args.token})
     peer = None
     deadline = asyncio.get_running_loop().time() + args.seconds + 30
     connected_at = None
     while True:
         now = asyncio.get_running_loop().time()
-        if connected_at is not None and now >= connected_at + args.seconds or now >= deadline:
+        done_data = tally is None or (tally.small >= args.data_expect and tally.big >= args.data_expect_big)
+        if connected_at is not None and now >= connected_at + args.seconds and done_data or now >= deadline:
             break
         try:
             message = await asyncio.wait_for(signaling.receive(), 0.5)
@@ -113,6 +148,8 @@ async def run(args):
     writer.close()
     counts["connection"] = state
     counts["videoFramesSent"] = pattern.index
+    if tally:
+        counts["data"] = dict(tally.report(), bigOk=tally.report()["bigSha256"] == lines.big_digest(args.data_expect_big), peerChannel=peer_channel)
     print(json.dumps(counts), flush=True)
     return counts["videoFrames"] > 0 and counts["audioFrames"] > 0
 
@@ -123,6 +160,13 @@ def main():
     parser.add_argument("--room", required=True)
     parser.add_argument("--token", required=True)
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--data-label")
+    parser.add_argument("--data-unreliable", action="store_true")
+    parser.add_argument("--data-peer", default="callend")
+    parser.add_argument("--data-send", type=int, default=0)
+    parser.add_argument("--data-big", type=int, default=0)
+    parser.add_argument("--data-expect", type=int, default=0)
+    parser.add_argument("--data-expect-big", type=int, default=0)
     args = parser.parse_args()
     sys.exit(0 if asyncio.run(run(args)) else 1)
 

@@ -26,6 +26,10 @@ parser.add_argument("--trust-key", help="base64 SHA-256 of a certificate key Chr
 parser.add_argument("--run-until", type=float, help="once the media arrived, stay until this time (epoch seconds) timing the pictures shown")
 parser.add_argument("--fake-video", help="a Y4M file the fake camera plays (looped) instead of its own pattern")
 parser.add_argument("--collected-file", help="with --run-until: written once this page has its figures")
+parser.add_argument("--data-send", type=int, help="once the media arrived: the data channel console's traffic (scripts/datachannel/lines.py): this many small lines 'chromium N'")
+parser.add_argument("--data-big", type=int, default=0, help="and this many big lines, sent as the channel's buffer allows")
+parser.add_argument("--data-expect", type=int, default=0, help="small lines from the peer ('callend N') to wait for")
+parser.add_argument("--data-expect-big", type=int, default=0, help="big lines from the peer to wait for")
 parser.add_argument("--peer-collected-file", help="with --run-until: the peer page's --collected-file; this page stays in the call until it appears (30 s at most), so that its leaving does not end the call under the peer's collection")
 args = parser.parse_args()
 # Stopped by SIGTERM: unwind through the finally below, which closes Chromium.
@@ -95,6 +99,30 @@ c.pc.getStats().then((report) => {
 });
 """
 
+# Sends the page's share of the data channel traffic (lines.py's, in JavaScript), keeping the
+# channel's buffer under 1 MiB, and reports when all is handed to it.
+DATA_SEND = """
+const [small, big] = arguments, done = arguments[arguments.length - 1], d = window.callendData, ch = d.channel();
+const bigLine = (i) => { let s = String(i).padStart(6, '0') + ':'; const parts = [];
+  for (let j = 0; j < 16384 - s.length; j++) parts.push(String.fromCharCode(97 + (i * 7 + j) % 26)); return s + parts.join(''); };
+for (let i = 0; i < small; i++) ch.send(`chromium ${i}`);
+ch.bufferedAmountLowThreshold = 256 * 1024;
+let i = 0;
+const pump = () => { while (i < big && ch.bufferedAmount < 1024 * 1024) ch.send(bigLine(i++)); if (i < big) ch.onbufferedamountlow = pump; else done(true); };
+pump();
+"""
+# What came from the peer: small lines in order, big ones hashed (SHA-256 of their concatenation).
+DATA_TALLY = """
+const done = arguments[arguments.length - 1], d = window.callendData;
+let small = 0, outOfOrder = 0; const bigs = [];
+for (const m of d.received) {
+  const text = typeof m === 'string' ? m : new TextDecoder().decode(m);
+  if (text.length === 16384) bigs.push(text); else if (text === `callend ${small}`) small++; else outOfOrder++;
+}
+crypto.subtle.digest('SHA-256', new TextEncoder().encode(bigs.join(''))).then((h) => done({small, outOfOrder, big: bigs.length,
+  bigSha256: Array.from(new Uint8Array(h)).map((b) => b.toString(16).padStart(2, '0')).join('')}));
+"""
+
 def ready(driver):
     """True once the page decodes the peer's video, receives its audio and plays them."""
     global joined
@@ -109,6 +137,31 @@ def ready(driver):
     recv = ((state or {}).get("stats") or {}).get("recv") or {}
     return (recv.get("framesDecoded") or 0) >= args.frames and (recv.get("audioSamples") or 0) > 0 and bool(state.get("playing"))
 
+data = None
+
+def data_exchange():
+    """The data channel console's traffic both ways; `data` gets what came and how long it took."""
+    global data, status
+    from selenium.webdriver.support.ui import WebDriverWait as Wait
+    Wait(driver, 30, poll_frequency=0.1).until(lambda d: d.execute_script("return window.callendData.open()"))
+    started = time.time()
+    driver.set_script_timeout(120)
+    driver.execute_async_script(DATA_SEND, args.data_send, args.data_big)
+    sent = time.time() - started
+    def arrived(d):
+        n = d.execute_script("return window.callendData.count")
+        return n >= args.data_expect + args.data_expect_big
+    try:
+        Wait(driver, 120, poll_frequency=0.2).until(arrived)
+    except Exception:
+        status = 1
+    data = driver.execute_async_script(DATA_TALLY)
+    data["handedOverSeconds"] = round(sent, 3)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datachannel"))
+    import lines
+    data["bigOk"] = data["bigSha256"] == lines.big_digest(args.data_expect_big)
+    say(f"data channel: {data}")
+
 try:
     from selenium.webdriver.support.ui import WebDriverWait
     from selenium.common.exceptions import TimeoutException
@@ -119,6 +172,8 @@ try:
         status = 0
         if args.screenshot:
             driver.save_screenshot(args.screenshot)
+        if args.data_send is not None:
+            data_exchange()
         if args.stay:
             say("media flowing; staying in the call until SIGTERM")
             signal.pause()
@@ -139,6 +194,8 @@ try:
     result = {"ok": status == 0, "stats": final["stats"], "log": final["log"][-20:]}
     if run is not None:
         result["run"] = run
+    if data is not None:
+        result["data"] = data
     print(json.dumps(result), flush=True)
     if status != 0:
         say("the page did not decode the peer's media in time; its log:")

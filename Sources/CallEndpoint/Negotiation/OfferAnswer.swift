@@ -23,6 +23,8 @@ public struct LocalMedia: Sendable, Equatable {
     public var cname = "callend-\(UInt32.random(in: 1...UInt32.max))"
     /// The msid stream identifier both tracks belong to (RFC 8830).
     public var streamID = "callend"
+    /// Whether this side offers, and accepts, data channels (an m=application section).
+    public var dataChannels = false
 
     public init(sendsVideo: Bool, sendsAudio: Bool) {
         self.sendsVideo = sendsVideo
@@ -51,6 +53,14 @@ public struct NegotiatedCall: Sendable, Equatable {
     public var streams: [Stream]
     public var remoteTransport: JSEPDescription.Transport
     public var dtlsRole: DTLSSession.Role
+    /// Data channels, when both sides agreed on them: the peer's SCTP port and the largest
+    /// message it takes (0: any).
+    public var data: DataAgreement?
+
+    public struct DataAgreement: Sendable, Equatable {
+        public var remotePort: UInt16
+        public var maxMessageSize: Int
+    }
 
     public func stream(_ kind: MediaKind) -> Stream? { streams.first { $0.kind == kind } }
 }
@@ -94,7 +104,8 @@ public enum OfferAnswer {
             m.rtxSSRC = i == 0 ? nil : local.rtxSSRC
             if i == 0 { audio = m } else { video = m }
         }
-        return JSEPDescription(type: .offer, media: [audio, video], transport: transport)
+        let data = local.dataChannels ? [JSEPDescription.Media.dataChannels(mid: "2")] : []
+        return JSEPDescription(type: .offer, media: [audio, video] + data, transport: transport)
     }
 
     /// This side's answer to `offer`, and the call it makes. The answerer opens DTLS
@@ -102,7 +113,13 @@ public enum OfferAnswer {
     public static func answer(_ offer: JSEPDescription, local: LocalMedia, transport: JSEPDescription.Transport) throws(NegotiationError) -> (JSEPDescription, NegotiatedCall) {
         var sections: [JSEPDescription.Media] = []
         var streams: [NegotiatedCall.Stream] = []
+        var data: NegotiatedCall.DataAgreement?
         for offered in offer.media {
+            if offered.isDataChannel, !offered.isRejected, local.dataChannels, data == nil {
+                sections.append(.dataChannels(mid: offered.mid))
+                data = .init(remotePort: offered.sctpPort ?? 5000, maxMessageSize: offered.maxMessageSize ?? 65_536)
+                continue
+            }
             var answered = JSEPDescription.Media(kind: offered.kind, mid: offered.mid)
             answered.proto = offered.proto
             answered.formats = offered.formats
@@ -133,13 +150,21 @@ public enum OfferAnswer {
         var mine = transport
         mine.setup = offer.transport.setup == .active ? .passive : .active
         let answer = JSEPDescription(type: .answer, media: sections, transport: mine)
-        return (answer, NegotiatedCall(streams: streams, remoteTransport: offer.transport, dtlsRole: mine.setup == .active ? .client : .server))
+        return (answer, NegotiatedCall(streams: streams, remoteTransport: offer.transport, dtlsRole: mine.setup == .active ? .client : .server, data: data))
     }
 
     /// The call our offer and the peer's answer make.
     public static func negotiate(offer: JSEPDescription, answer: JSEPDescription, local: LocalMedia) throws(NegotiationError) -> NegotiatedCall {
         var streams: [NegotiatedCall.Stream] = []
+        var data: NegotiatedCall.DataAgreement?
         for answered in answer.media where !answered.isRejected {
+            if answered.isDataChannel {
+                guard offer.media.contains(where: { $0.mid == answered.mid && $0.isDataChannel }) else {
+                    throw NegotiationError("the answer has a data channel section (mid \(answered.mid)) the offer did not have")
+                }
+                data = .init(remotePort: answered.sctpPort ?? 5000, maxMessageSize: answered.maxMessageSize ?? 65_536)
+                continue
+            }
             guard let kind = MediaKind(rawValue: answered.kind), let ours = offer.media.first(where: { $0.mid == answered.mid && $0.kind == answered.kind }) else {
                 throw NegotiationError("the answer has a section (mid \(answered.mid), \(answered.kind)) the offer did not have")
             }
@@ -167,7 +192,7 @@ public enum OfferAnswer {
         case .passive: role = .client
         case .actpass: throw NegotiationError("the answer says a=setup:actpass; an answer must choose active or passive (RFC 5763 §5)")
         }
-        return NegotiatedCall(streams: streams, remoteTransport: answer.transport, dtlsRole: role)
+        return NegotiatedCall(streams: streams, remoteTransport: answer.transport, dtlsRole: role, data: data)
     }
 
     /// The first offered codec of `kind` callend speaks, with the feedback both know.

@@ -34,6 +34,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         public var measuresLatency = false
         /// Records both directions as WebM segments (`join --record-dir`).
         public var recording: CallRecording?
+        /// Data channels (`join --data-socket`): offered and accepted when set.
+        public var dataTrack: DataTrack?
 
         public init(videoTrack: LocalVideoTrack?, audioTrack: LocalAudioTrack?, renderers: [any VideoRenderer] = [], audioPlayout: (any AudioDevice)? = nil) {
             self.videoTrack = videoTrack
@@ -311,7 +313,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let streams = call.streams.map { s in
                 "\(s.kind.rawValue) \(s.codec.name)\(s.codec.ulpfecPayloadType == nil ? "" : " with ULPFEC in RED") \(JSEPDescription.Direction(sends: s.sends, receives: s.receives).rawValue)"
             }
-            log("media: \(streams.joined(separator: ", ")) over ICE + DTLS-SRTP (BUNDLE)")
+            let data = call.data.map { ", data channels (SCTP port \($0.remotePort), messages up to \($0.maxMessageSize == 0 ? "any size" : "\($0.maxMessageSize) bytes"))" } ?? ""
+            log("media: \(streams.joined(separator: ", "))\(data) over ICE + DTLS-SRTP (BUNDLE)")
+            if call.data == nil, media.dataTrack != nil { log(.warning("data: the peer takes no data channels (its description has none)")) }
             let roundStart = ContinuousClock.now
             let result: (sent: SenderStatistics, received: ReceiverSummary)
             do {

@@ -28,7 +28,10 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
     init(maxViewers: Int, media: Call.Media, certificate: DTLSCertificate, encoding: CallMedia.Encoding,
          ice: @escaping @Sendable () -> ICEAgent.Configuration, log: @escaping @Sendable (LogMessage) -> Void) {
         self.maxViewers = maxViewers
-        self.media = media
+        // Viewers watch; the call's data channels are the call's peer's alone.
+        var watched = media
+        watched.dataTrack = nil
+        self.media = watched
         self.certificate = certificate
         self.encoding = encoding
         self.ice = ice

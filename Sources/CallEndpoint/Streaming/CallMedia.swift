@@ -19,6 +19,10 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     private let stopRequested = Atomic<Bool>(false)
     /// Set when the peer's certificate did not match its description.
     let untrusted = Mutex<String?>(nil)
+    /// This round's data channels, once both sides agreed on them; the association starts
+    /// when DTLS is up.
+    private let data = Mutex<DataChannelSession?>(nil)
+    private let dataTrack: DataTrack?
 
     /// How long ICE and DTLS may take once both descriptions are known (RFC 8445 checks take
     /// seconds at worst through TURN; a peer that never answers must not hold the round for ever).
@@ -29,6 +33,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
                 onEvent: @escaping @Sendable (BundleTransport.Event) -> Void) throws {
         var local = LocalMedia(sendsVideo: media.videoTrack != nil, sendsAudio: media.audioTrack != nil)
         local.receives = receives
+        local.dataChannels = media.dataTrack != nil
+        dataTrack = media.dataTrack
         self.local = local
         final class Outcome: @unchecked Sendable {  // set once, right after init
             weak var media: CallMedia?
@@ -36,7 +42,9 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         let me = Outcome()
         transport = try BundleTransport(configuration: .init(ice: ice, certificate: certificate)) { event in
             switch event {
-            case .secured: me.media?.settle(nil)
+            case .secured:
+                me.media?.data.withLock { $0 }?.start()
+                me.media?.settle(nil)
             case .failed(let why): me.media?.settle(why)
             case .untrusted(let why):
                 me.media?.untrusted.withLock { $0 = why }
@@ -49,7 +57,29 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         try transport.start()
     }
 
-    deinit { transport.close() }
+    deinit {
+        endData()
+        transport.close()
+    }
+
+    private func endData() {
+        guard let session = data.withLock({ $0 }) else { return }
+        dataTrack?.detach(session)
+        session.close()
+    }
+
+    /// The data channel association both descriptions agreed on, its packets riding on DTLS.
+    private func setUpData(_ call: NegotiatedCall) throws {
+        guard let agreed = call.data, data.withLock({ $0 == nil }) else { return }
+        let transport = transport
+        let session = try DataChannelSession(isDTLSClient: call.dtlsRole == .client, remotePort: agreed.remotePort) { packet in
+            transport.sendApplicationData(packet)
+        }
+        transport.onApplicationData { [weak session] packet in session?.input(packet) }
+        data.withLock { $0 = session }
+        // The track's channels open as soon as the association is up, and the peer's are taken.
+        dataTrack?.attach(session)
+    }
 
     private func settle(_ failure: String?) {
         let first = outcome.withLock { o -> Bool in
@@ -92,6 +122,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     /// Answers the peer's offer and points the transport at the peer.
     public func answer(_ offer: JSEPDescription) throws -> (JSEPDescription, NegotiatedCall) {
         let (answer, call) = try OfferAnswer.answer(offer, local: local, transport: localTransport)
+        try setUpData(call)
         try transport.setRemote(call.remoteTransport, role: call.dtlsRole)
         session.withLock { $0 = Session(local: answer, remote: offer, role: call.dtlsRole) }
         return (answer, call)
@@ -100,6 +131,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     /// Takes the peer's answer to our offer and points the transport at the peer.
     public func accept(_ answer: JSEPDescription, to offer: JSEPDescription) throws -> NegotiatedCall {
         let call = try OfferAnswer.negotiate(offer: offer, answer: answer, local: local)
+        try setUpData(call)
         try transport.setRemote(call.remoteTransport, role: call.dtlsRole)
         session.withLock { $0 = Session(local: offer, remote: answer, role: call.dtlsRole) }
         return call
@@ -256,6 +288,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
             parts.withLock { $0 = (nil, nil) }
         }
         if stopRequested.load(ordering: .relaxed) { stop() }
+        defer { endData() }
         let sent = try MediaSession(transport: transport, loop: loop, sender: sender, receiver: receiver).run()
         var received = receiver.finish()
         if let failure = lateFailure.withLock({ $0 }) { received.endReason = failure }

@@ -81,6 +81,10 @@ public struct JSEPDescription: Sendable, Equatable {
         public var msid: String?
         public var rtcpMux = true
         public var rtcpReducedSize = true
+        /// m=application for data channels (RFC 8841): the SCTP port (a=sctp-port) and the
+        /// largest message the side takes (a=max-message-size; 0: any size).
+        public var sctpPort: UInt16?
+        public var maxMessageSize: Int?
 
         public init(kind: String, mid: String) {
             self.kind = kind
@@ -88,6 +92,19 @@ public struct JSEPDescription: Sendable, Equatable {
         }
 
         public var isRejected: Bool { port == 0 }
+        /// An SCTP-over-DTLS section carrying data channels (RFC 8841 §4).
+        public var isDataChannel: Bool { kind == "application" && proto.hasSuffix("DTLS/SCTP") && formats.contains("webrtc-datachannel") }
+
+        /// A data channel section, as callend offers and answers it.
+        public static func dataChannels(mid: String, maxMessageSize: Int = 262_144) -> Media {
+            var m = Media(kind: "application", mid: mid)
+            m.proto = "UDP/DTLS/SCTP"
+            m.formats = ["webrtc-datachannel"]
+            m.sctpPort = 5000
+            m.maxMessageSize = maxMessageSize
+            (m.rtcpMux, m.rtcpReducedSize) = (false, false)
+            return m
+        }
         public func extensionID(_ uri: String) -> UInt8? { extensions.first { $0.uri == uri }?.id }
     }
 
@@ -194,6 +211,11 @@ public struct JSEPDescription: Sendable, Equatable {
             }
             media.extensions.append(HeaderExtension(id: id, uri: String(fields[1])))
         }
+        if media.isDataChannel, m.port != 0 {
+            // RFC 8841 §5: 5000 and 64 KiB when not said.
+            media.sctpPort = m.attribute("sctp-port").flatMap { UInt16($0) } ?? 5000
+            media.maxMessageSize = m.attribute("max-message-size").flatMap { Int($0) } ?? 65_536
+        }
         guard m.kind == "audio" || m.kind == "video", m.port != 0 else { return media }
         var codecs: [UInt8: Codec] = [:]
         for map in m.attributes("rtpmap") {
@@ -290,6 +312,16 @@ public struct JSEPDescription: Sendable, Equatable {
             a("fingerprint:\(transport.fingerprint)")
             a("setup:\(transport.setup.rawValue)")
             a("mid:\(m.mid)")
+            if m.isDataChannel {
+                if let port = m.sctpPort { a("sctp-port:\(port)") }
+                if let size = m.maxMessageSize { a("max-message-size:\(size)") }
+                if m.mid == bundle.first {
+                    for c in transport.candidates { a(c.hasPrefix("candidate:") ? c : "candidate:" + c) }
+                    if transport.endOfCandidates { a("end-of-candidates") }
+                }
+                sections.append(.init(kind: m.kind, port: 9, proto: m.proto, formats: m.formats, lines: lines))
+                continue
+            }
             for e in m.extensions { a("extmap:\(e.id) \(e.uri)") }
             a(m.direction.rawValue)
             if let msid = m.msid { a("msid:\(msid)") }

@@ -93,6 +93,10 @@ public enum WebPage {
       <div id="pair">no path yet</div>
     </div>
     <div class="card"><pre id="log"></pre></div>
+    <div class="card">
+      <pre id="data-log">data channel: none yet (the peer needs one: callend join --data-socket)</pre>
+      <form id="data-form"><input id="data-input" placeholder="a message to the peer" autocomplete="off" disabled> <button id="data-send" disabled>Send</button></form>
+    </div>
   </aside>
 </main>
 <script src="/app.js"></script>
@@ -116,6 +120,7 @@ const state = {
   room: null, token: null, me: null, peer: null, iceServers: [],
   ws: null, pc: null, local: null, remoteSession: null, described: false, pending: [],
   retry: 250, over: false, chain: Promise.resolve(), stats: null, history: [], log: [],
+  channels: [], dataLog: [],
 };
 window.callend = state;
 
@@ -261,6 +266,62 @@ async function onMessage(m) {
 // The o= session id: another id is a new session (the peer came back as a new process).
 function sessionOf(sdp) { const m = /^o=\S+ (\d+)/m.exec(sdp); return m ? m[1] : null; }
 
+// --- The data channel console ---------------------------------------------------------------
+// The page opens a channel labelled 'callend' (ordered, reliable) and takes the peer's of that
+// label: what `callend join --data-socket` bridges to a local socket. `callendData` is for
+// whoever drives the page (tests): what came, and sending.
+
+const DATA_LABEL = 'callend';
+window.callendData = {
+  received: [], count: 0, bytes: 0, keep: true,
+  open: () => !!openChannel(),
+  send: (message) => { const ch = openChannel(); if (!ch) return false; ch.send(message); return true; },
+  channel: () => openChannel(),
+};
+
+function dataLog(text) {
+  state.dataLog.push(text.length > 200 ? `${text.slice(0, 200)}…` : text);
+  if (state.dataLog.length > 100) state.dataLog.shift();
+  $('data-log').textContent = state.dataLog.slice(-10).join('\n');
+}
+
+function openChannel() { return state.channels.find((c) => c.readyState === 'open' && c.label === DATA_LABEL); }
+
+function dataControls() {
+  const off = !openChannel();
+  $('data-input').disabled = off;
+  $('data-send').disabled = off;
+}
+
+function wireChannel(ch) {
+  ch.binaryType = 'arraybuffer';
+  state.channels.push(ch);
+  ch.onopen = () => { dataLog(`channel '${ch.label}' open`); dataControls(); };
+  ch.onclose = () => {
+    state.channels = state.channels.filter((c) => c !== ch);
+    dataLog(`channel '${ch.label}' closed`);
+    dataControls();
+  };
+  ch.onmessage = (e) => {
+    const d = window.callendData;
+    const size = typeof e.data === 'string' ? e.data.length : e.data.byteLength;
+    d.count += 1;
+    d.bytes += size;
+    if (d.keep) d.received.push(e.data);
+    if (typeof e.data === 'string' && size <= 1000) dataLog(`${state.peer}: ${e.data}`);
+    else dataLog(`${state.peer}: ${size} ${typeof e.data === 'string' ? 'characters' : 'bytes'}`);
+  };
+  if (ch.readyState === 'open') ch.onopen();
+}
+
+function sendConsole(e) {
+  e.preventDefault();
+  const text = $('data-input').value;
+  if (!text || !window.callendData.send(text)) return;
+  dataLog(`me: ${text}`);
+  $('data-input').value = '';
+}
+
 // --- The call -------------------------------------------------------------------------------
 
 function makeCall() {
@@ -290,6 +351,8 @@ function makeCall() {
   state.pc = pc;
   state.described = false;
   state.pending = [];
+  state.channels = [];
+  pc.ondatachannel = (e) => wireChannel(e.channel);
   return pc;
 }
 
@@ -310,7 +373,12 @@ function describe(description) {
 
 async function offer(iceRestart) {
   const pc = state.pc || makeCall();
-  if (!iceRestart) addLocal(pc, true);
+  // A data channel of our own after the media (its m=application last, the media's mids as
+  // before), and the peer's as they come.
+  if (!iceRestart) {
+    addLocal(pc, true);
+    wireChannel(pc.createDataChannel(DATA_LABEL));
+  }
   await pc.setLocalDescription(await pc.createOffer({ iceRestart }));
   describe(pc.localDescription);
 }
@@ -325,6 +393,8 @@ async function onOffer(m) {
   await pc.setRemoteDescription({ type: 'offer', sdp: m.payload.sdp });
   state.remoteSession = session;
   if (fresh) addLocal(pc, false);
+  // Where the offer brought SCTP, a channel of our own beside the peer's.
+  if (fresh && /^m=application .*webrtc-datachannel/m.test(m.payload.sdp)) wireChannel(pc.createDataChannel(DATA_LABEL));
   await pc.setLocalDescription(await pc.createAnswer());
   describe(pc.localDescription);
 }
@@ -451,6 +521,7 @@ async function start(room, token) {
   $('call').hidden = false;
   $('room').textContent = room;
   $('leave').onclick = leave;
+  $('data-form').onsubmit = sendConsole;
   state.local = await openLocal();
   showLocal(state.local);
   connect(false);
