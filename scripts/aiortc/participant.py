@@ -75,6 +75,7 @@ async def run(args):
         asyncio.ensure_future(consume(track))
 
     tally = lines.Tally(args.data_peer) if args.data_label else None
+    data_seen = [0, 0.0]  # what had come, and when that last changed
     peer_channel = {}
 
     def take(channel):
@@ -106,7 +107,13 @@ async def run(args):
     connected_at = None
     while True:
         now = asyncio.get_running_loop().time()
-        done_data = tally is None or (tally.small >= args.data_expect and tally.big >= args.data_expect_big)
+        came = tally and (tally.small + tally.out_of_order if args.data_unreliable else tally.small)
+        if tally and tally.small + tally.out_of_order + tally.big != data_seen[0]:
+            data_seen[:] = [tally.small + tally.out_of_order + tally.big, now]
+        idle = bool(args.data_idle and data_seen[0] and now - data_seen[1] > args.data_idle)
+        # Leaving closes the association: not before the peer has all of ours (--data-done-file).
+        done_data = tally is None or ((came >= args.data_expect and tally.big >= args.data_expect_big or idle)
+                                      and (not args.data_done_file or os.path.exists(args.data_done_file)))
         if connected_at is not None and now >= connected_at + args.seconds and done_data or now >= deadline:
             break
         try:
@@ -167,6 +174,8 @@ def main():
     parser.add_argument("--data-big", type=int, default=0)
     parser.add_argument("--data-expect", type=int, default=0)
     parser.add_argument("--data-expect-big", type=int, default=0)
+    parser.add_argument("--data-idle", type=float, help="count the data as done once nothing came for this long after something did")
+    parser.add_argument("--data-done-file", help="stay until this file exists (the peer has all this side sent)")
     args = parser.parse_args()
     sys.exit(0 if asyncio.run(run(args)) else 1)
 

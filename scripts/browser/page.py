@@ -30,6 +30,8 @@ parser.add_argument("--data-send", type=int, help="once the media arrived: the d
 parser.add_argument("--data-big", type=int, default=0, help="and this many big lines, sent as the channel's buffer allows")
 parser.add_argument("--data-expect", type=int, default=0, help="small lines from the peer ('callend N') to wait for")
 parser.add_argument("--data-expect-big", type=int, default=0, help="big lines from the peer to wait for")
+parser.add_argument("--data-idle", type=float, help="stop waiting once nothing came for this long after something did (an unreliable channel may lose)")
+parser.add_argument("--data-done-file", help="then stay until this file exists (the peer has all the page sent): leaving closes the channel")
 parser.add_argument("--peer-collected-file", help="with --run-until: the peer page's --collected-file; this page stays in the call until it appears (30 s at most), so that its leaving does not end the call under the peer's collection")
 args = parser.parse_args()
 # Stopped by SIGTERM: unwind through the finally below, which closes Chromium.
@@ -115,11 +117,13 @@ pump();
 DATA_TALLY = """
 const done = arguments[arguments.length - 1], d = window.callendData;
 let small = 0, outOfOrder = 0; const bigs = [];
+const label = d.channel() ? d.channel().label : 'callend';
 for (const m of d.received) {
   const text = typeof m === 'string' ? m : new TextDecoder().decode(m);
   if (text.length === 16384) bigs.push(text); else if (text === `callend ${small}`) small++; else outOfOrder++;
 }
 crypto.subtle.digest('SHA-256', new TextEncoder().encode(bigs.join(''))).then((h) => done({small, outOfOrder, big: bigs.length,
+  peerChannel: d.peer.find((c) => c.label === label) || null,
   bigSha256: Array.from(new Uint8Array(h)).map((b) => b.toString(16).padStart(2, '0')).join('')}));
 """
 
@@ -138,23 +142,37 @@ def ready(driver):
     return (recv.get("framesDecoded") or 0) >= args.frames and (recv.get("audioSamples") or 0) > 0 and bool(state.get("playing"))
 
 data = None
+CONSOLE_LINE = "typed into the console"
 
 def data_exchange():
     """The data channel console's traffic both ways; `data` gets what came and how long it took."""
     global data, status
     from selenium.webdriver.support.ui import WebDriverWait as Wait
     Wait(driver, 30, poll_frequency=0.1).until(lambda d: d.execute_script("return window.callendData.open()"))
+    # A line typed into the console and sent with its button, as a person would.
+    from selenium.webdriver.common.by import By
+    driver.find_element(By.ID, "data-input").send_keys(CONSOLE_LINE)
+    driver.find_element(By.ID, "data-send").click()
+    Wait(driver, 5, poll_frequency=0.1).until(lambda d: d.execute_script("return window.callendData.typed").count(CONSOLE_LINE) == 1)
     started = time.time()
     driver.set_script_timeout(120)
     driver.execute_async_script(DATA_SEND, args.data_send, args.data_big)
     sent = time.time() - started
+    seen = {"count": 0, "at": time.time()}
     def arrived(d):
         n = d.execute_script("return window.callendData.count")
-        return n >= args.data_expect + args.data_expect_big
+        if n != seen["count"]:
+            seen.update(count=n, at=time.time())
+        idle = args.data_idle and n > 0 and time.time() - seen["at"] > args.data_idle
+        return n >= args.data_expect + args.data_expect_big or idle
     try:
         Wait(driver, 120, poll_frequency=0.2).until(arrived)
     except Exception:
         status = 1
+    if args.data_done_file:
+        deadline = time.time() + 60
+        while not os.path.exists(args.data_done_file) and time.time() < deadline:
+            time.sleep(0.05)
     data = driver.execute_async_script(DATA_TALLY)
     data["handedOverSeconds"] = round(sent, 3)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datachannel"))

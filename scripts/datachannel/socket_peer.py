@@ -26,6 +26,8 @@ parser.add_argument("--send", type=int, default=0)
 parser.add_argument("--big", type=int, default=0)
 parser.add_argument("--expect", type=int, default=0)
 parser.add_argument("--expect-big", type=int, default=0)
+parser.add_argument("--unordered", action="store_true", help="--expect counts every line that is not big, in any order")
+parser.add_argument("--idle", type=float, help="stop once nothing came for this long after something did (an unreliable channel may lose)")
 parser.add_argument("--count", type=int, default=100)
 parser.add_argument("--interval", type=float, default=0.05)
 parser.add_argument("--size", type=int, default=10 * 1024 * 1024)
@@ -81,15 +83,19 @@ if args.mode == "lines":
 
     sender = threading.Thread(target=send)
     sender.start()
-    tally, first_big, last_big = lines.Tally(args.peer), None, None
+    tally, first_big, last_big, last = lines.Tally(args.peer), None, None, None
     for line in read_lines():
         if line is None:
+            if args.idle and last and time.monotonic() - last > args.idle:
+                break
             continue
+        last = time.monotonic()
         tally.take(line)
         if len(line) == lines.BIG:
             first_big = first_big or time.monotonic()
             last_big = time.monotonic()
-        if tally.small >= args.expect and tally.big >= args.expect_big:
+        came = tally.small + tally.out_of_order if args.unordered else tally.small
+        if came >= args.expect and tally.big >= args.expect_big:
             break
     sender.join()
     report = tally.report()

@@ -7,8 +7,9 @@
 #   aiortc-*        aiortc as the peer, in both offer directions: the reliable channel as above,
 #                   and an unreliable one (unordered, no retransmissions) both ways, whose
 #                   options aiortc must see as callend announced them
-#   chromium-*      the callend page in headless Chromium, in both offer directions: its
-#                   console's channel, 200 small lines and 10 MiB each way
+#   chromium-*      the callend page in headless Chromium, in both offer directions: a line
+#                   typed into its console, then 200 small lines and 10 MiB each way on its
+#                   channel; and an unreliable channel both ways (?data=unreliable)
 # Prints the figures (throughput, latency); skips, saying so, only where neither aiortc nor
 # Chromium can run at all.
 set -uo pipefail
@@ -20,7 +21,7 @@ py=/usr/bin/python3
 peer=$PWD/scripts/datachannel/socket_peer.py
 work=$(mktemp -d /tmp/callend-datachannel.XXXXXX)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [ -n "${DATACHANNEL_KEEP:-}" ] || rm -rf "$work"' EXIT
 "$bin" token --new-secret --out "$work/secret"
 "$bin" serve --listen 127.0.0.1:0 --http 127.0.0.1:0 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
 pids+=($!)
@@ -107,10 +108,10 @@ if "$python" -c "import aiortc" 2>/dev/null; then
   # aiortc_case ROOM FIRST(callend|aiortc) LABEL UNRELIABLE(0|1) SMALL BIG
   aiortc_case() {
     local room=$1 first=$2 label=$3 unreliable=$4 small=$5 big=$6 extra=() aextra=()
-    [ "$unreliable" = 1 ] && { extra=(--data-unreliable); aextra=(--data-unreliable); }
+    [ "$unreliable" = 1 ] && { extra=(--data-unreliable); aextra=(--data-unreliable --data-idle 3); }
     start_aiortc() {
       "$python" scripts/aiortc/participant.py --server "127.0.0.1:$port" --room "$room" --token "$(token "$room" aiortc)" --seconds 3 \
-        --data-label "$label" "${aextra[@]}" --data-send "$small" --data-big "$big" --data-expect "$small" --data-expect-big "$big" \
+        --data-label "$label" "${aextra[@]}" --data-send "$small" --data-big "$big" --data-expect "$small" --data-expect-big "$big" --data-done-file "$work/$room.done" \
         > "$work/$room-aiortc.out" 2> "$work/$room-aiortc.err" &
       pa=$!; pids+=($pa)
     }
@@ -124,15 +125,20 @@ if "$python" -c "import aiortc" 2>/dev/null; then
       join "$room" callend 90 --data-socket "$work/$room.sock" --data-label "$label" "${extra[@]}"
     fi
     local pc=$joined
+    local order=()
+    [ "$unreliable" = 1 ] && order=(--unordered --idle 3)
     "$py" "$peer" "$work/$room.sock" lines --name callend --peer aiortc --send "$small" --big "$big" --expect "$small" --expect-big "$big" --timeout 60 \
-      > "$work/$room-socket.json"
+      "${order[@]}" > "$work/$room-socket.json"
+    touch "$work/$room.done"
     timeout 90 tail --pid="$pa" -f /dev/null
     kill $pc 2>/dev/null; wait $pc 2>/dev/null
-    # Small lines: in order on a reliable channel; on an unordered one, all of them in any order.
-    local ordered=True retransmits=None came="x.get('small')"
-    [ "$unreliable" = 1 ] && { ordered=False; retransmits=0; came="x.get('small', 0) + x.get('outOfOrder', 0)"; }
+    # Small lines: all, in order, on a reliable channel. On an unreliable one a burst of them
+    # may lose some for good (a datagram dropped on a loaded machine is never sent again): at
+    # least a quarter, in any order, and no more than were sent.
+    local ordered=True retransmits=None came="x.get('small') == $small"
+    [ "$unreliable" = 1 ] && { ordered=False; retransmits=0; came="$small // 4 <= x.get('small', 0) + x.get('outOfOrder', 0) <= $small"; }
     judge "$room: $small small and $big big lines each way on '$label'$([ "$unreliable" = 1 ] && echo ' (unordered, no retransmissions)')" \
-      "all($came == $small and x.get('big') == $big and x.get('bigOk') for x in [j[0], j[1].get('data', {})]) and j[1]['data'].get('peerChannel', {}).get('ordered') == $ordered and j[1]['data']['peerChannel'].get('maxRetransmits') == $retransmits" \
+      "all($came and x.get('big') == $big and x.get('bigOk') for x in [j[0], j[1].get('data', {})]) and j[1]['data'].get('peerChannel', {}).get('ordered') == $ordered and j[1]['data']['peerChannel'].get('maxRetransmits') == $retransmits" \
       "$work/$room-socket.json" "$work/$room-aiortc.out"
   }
   aiortc_case aiortc-callend-offers callend callend 0 200 640
@@ -147,34 +153,50 @@ fi
 # --- Chromium -----------------------------------------------------------------------------
 if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && "$py" -c "import selenium" 2>/dev/null; then
   ran_outside=1
-  chromium_case() {  # ROOM FIRST(callend|chromium)
-    local room=$1 first=$2
+  # chromium_case ROOM FIRST(callend|chromium) UNRELIABLE(0|1) SMALL BIG: the socket also gets
+  # the one line typed into the page's console (outOfOrder 1: it is not one of the numbered).
+  chromium_case() {
+    local room=$1 first=$2 unreliable=$3 small=$4 big=$5 query="" extra=()
+    local idle=()
+    [ "$unreliable" = 1 ] && { query="&data=unreliable&data-label=telemetry"; extra=(--data-label telemetry --data-unreliable); idle=(--data-idle 3); }
     start_page() {
-      "$py" scripts/browser/page.py "$web/?room=$room&token=$(token "$room" chromium)" --frames 30 --timeout 60 --ready-file "$work/$room.ready" \
-        --data-send 200 --data-big 640 --data-expect 200 --data-expect-big 640 > "$work/$room-page.out" 2> "$work/$room-page.err" &
+      "$py" scripts/browser/page.py "$web/?room=$room&token=$(token "$room" chromium)$query" --frames 30 --timeout 60 --ready-file "$work/$room.ready" \
+        --data-send "$small" --data-big "$big" --data-expect "$small" --data-expect-big "$big" --data-done-file "$work/$room.done" "${idle[@]}" \
+        > "$work/$room-page.out" 2> "$work/$room-page.err" &
       pp=$!; pids+=($pp)
     }
     if [ "$first" = callend ]; then
-      join "$room" callend 120 --data-socket "$work/$room.sock"
+      join "$room" callend 120 --data-socket "$work/$room.sock" "${extra[@]}"
       wait_for "$work/$room-callend.err" "joined room" 30 || { status=1; return; }
       start_page
     else
       start_page
       local deadline=$((SECONDS + 60))
       until [ -s "$work/$room.ready" ] || ! kill -0 "$pp" 2>/dev/null || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
-      join "$room" callend 120 --data-socket "$work/$room.sock"
+      join "$room" callend 120 --data-socket "$work/$room.sock" "${extra[@]}"
     fi
     local pc=$joined
-    "$py" "$peer" "$work/$room.sock" lines --name callend --peer chromium --send 200 --big 640 --expect 200 --expect-big 640 --timeout 90 \
-      > "$work/$room-socket.json"
+    # The console's line comes too: in order before the numbered ones, or anywhere among them.
+    local expect=$small order=()
+    [ "$unreliable" = 1 ] && { expect=$((small + 1)); order=(--unordered --idle 3); }
+    "$py" "$peer" "$work/$room.sock" lines --name callend --peer chromium --send "$small" --big "$big" --expect "$expect" --expect-big "$big" --timeout 90 \
+      "${order[@]}" > "$work/$room-socket.json"
+    touch "$work/$room.done"
     wait "$pp"
     kill $pc 2>/dev/null; wait $pc 2>/dev/null
-    judge "$room: 200 small and 640 big lines (10 MiB) each way with the page's console channel" \
-      "j[0].get('small') == 200 and j[0].get('big') == 640 and j[0].get('bigOk') and j[1].get('data', {}).get('small') == 200 and j[1]['data'].get('big') == 640 and j[1]['data'].get('bigOk') and j[1]['data'].get('outOfOrder') == 0" \
-      "$work/$room-socket.json" "$work/$room-page.out"
+    if [ "$unreliable" = 1 ]; then
+      judge "$room: $small small lines each way (at least a quarter: see aiortc-unreliable), unordered with no retransmissions, as both sides see the other's channel" \
+        "$small // 4 <= j[0].get('small', 0) + j[0].get('outOfOrder', 0) <= $small + 1 and $small // 4 <= j[1].get('data', {}).get('small', 0) + j[1]['data'].get('outOfOrder', 0) <= $small and (j[1]['data'].get('peerChannel') or {}).get('ordered') is False and j[1]['data']['peerChannel'].get('maxRetransmits') == 0" \
+        "$work/$room-socket.json" "$work/$room-page.out"
+    else
+      judge "$room: the console's typed line, $small small and $big big lines (10 MiB) each way" \
+        "j[0].get('small') == $small and j[0].get('outOfOrder') == 1 and j[0].get('big') == $big and j[0].get('bigOk') and j[1].get('data', {}).get('small') == $small and j[1]['data'].get('big') == $big and j[1]['data'].get('bigOk') and j[1]['data'].get('outOfOrder') == 0" \
+        "$work/$room-socket.json" "$work/$room-page.out"
+    fi
   }
-  chromium_case chromium-callend-offers callend
-  chromium_case chromium-chromium-offers chromium
+  chromium_case chromium-callend-offers callend 0 200 640
+  chromium_case chromium-chromium-offers chromium 0 200 640
+  chromium_case chromium-unreliable chromium 1 500 0
 else
   echo "datachannel: no Chromium, chromium-driver or python3-selenium: its cases did not run"
   status=1

@@ -271,9 +271,11 @@ function sessionOf(sdp) { const m = /^o=\S+ (\d+)/m.exec(sdp); return m ? m[1] :
 // label: what `callend join --data-socket` bridges to a local socket. `callendData` is for
 // whoever drives the page (tests): what came, and sending.
 
-const DATA_LABEL = 'callend';
+// ?data-label=L and ?data=unreliable (unordered, no retransmissions) change the page's channel.
+const DATA_LABEL = params.get('data-label') || 'callend';
+const DATA_OPTIONS = params.get('data') === 'unreliable' ? { ordered: false, maxRetransmits: 0 } : {};
 window.callendData = {
-  received: [], count: 0, bytes: 0, keep: true,
+  received: [], count: 0, bytes: 0, keep: true, peer: [], typed: [],
   open: () => !!openChannel(),
   send: (message) => { const ch = openChannel(); if (!ch) return false; ch.send(message); return true; },
   channel: () => openChannel(),
@@ -318,6 +320,7 @@ function sendConsole(e) {
   e.preventDefault();
   const text = $('data-input').value;
   if (!text || !window.callendData.send(text)) return;
+  window.callendData.typed.push(text);
   dataLog(`me: ${text}`);
   $('data-input').value = '';
 }
@@ -352,7 +355,11 @@ function makeCall() {
   state.described = false;
   state.pending = [];
   state.channels = [];
-  pc.ondatachannel = (e) => wireChannel(e.channel);
+  pc.ondatachannel = (e) => {
+    const ch = e.channel;
+    window.callendData.peer.push({ label: ch.label, id: ch.id, ordered: ch.ordered, maxRetransmits: ch.maxRetransmits, protocol: ch.protocol });
+    wireChannel(ch);
+  };
   return pc;
 }
 
@@ -377,7 +384,7 @@ async function offer(iceRestart) {
   // before), and the peer's as they come.
   if (!iceRestart) {
     addLocal(pc, true);
-    wireChannel(pc.createDataChannel(DATA_LABEL));
+    wireChannel(pc.createDataChannel(DATA_LABEL, DATA_OPTIONS));
   }
   await pc.setLocalDescription(await pc.createOffer({ iceRestart }));
   describe(pc.localDescription);
@@ -394,7 +401,7 @@ async function onOffer(m) {
   state.remoteSession = session;
   if (fresh) addLocal(pc, false);
   // Where the offer brought SCTP, a channel of our own beside the peer's.
-  if (fresh && /^m=application .*webrtc-datachannel/m.test(m.payload.sdp)) wireChannel(pc.createDataChannel(DATA_LABEL));
+  if (fresh && /^m=application .*webrtc-datachannel/m.test(m.payload.sdp)) wireChannel(pc.createDataChannel(DATA_LABEL, DATA_OPTIONS));
   await pc.setLocalDescription(await pc.createAnswer());
   describe(pc.localDescription);
 }
