@@ -105,8 +105,7 @@ if args.mode == "lines":
 elif args.mode == "ping":
     for i in range(args.count):
         s.sendall(f"ping {time.monotonic_ns()}\n".encode())
-        time.sleep(args.interval)
-    time.sleep(1)
+        time.sleep(args.interval)  # the pace (20 Hz), not an order: the bridge sends all it read before EOF
 elif args.mode == "pong":
     latencies = []
     for line in read_lines():
@@ -124,7 +123,6 @@ elif args.mode == "send-bytes":
     started = time.monotonic()
     s.sendall(data)
     print(json.dumps({"sent": len(data), "sha256": hashlib.sha256(data).hexdigest(), "seconds": round(time.monotonic() - started, 3)}), flush=True)
-    time.sleep(2)
 else:
     h, got, first = hashlib.sha256(), 0, None
     while got < args.size and time.monotonic() < end:
