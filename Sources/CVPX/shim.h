@@ -52,6 +52,19 @@ static inline int cvpx_pkt_frame_is_key(const vpx_codec_cx_pkt_t *pkt) {
 static inline vpx_codec_pts_t cvpx_pkt_frame_pts(const vpx_codec_cx_pkt_t *pkt) { return pkt->data.frame.pts; }
 
 static inline vpx_enc_frame_flags_t cvpx_flag_force_keyframe(void) { return VPX_EFLAG_FORCE_KF; }
+/* Temporal layers: which reference buffers a frame may use and update (the altref never). A
+   frame that updates none updates no entropy either, so dropping it leaves the rest decodable. */
+static inline vpx_enc_frame_flags_t cvpx_layer_flags(int refs_golden, int updates_last, int updates_golden) {
+    vpx_enc_frame_flags_t flags = VP8_EFLAG_NO_REF_ARF | VP8_EFLAG_NO_UPD_ARF;
+    if (!refs_golden) flags |= VP8_EFLAG_NO_REF_GF;
+    if (!updates_last) flags |= VP8_EFLAG_NO_UPD_LAST;
+    if (!updates_golden) flags |= VP8_EFLAG_NO_UPD_GF;
+    if (!updates_last && !updates_golden) flags |= VP8_EFLAG_NO_UPD_ENTROPY;
+    return flags;
+}
+static inline vpx_codec_err_t cvpx_set_temporal_layer_id(vpx_codec_ctx_t *ctx, int layer) {
+    return vpx_codec_control(ctx, VP8E_SET_TEMPORAL_LAYER_ID, layer);
+}
 static inline unsigned long cvpx_deadline_realtime(void) { return VPX_DL_REALTIME; }
 
 static inline unsigned char *cvpx_image_plane(const vpx_image_t *img, int plane) { return img->planes[plane]; }

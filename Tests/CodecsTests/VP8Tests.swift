@@ -151,6 +151,45 @@ func readAllFrames(_ path: String) throws -> [VideoFrame] {
         bad = VP8EncoderConfiguration(width: 640, height: 480)
         bad.cpuUsed = 20
         #expect(throws: MediaError.self) { try VP8Encoder(configuration: bad) }
+        bad = VP8EncoderConfiguration(width: 640, height: 480)
+        bad.temporalLayers = 4
+        #expect(throws: MediaError.self) { try VP8Encoder(configuration: bad) }
+    }
+
+    /// Three temporal layers: frames take the layers in turn (0 2 1 2), a forced keyframe starts
+    /// the pattern again, and the frames of layers 0 ... k alone decode to the pictures (a frame
+    /// that referred to a layer above k would decode against a stale buffer: its PSNR would fall).
+    /// Layer 0 takes about 40 % of the bits, 1 about 20 %: what libvpx's per-layer budgets set.
+    @Test(arguments: [0, 1, 2])
+    func theLowerTemporalLayersDecodeAlone(upTo top: Int) throws {
+        let dir = try TemporaryDirectory()
+        let frames = try readAllFrames(try makeTestClip(in: dir, width: 640, height: 480, frames: 120, source: "testsrc2"))
+        var settings = VP8EncoderConfiguration(width: 640, height: 480, frameRate: 30, targetBitrate: 1_000_000)
+        settings.temporalLayers = 3
+        let encoder = try VP8Encoder(configuration: settings)
+        let decoder = try VP8Decoder()
+        var layers: [Int] = [], syncs: [Bool] = [], bytes = [0, 0, 0], psnrs: [Double] = []
+        for (index, frame) in frames.enumerated() {
+            if index == 61 { encoder.requestKeyframe() }
+            for encoded in try encoder.encode(frame) {
+                layers.append(encoded.temporalLayer)
+                syncs.append(encoded.layerSync)
+                bytes[encoded.temporalLayer] += encoded.data.count
+                #expect(encoded.isKeyframe == (index == 0 || index == 61))
+                guard encoded.temporalLayer <= top else { continue }
+                let decoded = try #require(try decoder.decode(encoded.data))
+                psnrs.append(try decoded.psnr(against: frame))
+            }
+        }
+        #expect(Array(layers.prefix(8)) == [0, 2, 1, 2, 0, 2, 1, 2])
+        #expect(Array(layers[60..<66]) == [0, 0, 2, 1, 2, 0], "a keyframe at 61 starts the pattern: \(layers[56..<70])")
+        #expect(Array(syncs.prefix(4)) == [true, true, true, false])
+        // Layer 0: 16 frames up to the keyframe at 61, 15 after; layer 1: as many again, less one.
+        #expect(psnrs.count == [31, 61, 120][top])
+        #expect(psnrs.min()! >= 30, "least PSNR \(psnrs.min()!) dB decoding layers 0 ... \(top)")
+        let total = Double(bytes.reduce(0, +))
+        #expect((0.3...0.6).contains(Double(bytes[0]) / total), "layer 0 took \(bytes[0]) of \(Int(total)) bytes")
+        #expect((0.1...0.3).contains(Double(bytes[1]) / total), "layer 1 took \(bytes[1]) of \(Int(total)) bytes")
     }
 
     /// A keyframe and three inter frames of a moving pattern.

@@ -36,6 +36,26 @@ import Testing
         #expect(try VP8PayloadFragment(parsing: next).descriptor.pictureID == 0x7fff)
         #expect(try VP8PayloadFragment(parsing: wrapped).descriptor.pictureID == 0, "15-bit wrap")
     }
+
+    /// Frames of an encoder with temporal layers carry TID and Y in every packet, and TL0PICIDX,
+    /// which counts layer-0 frames; frames without layers carry none of them (as before).
+    @Test func layeredFramesCarryTheirLayerAndTheLayerZeroIndex() throws {
+        var packetizer = VP8Packetizer(maxPayloadSize: 100, initialPictureID: 0x00ff)
+        let frame = [UInt8](repeating: 0x11, count: 150)
+        var seen: [(tl0: UInt8?, tid: UInt8?, sync: Bool)] = []
+        for (id, sync) in [(0, true), (2, true), (1, true), (2, false), (0, true)] {
+            let fragments = try packetizer.packetize(frame, layer: (id, sync)).map(VP8PayloadFragment.init(parsing:))
+            #expect(fragments.count == 2)
+            #expect(Set(fragments.map { "\($0.descriptor.tl0PictureIndex!) \($0.descriptor.temporalLayer!) \($0.descriptor.layerSync)" }).count == 1)
+            seen.append((fragments[0].descriptor.tl0PictureIndex, fragments[0].descriptor.temporalLayer, fragments[0].descriptor.layerSync))
+        }
+        #expect(seen.map(\.tid) == [0, 2, 1, 2, 0])
+        #expect(seen.map(\.sync) == [true, true, true, false, true])
+        let first = try #require(seen[0].tl0)
+        #expect(seen.map(\.tl0) == [first, first, first, first, first &+ 1])
+        let plain = try VP8PayloadFragment(parsing: packetizer.packetize(frame)[0]).descriptor
+        #expect(plain.temporalLayer == nil && plain.tl0PictureIndex == nil)
+    }
 }
 
 /// Packets of VP8 frames as a sender would make them.

@@ -14,10 +14,14 @@ public final class VP8Encoder {
     private var keyframeRequested = false
     private var lastPts: Int64 = -1
     private var firstTimestamp: Duration?
+    /// Temporal layers: the pattern, and the slot of the next frame in it.
+    public let pattern: TemporalPattern
+    private var slot = 0
 
     public init(configuration: VP8EncoderConfiguration) throws(MediaError) {
         try configuration.validate()
         self.configuration = configuration
+        pattern = TemporalPattern(layers: configuration.temporalLayers)
         context = .allocate(capacity: 1)
         context.initialize(to: vpx_codec_ctx_t())
         image = .allocate(capacity: 1)
@@ -75,6 +79,25 @@ public final class VP8Encoder {
         cfg.kf_mode = VPX_KF_AUTO
         cfg.kf_min_dist = 0
         cfg.kf_max_dist = UInt32(c.keyframeInterval)
+        applyLayers(targetBitrate: c.targetBitrate, to: &cfg)
+    }
+
+    /// The layers' rate split and cadence for libvpx's rate control (its per-layer budgets).
+    private func applyLayers(targetBitrate: Int, to cfg: inout vpx_codec_enc_cfg_t) {
+        guard pattern.layers > 1 else { return }
+        cfg.ts_number_layers = UInt32(pattern.layers)
+        cfg.ts_periodicity = UInt32(pattern.slots.count)
+        let kbps = pattern.cumulativeShare.map { UInt32((Double(targetBitrate) * $0 / 1000).rounded()) }
+        let decimators = (0..<pattern.layers).map { layer in UInt32(pattern.slots.count / pattern.slots.filter { $0.layer <= layer }.count) }
+        withUnsafeMutableBytes(of: &cfg.ts_target_bitrate) { raw in
+            for (i, v) in kbps.enumerated() { raw.storeBytes(of: v, toByteOffset: i * 4, as: UInt32.self) }
+        }
+        withUnsafeMutableBytes(of: &cfg.ts_rate_decimator) { raw in
+            for (i, v) in decimators.enumerated() { raw.storeBytes(of: v, toByteOffset: i * 4, as: UInt32.self) }
+        }
+        withUnsafeMutableBytes(of: &cfg.ts_layer_id) { raw in
+            for (i, s) in pattern.slots.enumerated() { raw.storeBytes(of: UInt32(s.layer), toByteOffset: i * 4, as: UInt32.self) }
+        }
     }
 
     /// Changes the target bitrate of the running encoder; the next frame is encoded at the new rate.
@@ -84,6 +107,7 @@ public final class VP8Encoder {
         try next.validate()
         var cfg = config
         cfg.rc_target_bitrate = UInt32(bitsPerSecond / 1000)
+        applyLayers(targetBitrate: bitsPerSecond, to: &cfg)
         try Self.check(vpx_codec_enc_config_set(context, &cfg), context, "set VP8 bitrate \(bitsPerSecond) bit/s")
         config = cfg
         configuration = next
@@ -127,8 +151,17 @@ public final class VP8Encoder {
         let nominal = Int64(Self.clockRate / configuration.frameRate)
         let pts = nextPts(for: time ?? frame.timestamp, nominal: nominal)
         var flags: vpx_enc_frame_flags_t = 0
-        if forceKeyframe || keyframeRequested { flags |= cvpx_flag_force_keyframe() }
+        let key = forceKeyframe || keyframeRequested
+        if key { flags |= cvpx_flag_force_keyframe() }
         keyframeRequested = false
+        // A keyframe starts the pattern again: it is layer 0's.
+        if key { slot = 0 }
+        let current = pattern.slots[slot % pattern.slots.count]
+        if pattern.layers > 1 {
+            flags |= cvpx_layer_flags(current.refersToGolden ? 1 : 0, current.updatesLast ? 1 : 0, current.updatesGolden ? 1 : 0)
+            try Self.check(cvpx_set_temporal_layer_id(context, Int32(current.layer)), context, "set VP8 temporal layer")
+        }
+        slot = (slot + 1) % pattern.slots.count
 
         let result: vpx_codec_err_t = frame.withPlanes { yp, up, vp in
             vpx_img_wrap(image, VPX_IMG_FMT_I420, UInt32(frame.width), UInt32(frame.height), 1, UnsafeMutablePointer(mutating: yp))
@@ -141,7 +174,20 @@ public final class VP8Encoder {
             return vpx_codec_encode(context, image, pts, UInt(nominal), flags, cvpx_deadline_realtime())
         }
         try Self.check(result, context, "VP8 encode")
-        return drain(timestamp: frame.timestamp)
+        var frames = drain(timestamp: frame.timestamp)
+        guard pattern.layers > 1 else { return frames }
+        for i in frames.indices {
+            if frames[i].isKeyframe {
+                // An automatic keyframe mid-pattern is layer 0's too; the pattern goes on after it.
+                frames[i].temporalLayer = 0
+                frames[i].layerSync = true
+                slot = 1 % pattern.slots.count
+            } else {
+                frames[i].temporalLayer = current.layer
+                frames[i].layerSync = current.layer > 0 && current.isSync
+            }
+        }
+        return frames
     }
 
     private func nextPts(for timestamp: Duration, nominal: Int64) -> Int64 {

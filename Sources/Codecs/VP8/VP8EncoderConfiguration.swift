@@ -39,6 +39,10 @@ public struct VP8EncoderConfiguration: Sendable, Equatable {
     /// A call that changes mode under congestion caps it, so the keyframe does not flood the
     /// bottleneck it is trying to fit.
     public var maxIntraBitratePercent: Int = 0
+    /// VP8 temporal layers (1, 2 or 3): with more than one, frames of the upper layers refer only
+    /// to lower ones, so a peer on a thin link can be sent the lower layers alone (a lower frame
+    /// rate) while one encode serves everyone. See `TemporalPattern`.
+    public var temporalLayers: Int = 1
 
     public init(width: Int, height: Int, frameRate: Int = 30, targetBitrate: Int = 1_000_000) {
         self.width = width
@@ -78,6 +82,7 @@ public struct VP8EncoderConfiguration: Sendable, Equatable {
         }
         guard (0...3).contains(tokenPartitions) else { throw fail("token partitions \(tokenPartitions); supported: 0 ... 3") }
         guard maxIntraBitratePercent >= 0 else { throw fail("max intra bitrate \(maxIntraBitratePercent) %; must be ≥ 0 (0: no limit)") }
+        guard (1...3).contains(temporalLayers) else { throw fail("temporal layers \(temporalLayers); supported: 1 ... 3") }
         guard keyframeInterval >= 1 else { throw fail("keyframe interval \(keyframeInterval); must be ≥ 1") }
     }
 }
@@ -92,4 +97,54 @@ public struct EncodedVideoFrame: Sendable, Equatable {
     public var height: Int
     /// Capture time of the picture this frame encodes.
     public var timestamp: Duration
+    /// The frame's temporal layer (0 without layers; a keyframe is always 0), and whether it is
+    /// a layer sync: it refers only to layer 0, so a peer can start taking its layer with it.
+    public var temporalLayer: Int = 0
+    public var layerSync: Bool = false
+}
+
+/// How frames take turns in the temporal layers, and what each may refer to (RFC 7741 §4.2's TID
+/// and Y). Every layer refers only to layers below it or to itself through a buffer no lower
+/// layer reads, so the frames of layers 0 ... k decode without any above k:
+/// - two layers, period 2: L0 (refers to and updates LAST), L1 (refers to LAST, updates nothing);
+/// - three layers, period 4: L0, L2 (refers to LAST), L1 (refers to LAST, updates GOLDEN),
+///   L2 (refers to LAST and GOLDEN).
+/// The bitrate goes 60/40 (two) and 40/20/40 (three), as libwebrtc splits it.
+public struct TemporalPattern: Sendable, Equatable {
+    public struct Slot: Sendable, Equatable {
+        public var layer: Int
+        public var refersToGolden: Bool
+        public var updatesLast: Bool
+        public var updatesGolden: Bool
+        /// Refers to layer 0 alone.
+        public var isSync: Bool { !refersToGolden }
+    }
+    public let layers: Int
+    public let slots: [Slot]
+    /// The share of the bitrate layers 0 ... k take together, for each k.
+    public let cumulativeShare: [Double]
+
+    public init(layers: Int) {
+        self.layers = layers
+        switch layers {
+        case 2:
+            slots = [Slot(layer: 0, refersToGolden: false, updatesLast: true, updatesGolden: false),
+                     Slot(layer: 1, refersToGolden: false, updatesLast: false, updatesGolden: false)]
+            cumulativeShare = [0.6, 1]
+        case 3:
+            slots = [Slot(layer: 0, refersToGolden: false, updatesLast: true, updatesGolden: false),
+                     Slot(layer: 2, refersToGolden: false, updatesLast: false, updatesGolden: false),
+                     Slot(layer: 1, refersToGolden: false, updatesLast: false, updatesGolden: true),
+                     Slot(layer: 2, refersToGolden: true, updatesLast: false, updatesGolden: false)]
+            cumulativeShare = [0.4, 0.6, 1]
+        default:
+            slots = [Slot(layer: 0, refersToGolden: true, updatesLast: true, updatesGolden: true)]
+            cumulativeShare = [1]
+        }
+    }
+
+    /// The frame rate of layers 0 ... k together, as a fraction of the full rate.
+    public func rateFraction(upTo layer: Int) -> Double {
+        Double(slots.filter { $0.layer <= layer }.count) / Double(slots.count)
+    }
 }

@@ -9,18 +9,30 @@ public struct VP8Packetizer: Sendable {
     public static let defaultMaxPayloadSize = 1200
     public let maxPayloadSize: Int
     public private(set) var pictureID: UInt16
+    /// The TL0PICIDX of the last layer-0 frame (RFC 7741 §4.2), once frames carry layers.
+    public private(set) var tl0PictureIndex: UInt8
 
     public init(maxPayloadSize: Int = defaultMaxPayloadSize, initialPictureID: UInt16 = 0) {
         precondition(maxPayloadSize > 8, "room for a descriptor and data")
         self.maxPayloadSize = maxPayloadSize
         self.pictureID = initialPictureID & 0x7fff
+        self.tl0PictureIndex = UInt8(truncatingIfNeeded: initialPictureID)
     }
 
-    /// Payloads for one frame; the caller sets the marker on the last RTP packet.
-    public mutating func packetize(_ frame: [UInt8]) -> [[UInt8]] {
+    /// Payloads for one frame; the caller sets the marker on the last RTP packet. A frame of an
+    /// encoder with temporal layers carries its layer (TID), whether it is a layer sync (Y) and
+    /// the index of the last layer-0 frame (TL0PICIDX, counted here, so a peer sent only some
+    /// layers still sees its layer-0 frames numbered in a row).
+    public mutating func packetize(_ frame: [UInt8], layer: (id: Int, sync: Bool)? = nil) -> [[UInt8]] {
         guard !frame.isEmpty else { return [] }
         var descriptor = VP8PayloadDescriptor(startOfPartition: true, partitionIndex: 0, pictureID: pictureID)
         pictureID = (pictureID &+ 1) & 0x7fff
+        if let layer {
+            if layer.id == 0 { tl0PictureIndex &+= 1 }
+            descriptor.tl0PictureIndex = tl0PictureIndex
+            descriptor.temporalLayer = UInt8(clamping: layer.id)
+            descriptor.layerSync = layer.sync
+        }
         let room = maxPayloadSize - descriptor.serializedSize
         let count = (frame.count + room - 1) / room
         let base = frame.count / count, extra = frame.count % count

@@ -197,8 +197,8 @@ public struct RTPSessionCore: Sendable {
         var actions: [SessionAction] = []
         reports.start(at: now)
         switch event {
-        case .encodedVideo(let data, let isKeyframe, let capturedAt):
-            sendVideo(data, isKeyframe: isKeyframe, capturedAt: capturedAt, now: now, actions: &actions)
+        case .encodedVideo(let data, let isKeyframe, let capturedAt, let layer):
+            sendVideo(data, isKeyframe: isKeyframe, layer: layer, capturedAt: capturedAt, now: now, actions: &actions)
         case .encodedAudio(let payload, let samples, let capturedAt):
             sendAudio(payload, samples: samples, capturedAt: capturedAt, now: now)
         case .datagram(let bytes, let isRTCP, let kind, let arrival):
@@ -219,7 +219,7 @@ public struct RTPSessionCore: Sendable {
 
     // MARK: Sending
 
-    private mutating func sendVideo(_ data: [UInt8], isKeyframe: Bool, capturedAt: MediaTime, now: MediaTime, actions: inout [SessionAction]) {
+    private mutating func sendVideo(_ data: [UInt8], isKeyframe: Bool, layer: VideoLayer?, capturedAt: MediaTime, now: MediaTime, actions: inout [SessionAction]) {
         // Taken out while it changes, so its buffers are not copied (copy-on-write).
         guard var track = video else { return }
         video = nil
@@ -227,7 +227,7 @@ public struct RTPSessionCore: Sendable {
             actions.append(.estimate(bitrate: estimate, lossFraction: 0, cause: BandwidthEstimator.Cause.start.rawValue))
         }
         let timestamp = track.timestampBase &+ UInt32(truncatingIfNeeded: capturedAt.microseconds * 9 / 100)
-        let payloads = track.packetizer.packetize(data)
+        let payloads = track.packetizer.packetize(data, layer: layer.map { ($0.id, $0.sync) })
         // The frame's FEC takes the sequence numbers right after its packets.
         let fecCount = track.fec?.plan(timestamp: timestamp, mediaCount: payloads.count, firstFECSequence: track.sequence &+ UInt16(payloads.count)) ?? 0
         var dropped = false

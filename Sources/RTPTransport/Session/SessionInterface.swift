@@ -4,8 +4,9 @@ import MediaCore
 /// and owns no thread or socket: every event comes with the `MediaTime` it happened at, and the
 /// shell carries out the actions (sends the bytes, decodes, plays, sets the encoder).
 public enum SessionEvent: Sendable {
-    /// One encoded VP8 frame, taken at `capturedAt` (its RTP timestamp follows from that).
-    case encodedVideo(data: [UInt8], isKeyframe: Bool, capturedAt: MediaTime)
+    /// One encoded VP8 frame, taken at `capturedAt` (its RTP timestamp follows from that), and
+    /// its temporal layer when the encoder makes layers.
+    case encodedVideo(data: [UInt8], isKeyframe: Bool, capturedAt: MediaTime, layer: VideoLayer? = nil)
     /// One encoded Opus packet of `samples` samples per channel, its first taken at `capturedAt`.
     case encodedAudio(payload: [UInt8], samples: Int, capturedAt: MediaTime)
     /// A clear datagram from the transport (`kind` when the transport knows it by port), with
@@ -22,6 +23,13 @@ public enum SessionEvent: Sendable {
     case videoNote(String?)
     /// Time passed: whatever is due (pacing, feedback, reports) happens.
     case tick
+}
+
+/// A frame's place in the encoder's temporal layers (RFC 7741 §4.2's TID and Y).
+public struct VideoLayer: Sendable, Equatable {
+    public var id: Int
+    public var sync: Bool
+    public init(id: Int, sync: Bool) { (self.id, self.sync) = (id, sync) }
 }
 
 public enum SessionAction: Sendable {
