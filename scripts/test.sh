@@ -145,6 +145,10 @@ stage whip scripts/whip/test.sh
 # records; a WHEP player page in headless Chromium watches an endpoint on loopback and, relayed
 # by TURN from the Link fields, through the NAT lab (root).
 stage whep scripts/whep/test.sh
+# One endpoint watched by four WHEP viewers (three aiortc, Chromium behind a veth) from one shared
+# encoder with VP8 temporal layers: behind 1.2 Mbit/s the viewer gets the lower layers, behind
+# 300 kbit/s an encoder of its own; the others keep >= 90 % of their frame rate and bitrate (root).
+stage viewers scripts/viewers/test.sh
 # Headless Chromium on the page of serve --http calls a callend endpoint: both offer directions,
 # and relayed through the NAT lab (the NAT case needs root).
 stage browser scripts/browser/test.sh

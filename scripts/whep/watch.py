@@ -2,7 +2,8 @@
 """Opens the WHEP player (player.html) in Debian's headless Chromium and watches: waits until the
 video element plays and --frames frames are decoded, watches --seconds more, then DELETEs the
 session and prints one JSON line: the player's getStats (frames decoded and received, size,
-audio samples, the candidate pair), POST -> first frame in ms, whether ICE was restarted by
+audio samples, the candidate pair), over the --seconds watched the frames decoded a second and
+the video's kbit/s ("window"), POST -> first frame in ms, whether ICE was restarted by
 PATCH, and the DELETE's status. Exits 3 when Chromium cannot start, 1 when the media did not
 come within --timeout.
 
@@ -59,8 +60,15 @@ try:
             break
         time.sleep(0.25)
     if status == 0:
+        start, started = stats(), time.time()
         time.sleep(args.seconds)
         result = stats()
+        # What came over the --seconds watched: frames decoded a second, kbit/s of video.
+        window = time.time() - started
+        before, after = start.get("video") or {}, result.get("video") or {}
+        result["window"] = {"seconds": round(window, 2),
+                            "fps": round((after.get("framesDecoded", 0) - before.get("framesDecoded", 0)) / window, 1),
+                            "kbps": round((after.get("bytesReceived", 0) - before.get("bytesReceived", 0)) * 8 / window / 1000)}
     result["deleteStatus"] = driver.execute_async_script("window.whepStop().then(arguments[arguments.length - 1])")
 except Exception as error:
     result["driverError"] = str(error).splitlines()[0]

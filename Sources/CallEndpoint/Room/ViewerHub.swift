@@ -8,8 +8,9 @@ import Synchronization
 
 /// The WHEP players watching this endpoint (through `serve --http`'s /whep/ROOM), beside its
 /// call. Each viewer is a media session of its own: its own transport (ICE, DTLS-SRTP), pacing,
-/// estimate and encoders, fed from the one capture of the call's tracks (the camera keeps the
-/// call's mode; a viewer's pictures are scaled). A viewer's offer comes through signaling from
+/// retransmissions and estimate, fed from the one capture of the call's tracks; the video of
+/// all viewers comes from one encoder with temporal layers (`VideoFanout`: a viewer on a thin
+/// link is sent fewer layers), and their sound from one Opus encoder (`AudioFanout`). A viewer's offer comes through signaling from
 /// the session's name ("whep~ID"); the answer goes back with the candidates gathered in its
 /// first two seconds (a WHEP player takes no trickle from the server), and an ICE restart by
 /// PATCH is answered the same way. A viewer ends on its bye (DELETE), or when the call ends.
@@ -19,6 +20,9 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
     private let certificate: DTLSCertificate
     private let ice: @Sendable () -> ICEAgent.Configuration
     private let encoding: CallMedia.Encoding
+    /// The one encoder every viewer's video comes from, and the one for their sound.
+    let fanout: VideoFanout?
+    let audioFanout: AudioFanout?
     private let log: @Sendable (LogMessage) -> Void
     private let viewers = Mutex<[String: Viewer]>([:])
     private let closed = Atomic<Bool>(false)
@@ -28,12 +32,23 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
     init(maxViewers: Int, media: Call.Media, certificate: DTLSCertificate, encoding: CallMedia.Encoding,
          ice: @escaping @Sendable () -> ICEAgent.Configuration, log: @escaping @Sendable (LogMessage) -> Void) {
         self.maxViewers = maxViewers
-        // Viewers watch; the call's data channels are the call's peer's alone.
+        // Viewers watch; the call's data channels and its recording are the call's peer's alone.
         var watched = media
         watched.dataTrack = nil
+        watched.recording = nil
         self.media = watched
         self.certificate = certificate
-        self.encoding = encoding
+        var shared = encoding
+        // Manual encoding sends at the rate a call's sender would (1 Mbit/s under the ceiling).
+        fanout = media.videoTrack.map {
+            VideoFanout(track: $0, maxVideoBitrate: encoding.maxVideoBitrate,
+                        fixedBitrate: encoding.mode == .manual ? MediaSenderConfiguration(destinationHost: "", videoPort: 0).videoBitrate : nil,
+                        log: { line in log("whep: \(line)") })
+        }
+        shared.fanout = fanout
+        audioFanout = media.audioTrack.map { AudioFanout(track: $0) }
+        shared.audioFanout = audioFanout
+        self.encoding = shared
         self.ice = ice
         self.log = log
     }
@@ -95,8 +110,10 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
             callMedia.transport.close()
             return refuse(name, "this endpoint has its \(maxViewers) viewers (--max-viewers)", status: 503, client: client)
         }
-        let encoding = self.encoding
-        startThread(named: "whep-viewer") { [self] in
+        var encoding = self.encoding
+        // What its session decides (its layers, its share of its estimate) is logged with its name.
+        encoding.onDecision = { [log] decision in log("whep: \(name): \(decision.line)") }
+        startThread(named: "whep-viewer") { [self, encoding] in
             defer {
                 callMedia.transport.close()
                 viewers.withLock { $0[name] = nil }
@@ -134,6 +151,8 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
             viewer.media.stop()
             _ = client.send(RelayMessage(kind: .bye, id: "", to: viewer.name, payload: .object(["reason": .string("the endpoint left")])))
         }
+        fanout?.stop()
+        audioFanout?.stop()
     }
 
     /// One viewer: its media session and the transport's events.

@@ -218,6 +218,9 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         /// False for a viewer's session: pictures are scaled, the camera's mode is the call's.
         public var controlsCameraMode = true
         public var onDecision: (@Sendable (EncodingDecision) -> Void)?
+        /// The shared encoder the video comes from, when several peers watch one endpoint.
+        var fanout: VideoFanout?
+        var audioFanout: AudioFanout?
         public init() {}
     }
 
@@ -251,6 +254,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.maxVideoBitrate = encoding.maxVideoBitrate
         sending.videoBitrate = min(sending.videoBitrate, encoding.maxVideoBitrate)
         sending.onDecision = encoding.onDecision
+        sending.videoFanout = encoding.fanout
+        sending.audioFanout = encoding.audioFanout
         let incoming = (video: call.stream(.video).flatMap { $0.receives ? $0 : nil }, audio: call.stream(.audio).flatMap { $0.receives ? $0 : nil })
         var receiving = MediaReceiverConfiguration(
             video: incoming.video.map {

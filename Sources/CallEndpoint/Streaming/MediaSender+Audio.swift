@@ -10,8 +10,19 @@ import Synchronization
 
 /// The audio stage: capture → Opus (bitrate and FEC from the controller) → the media loop.
 extension MediaSender {
+    private func blocks(timeout: Duration?) -> [Int16]? { audioBlocks.take(timeout: timeout) }
+
     func sendAudio() throws {
         guard let track = audioTrack else { return }
+        if let fanout = configuration.audioFanout {
+            fanout.attach(self)
+            defer { fanout.detach(self) }
+            // Until stop() (an empty block) or the duration is over.
+            while shouldContinue() {
+                if blocks(timeout: configuration.duration.map { $0 - elapsed })?.isEmpty == true { break }
+            }
+            return
+        }
         let device = track.device
         let blocks = audioBlocks
         let sink = try track.addSink { blocks.put($0) }

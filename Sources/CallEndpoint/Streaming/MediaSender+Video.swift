@@ -12,6 +12,13 @@ import Synchronization
 extension MediaSender {
     func sendVideo() throws {
         guard let track = videoTrack else { return }
+        if let fanout = configuration.videoFanout { return try takeShared(fanout, track: track) }
+        try encodeOwn(track)
+    }
+
+    /// This session's own encoder. `leaveWhen` is asked at each picture: true ends the loop (a
+    /// viewer goes back to the shared encoder).
+    func encodeOwn(_ track: LocalVideoTrack, leaveWhen: (() -> Bool)? = nil) throws {
         let source = track.source
         let frames = videoFrames
         let modeChanged = Atomic<Bool>(false)
@@ -56,6 +63,7 @@ extension MediaSender {
             // Until a picture comes, the source ends, stop(), or the duration is over.
             guard let item = frames.take(timeout: configuration.duration.map { $0 - elapsed }) else { continue }
             guard var frame = item else { break }
+            if let leaveWhen, leaveWhen() { break }
             if !track.isEnabled { frame = VideoFrame(width: frame.width, height: frame.height, timestamp: frame.timestamp, luma: 16) }
             let now = elapsed
             if auto {
@@ -166,6 +174,62 @@ extension MediaSender {
                     e.stats.videoBudget.add(.encode, took)
                 }
             }
+        }
+    }
+
+    /// The video comes from a shared encoder: this session keeps its own controller (its share
+    /// of its estimate, which picks the layers it is sent, and its audio settings) and takes the
+    /// fan-out's frames. A peer whose link cannot carry even the shared stream's base layer for
+    /// `VideoFanout.starvedFor` encodes for itself instead (its own rate and size, one encode
+    /// more), until the base layer has fitted with room to spare for `VideoFanout.fedFor`.
+    func takeShared(_ fanout: VideoFanout, track: LocalVideoTrack) throws {
+        let format = fanout.track.source.format
+        let native = VideoMode(width: format.width, height: format.height, frameRate: max(1, Int(format.frameRate.rounded())))
+        let made = encoding.withLock { e -> [EncodingDecision] in
+            let start = min(800_000, configuration.maxVideoBitrate)
+            var controller = EncodingController(ladder: .forScaling(native: native), maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: start)
+            controller.audioRedundancy = configuration.payloadTypes.audioRED != nil && audioTrack != nil ? 1 : 0
+            let estimate = e.estimate ?? (start, 0)
+            return publish(controller.update(estimate: estimate.bitrate, lossFraction: estimate.lossFraction, cause: BandwidthEstimator.Cause.start.rawValue, now: elapsed),
+                           controller: controller, in: &e)
+        }
+        report(made)
+        let budget = { [self] in encoding.withLock { e in e.estimate == nil ? nil : e.controller?.videoBitrate } }
+        func announce(_ from: String, _ to: String) {
+            let estimate = encoding.withLock { $0.estimate?.bitrate } ?? 0
+            report([EncodingDecision(time: elapsed.inSeconds, cause: "thin", estimateKbps: estimate / 1000, change: "encoder", from: from, to: to)])
+        }
+        while shouldContinue() {
+            fanout.attach(self)
+            var starvedSince: Duration?
+            var stopped = false
+            // Until stop() (a nil picture), the duration is over, or the base layer has not fitted for long.
+            while shouldContinue() {
+                if case .some(nil) = videoFrames.take(timeout: .milliseconds(250)) {
+                    stopped = true
+                    break
+                }
+                if fanout.starves(budget: budget()) {
+                    starvedSince = starvedSince ?? elapsed
+                    if elapsed - starvedSince! >= VideoFanout.starvedFor { break }
+                } else {
+                    starvedSince = nil
+                }
+            }
+            fanout.detach(self)
+            guard !stopped, shouldContinue() else { return }
+            announce("shared", "own")
+            var fedSince: Duration?
+            try encodeOwn(track) { [self] in
+                guard fanout.feeds(budget: budget()) else {
+                    fedSince = nil
+                    return false
+                }
+                fedSince = fedSince ?? elapsed
+                return elapsed - fedSince! >= VideoFanout.fedFor
+            }
+            guard shouldContinue() else { return }
+            announce("own", "shared")
         }
     }
 }

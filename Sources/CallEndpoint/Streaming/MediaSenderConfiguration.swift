@@ -50,6 +50,11 @@ public struct MediaSenderConfiguration: Sendable {
     /// of the same camera) scales pictures instead, so viewers cannot pull the camera from
     /// under the call and each other.
     public var controlsCameraMode = true
+    /// A shared encoder this session takes its video from instead of encoding its own (the
+    /// viewers of one endpoint).
+    var videoFanout: VideoFanout?
+    /// The same for the sound.
+    var audioFanout: AudioFanout?
     /// Auto mode on a peer that sends no transport-cc feedback (a WHIP server): the estimate
     /// comes from the loss in its reception reports and its REMB (`ReportedLossEstimator`). A
     /// call's sender does; `callend send`, whose receivers are RTP tools, does not.

@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""The fan-out bench (issue 31): what each added viewer costs the sending endpoint, callend beside
+aiortc, on loopback.
+
+Both send the same 640x360@30 clip (testsrc2, made once with ffmpeg) and a tone, VP8 held near
+1 Mbit/s, to N WHEP viewers (aiortc, scripts/viewers/whep_viewers.py, all in one process):
+  callend: callend serve --http and one `callend join` alone in its room (--max-viewers 8, auto
+           encoding, --max-video-bitrate 1000000): its viewers' video comes from one encoder.
+  aiortc:  scripts/viewers/aiortc_sender.py, one clip relayed to every viewer (MediaRelay), which
+           aiortc encodes once per viewer (pinned at 800 kbit/s, what callend's
+           estimate gives its encoder under a 1 Mbit/s ceiling on loopback).
+For each N (1, 2, 4, 8), runs alternate (callend, aiortc, callend, ...). Per run: the sender's
+CPU (user + system of its process over the window, in cores), and each viewer's decoded frame
+rate and video bitrate over it. Before the first run, each sender's CPU with no viewer (its
+capture alone). Prints the medians, each sender's cost per added viewer as a share of what its
+first viewer cost over the idle sender (one encode plus one session; the goal: callend <= 5 %),
+and callend's ratio to aiortc at each N.
+
+  scripts/viewers/bench.py [--counts 1,2,4,8] [--runs 2] [--seconds 10] [--callend BIN] [--out DIR]
+"""
+import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+
+parser = argparse.ArgumentParser(description="the sending endpoint's CPU with 1, 2, 4, 8 viewers: callend against aiortc")
+parser.add_argument("--counts", default="1,2,4,8")
+parser.add_argument("--runs", type=int, default=2)
+parser.add_argument("--seconds", type=float, default=10)
+parser.add_argument("--callend", default=None, help="the callend binary (default: the release build)")
+parser.add_argument("--out", default=None, help="keep the clip and the logs here")
+args = parser.parse_args()
+counts = [int(c) for c in args.counts.split(",")]
+if args.runs < 1 or not 3 <= args.seconds <= 60 or not all(1 <= c <= 8 for c in counts):
+    sys.exit("viewers: --runs >= 1, --seconds 3 ... 60, --counts each 1 ... 8")
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+python = os.path.join(root, ".build/bench-venv/bin/python")
+if subprocess.run([python, "-c", "import aiortc"], capture_output=True).returncode != 0:
+    subprocess.run(["bash", os.path.join(root, "scripts/congestion/setup-bench.sh")], capture_output=True)
+    if subprocess.run([python, "-c", "import aiortc"], capture_output=True).returncode != 0:
+        sys.exit("viewers: aiortc could not be installed into .build/bench-venv (scripts/congestion/setup-bench.sh)")
+binary = args.callend or os.path.join(subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=root,
+                                                     capture_output=True, text=True).stdout.strip(), "callend")
+if not os.access(binary, os.X_OK):
+    sys.exit(f"viewers: no callend at {binary}: swift build -c release")
+if not shutil.which("ffmpeg"):
+    sys.exit("viewers: needs ffmpeg (scripts/install-deps.sh installs it)")
+work = args.out or tempfile.mkdtemp(prefix="callend-viewers.")
+os.makedirs(work, exist_ok=True)
+here = os.path.join(root, "scripts/viewers")
+procs = []
+
+
+def start(name, command):
+    log = open(os.path.join(work, name + ".log"), "w")
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    procs.append(proc)
+    return proc
+
+
+def wait_line(name, pattern, proc, timeout=60):
+    """The first match of pattern in the process's log, once it is printed."""
+    path = os.path.join(work, name + ".log")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        match = re.search(pattern, open(path).read())
+        if match:
+            return match
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    sys.exit(f"viewers: {name} did not print {pattern!r}: {open(path).read()[-2000:]}")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu(pid):
+    """The sender's CPU with no viewer, over one window (a measurement, not a wait for an event)."""
+    before, start = cpu_seconds(pid), time.monotonic()
+    time.sleep(args.seconds)
+    return (cpu_seconds(pid) - before) / (time.monotonic() - start)
+
+
+def watch(url, count, pid, token=None):
+    command = [python, os.path.join(here, "whep_viewers.py"), url, "--count", str(count), "--seconds", str(args.seconds), "--pid", str(pid)]
+    if token:
+        command += ["--token", token]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.seconds + 120)
+    lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
+    if done.returncode != 0 or not lines:
+        sys.exit(f"viewers: the viewers failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+try:
+    clip = os.path.join(work, "clip.y4m")
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-t", "4",
+                    "-pix_fmt", "yuv420p", clip], check=True)
+    secret = os.path.join(work, "secret")
+    subprocess.run([binary, "token", "--new-secret", "--out", secret], check=True, capture_output=True)
+    token = lambda who: subprocess.run([binary, "token", "--room", "bench", "--identity", who, "--secret-file", secret],
+                                       check=True, capture_output=True, text=True).stdout.strip()
+    camera_token = os.path.join(work, "camera.token")
+    open(camera_token, "w").write(token("camera"))
+    viewer_token = token("viewer")
+    serve = start("serve", [binary, "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--secret-file", secret])
+    wait_line("serve", r"web page at", serve)
+    log = open(os.path.join(work, "serve.log")).read()
+    port = re.search(r"listening on 127\.0\.0\.1:(\d+)", log).group(1)
+    web = re.search(r"web page at (http://[^ ]*?)/? ", log).group(1)
+    join = start("callend", [binary, "join", "bench", "--token-file", camera_token, "--server", f"127.0.0.1:{port}",
+                             "--video-source", clip, "--audio-source", "tone", "--encoding", "auto", "--max-video-bitrate", "1000000",
+                             "--max-viewers", "8", "--no-stdin", "--duration", "3600"])
+    wait_line("callend", r"joined room", join)
+    aiortc = start("aiortc", [python, os.path.join(here, "aiortc_sender.py"), "--clip", clip, "--bitrate", "800000"])
+    aport = wait_line("aiortc", r"listening on (\d+)", aiortc).group(1)
+    senders = {
+        "callend": (f"{web}/whep/bench", join.pid, viewer_token),
+        "aiortc": (f"http://127.0.0.1:{aport}/whep", aiortc.pid, None),
+    }
+    idle = {name: idle_cpu(pid) for name, (_, pid, _) in senders.items()}
+    print(f"no viewer: callend {idle['callend']:.3f} cores, aiortc {idle['aiortc']:.3f}", flush=True)
+    results = {(name, n): [] for name in senders for n in counts}
+    for run in range(args.runs):
+        for n in counts:
+            for name, (url, pid, tok) in senders.items():
+                r = watch(url, n, pid, tok)
+                results[(name, n)].append(r)
+                fps = [v["fps"] for v in r["viewers"]]
+                kbps = [v["kbps"] for v in r["viewers"]]
+                print(f"run {run + 1}: {name:7} {n} viewers: {r['senderCPU']:.3f} cores; viewers {min(fps)}-{max(fps)} fps, "
+                      f"{min(kbps)}-{max(kbps)} kbit/s, {r['viewers'][0]['size']}", flush=True)
+    print()
+    medians = {key: statistics.median(r["senderCPU"] for r in runs) for key, runs in results.items()}
+    for name in senders:
+        first = medians[(name, counts[0])]
+        line = ", ".join(f"{n}: {medians[(name, n)]:.3f}" for n in counts)
+        print(f"{name}: cores by viewers {line}")
+        if len(counts) > 1 and counts[0] == 1:
+            one = first - idle[name]
+            per = (medians[(name, counts[-1])] - first) / (counts[-1] - 1)
+            share = per / one if one > 0 else float("inf")
+            goal = f" (goal <= 5 %: {'met' if share <= 0.05 else 'NOT met'})" if name == "callend" else ""
+            print(f"{name}: the first viewer costs {one:.3f} cores over the idle sender; each added viewer {per:.3f} "
+                  f"= {100 * share:.1f} % of that{goal}")
+    for n in counts:
+        print(f"{n} viewers: callend / aiortc CPU = {medians[('callend', n)] / medians[('aiortc', n)]:.2f}")
+finally:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    if not args.out:
+        shutil.rmtree(work, ignore_errors=True)
