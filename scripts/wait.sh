@@ -8,3 +8,15 @@ wait_for() {
     sleep 0.05
   done
 }
+
+# wait_port NETNS HOST PORT SECONDS: waits until HOST:PORT takes a TCP connection from inside
+# namespace NETNS ("" for this one): a server started in the background is up.
+wait_port() {
+  local deadline=$((SECONDS + $4))
+  local run=()
+  [ -n "$1" ] && run=(ip netns exec "$1")
+  until "${run[@]}" bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || { echo "$(basename "$0"): nothing took connections on $2:$3 within $4 s" >&2; return 1; }
+    sleep 0.05
+  done
+}

@@ -23,7 +23,7 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.sdp import candidate_from_sdp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tracks import PatternTrack, ToneTrack  # noqa: E402
+from tracks import PatternTrack, Tally, ToneTrack  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datachannel"))
 import lines  # noqa: E402
@@ -56,23 +56,11 @@ async def run(args):
     pattern = PatternTrack()
     pc.addTrack(pattern)
     pc.addTrack(ToneTrack())
-    counts = {"videoFrames": 0, "audioFrames": 0, "videoSize": None}
-
-    async def consume(track):
-        while True:
-            try:
-                frame = await track.recv()
-            except Exception:
-                return
-            if track.kind == "video":
-                counts["videoFrames"] += 1
-                counts["videoSize"] = f"{frame.width}x{frame.height}"
-            else:
-                counts["audioFrames"] += 1
+    media = Tally()
 
     @pc.on("track")
     def on_track(track):
-        asyncio.ensure_future(consume(track))
+        asyncio.ensure_future(media.consume(track))
 
     tally = lines.Tally(args.data_peer) if args.data_label else None
     data_seen = [0, 0.0]  # what had come, and when that last changed
@@ -153,8 +141,8 @@ async def run(args):
         await signaling.relay("bye", peer, {})
     await pc.close()
     writer.close()
-    counts["connection"] = state
-    counts["videoFramesSent"] = pattern.index
+    counts = {"videoFrames": media.video, "audioFrames": media.audio, "videoSize": media.size,
+              "connection": state, "videoFramesSent": pattern.index}
     if tally:
         counts["data"] = dict(tally.report(), bigOk=tally.report()["bigSha256"] == lines.big_digest(args.data_expect_big), peerChannel=peer_channel)
     print(json.dumps(counts), flush=True)

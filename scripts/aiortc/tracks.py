@@ -81,3 +81,24 @@ class PatternTrack(VideoStreamTrack):
         frame.time_base = fractions.Fraction(1, 90000)
         self.index += 1
         return frame
+
+
+class Tally:
+    """What came of a peer's tracks: video frames decoded and their size, audio frames decoded.
+    consume(track) counts one track until it ends."""
+
+    def __init__(self):
+        self.video = self.audio = 0
+        self.size = None
+
+    async def consume(self, track):
+        while True:
+            try:
+                frame = await track.recv()
+            except Exception:
+                return
+            if track.kind == "video":
+                self.video += 1
+                self.size = f"{frame.width}x{frame.height}"
+            else:
+                self.audio += 1

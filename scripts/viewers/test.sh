@@ -64,11 +64,7 @@ web=$(sed -n 's/^web page at \(http:[^ ]*\)\/ .*/\1/p' "$work/serve.log")
   --max-viewers 4 --duration 300 --no-stdin > "$work/endpoint.out" 2> "$work/endpoint.err" &
 pids+=($!)
 wait_for "$work/endpoint.err" "joined room" 30 || exit 1
-deadline=$((SECONDS + 60))
-until ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/10.83.0.2/$page_port" 2>/dev/null; do
-  [ $SECONDS -lt $deadline ] || { echo "viewers: the page server did not start"; exit 1; }
-  sleep 0.05
-done
+wait_port "$ns" 10.83.0.2 "$page_port" 60 || exit 1
 player="http://10.83.0.2:$page_port/player.html?whep=$web/whep/bench&token=$vt"
 
 # round NAME: three viewers here and one in the namespace, 15 s each, at the same time.

@@ -20,6 +20,9 @@ import urllib.request
 from aiortc import RTCPeerConnection, RTCSessionDescription
 from aiortc.rtcrtpreceiver import RTCRtpReceiver
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "aiortc"))
+from tracks import Tally  # noqa: E402
+
 # aiortc's inbound-rtp stats have no byte count: each receiver counts its packets' payloads.
 _handle = RTCRtpReceiver._handle_rtp_packet
 
@@ -59,24 +62,11 @@ def http(method, url, body=None):
         return response.status, response.headers.get("Location"), response.read().decode()
 
 
-class Viewer:
+class Viewer(Tally):
     def __init__(self):
+        super().__init__()
         self.pc = RTCPeerConnection()
-        self.frames = self.audio = 0
-        self.size = None
         self.session = None
-
-    async def consume(self, track):
-        while True:
-            try:
-                frame = await track.recv()
-            except Exception:
-                return
-            if track.kind == "video":
-                self.frames += 1
-                self.size = f"{frame.width}x{frame.height}"
-            else:
-                self.audio += 1
 
     async def start(self, loop):
         self.pc.addTransceiver("video", direction="recvonly")
@@ -100,15 +90,15 @@ async def main():
     for viewer in viewers:
         await viewer.start(loop)
     deadline = time.monotonic() + args.timeout
-    while any(v.frames == 0 for v in viewers):
+    while any(v.video == 0 for v in viewers):
         if time.monotonic() > deadline:
-            print(f"whep_viewers: {sum(v.frames == 0 for v in viewers)} of {args.count} viewers decoded nothing in {args.timeout} s", file=sys.stderr)
+            print(f"whep_viewers: {sum(v.video == 0 for v in viewers)} of {args.count} viewers decoded nothing in {args.timeout} s", file=sys.stderr)
             return 1
         await asyncio.sleep(0.1)
     print(f"whep_viewers: all {args.count} decoding", file=sys.stderr, flush=True)
     await asyncio.sleep(args.warmup)
     start = time.monotonic()
-    frames0 = [v.frames for v in viewers]
+    frames0 = [v.video for v in viewers]
     bytes0 = [await v.received_bytes() for v in viewers]
     cpu0 = cpu_seconds(args.pid) if args.pid else None
     await asyncio.sleep(args.seconds)
@@ -117,7 +107,7 @@ async def main():
     result = {"window": round(window, 2), "viewers": []}
     for viewer, f0, b0 in zip(viewers, frames0, bytes0):
         b1 = await viewer.received_bytes()
-        result["viewers"].append({"fps": round((viewer.frames - f0) / window, 1), "kbps": round((b1 - b0) * 8 / window / 1000),
+        result["viewers"].append({"fps": round((viewer.video - f0) / window, 1), "kbps": round((b1 - b0) * 8 / window / 1000),
                                   "audio": viewer.audio, "size": viewer.size})
     if cpu0 is not None:
         result["senderCPU"] = round((cpu1 - cpu0) / window, 3)

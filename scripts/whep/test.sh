@@ -210,8 +210,7 @@ wait_for "$work/serve.log" "web page at" 30 || exit 1
 sport=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
 web=$(sed -n 's/^web page at \(http:[^ ]*\)\/ .*/\1/p' "$work/serve.log")
 # The page server is up once its port takes a connection (at most 60 s).
-deadline=$((SECONDS + 60))
-until (exec 3<>"/dev/tcp/127.0.0.1/$page_port") 2>/dev/null; do [ $SECONDS -lt $deadline ] || { echo "whep: the page server did not start"; exit 1; }; sleep 0.05; done
+wait_port "" 127.0.0.1 "$page_port" 60 || exit 1
 
 
 "$bin" token --room lab --identity camera --secret-file "$work/secret" > "$work/camera.token"
@@ -268,11 +267,7 @@ ip netns exec "$B" "$bin" join roof --token-file "$work/roof.token" --server "tl
   --duration 120 --no-stdin --ice-transport relay > "$work/whep-nat-endpoint.out" 2> "$work/whep-nat-endpoint.err" &
 pe=$!; pids+=($pe)
 wait_for "$work/whep-nat-endpoint.err" "joined room" 30 || exit 1
-deadline=$((SECONDS + 60))
-until ip netns exec "$A" bash -c "exec 3<>/dev/tcp/10.1.0.2/$page_port" 2>/dev/null; do
-  [ $SECONDS -lt $deadline ] || { echo "whep: the page server in the lab did not start"; exit 1; }
-  sleep 0.05
-done
+wait_port "$A" 10.1.0.2 "$page_port" 60 || exit 1
 ip netns exec "$A" "$py" "$here/watch.py" "$page_origin/player.html?whep=https://$server_ip:$nport/whep/roof&relay=1${WHEP_DEBUG:+&debug=1}&token=$(cat "$work/phone.token")" \
   --frames 90 --seconds 6 --trust-key "$tls_pin" > "$work/whep-nat-player.out" 2> "$work/whep-nat-player.err"
 wait_for "$work/whep-nat-endpoint.err" "done: sent" 15
