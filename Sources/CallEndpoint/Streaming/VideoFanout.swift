@@ -202,6 +202,9 @@ final class VideoFanout: @unchecked Sendable {  // the subscriber list is behind
             let encodeStart = ContinuousClock.now
             let encoded = try encoder.encode(frame, at: encoderTime)
             let took = ContinuousClock.now - encodeStart
+            // The CPU budget: an encoder too slow for its frame rate, or at its coarsest
+            // quantizer, steps the shared mode down as a call's would.
+            if fixedBitrate == nil { _ = controller!.encoderReport(quantizer: encoded.first?.quantizer, encodeTime: took, now: now) }
             for output in encoded {
                 if output.isKeyframe { lastKeyframe = now }
                 let layer = VideoLayer(id: output.temporalLayer, sync: output.layerSync)
