@@ -2,13 +2,13 @@
 """The fan-out bench (issue 31): what each added viewer costs the sending endpoint, callend beside
 aiortc, on loopback.
 
-Both send the same 640x360@30 clip (testsrc2, made once with ffmpeg) and a tone, VP8 held near
-1 Mbit/s, to N WHEP viewers (aiortc, scripts/viewers/whep_viewers.py, all in one process):
-  callend: callend serve --http and one `callend join` alone in its room (--max-viewers 8, auto
-           encoding, --max-video-bitrate 1000000): its viewers' video comes from one encoder.
+Both send the same 640x360@30 clip (testsrc2, made once with ffmpeg) and a tone, VP8 held at
+800 kbit/s, to N WHEP viewers (aiortc, scripts/viewers/whep_viewers.py, all in one process):
+  callend: callend serve --http and one `callend join` alone in its room (--max-viewers 8,
+           --encoding manual --max-video-bitrate 800000): its viewers' video comes from one
+           encoder at 800 kbit/s.
   aiortc:  scripts/viewers/aiortc_sender.py, one clip relayed to every viewer (MediaRelay), which
-           aiortc encodes once per viewer (pinned at 800 kbit/s, what callend's
-           estimate gives its encoder under a 1 Mbit/s ceiling on loopback).
+           aiortc encodes once per viewer, pinned at 800 kbit/s.
 For each N (1, 2, 4, 8), runs alternate (callend, aiortc, callend, ...). Per run: the sender's
 CPU (user + system of its process over the window, in cores), and each viewer's decoded frame
 rate and video bitrate over it. Before the first run, each sender's CPU with no viewer (its
@@ -111,7 +111,7 @@ try:
     port = re.search(r"listening on 127\.0\.0\.1:(\d+)", log).group(1)
     web = re.search(r"web page at (http://[^ ]*?)/? ", log).group(1)
     join = start("callend", [binary, "join", "bench", "--token-file", camera_token, "--server", f"127.0.0.1:{port}",
-                             "--video-source", clip, "--audio-source", "tone", "--encoding", "auto", "--max-video-bitrate", "1000000",
+                             "--video-source", clip, "--audio-source", "tone", "--encoding", "manual", "--max-video-bitrate", "800000",
                              "--max-viewers", "8", "--no-stdin", "--duration", "3600"])
     wait_line("callend", r"joined room", join)
     aiortc = start("aiortc", [python, os.path.join(here, "aiortc_sender.py"), "--clip", clip, "--bitrate", "800000"])
