@@ -85,8 +85,10 @@ let joinHelp = """
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
-      --max-viewers N       WHEP players watching at once (default 4; 0 refuses them); each gets
-                            its own encode of the camera, scaled, in the camera's mode of the call
+      --max-viewers N       WHEP players watching at once (default 4; 0 refuses them); all share
+                            one encode of the camera in the call's mode, in three temporal layers:
+                            a viewer on a thin link is sent fewer (a lower frame rate), one too
+                            thin even for the lowest gets an encode of its own
       --measure-latency     read the capture stamps in a peer's test pattern and tone: glass-to-
                             glass latency in the stats (latencyMs, audioLatencyMs) and the summary
       --ice-server URL      a STUN or TURN server of this endpoint's own (stun:HOST:PORT,
