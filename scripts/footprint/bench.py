@@ -231,8 +231,8 @@ def heap_of(name):
     raw, trace = os.path.join(work, f"{name}.heapraw"), os.path.join(work, f"{name}.heaptrack")
     with open(raw, "rb") as i, open(trace, "wb") as o:
         subprocess.run([HEAPTRACK_INTERPRET], stdin=i, stdout=o, stderr=subprocess.DEVNULL, check=True)
-    text = subprocess.run(["heaptrack_print", "-f", trace, "--print-leaks", "0", "--print-allocators", "0", "--print-temporary", "0",
-                           "--print-histogram", "0"], capture_output=True, text=True).stdout
+    text = subprocess.run(["heaptrack_print", "-f", trace, "--print-leaks", "0", "--print-allocators", "0", "--print-temporary", "0"],
+                          capture_output=True, text=True).stdout
     unit = {"B": 1 / 2**20, "K": 1 / 2**10, "M": 1, "G": 2**10}
     size = lambda v: float(v[:-1]) * unit[v[-1]]
     peak = re.search(r"peak heap memory consumption: ([\d.]+[BKMG])", text)
