@@ -31,6 +31,9 @@ packages=(
   # a WHIP publisher of another stack (GStreamer webrtcbin) for serve --http's /whip/ROOM, with
   # the GStreamer elements its pipelines use
   simple-whip-client gstreamer1.0-nice gstreamer1.0-plugins-bad
+  # the SFU a room outgrows a mesh into: Janus with its VideoRoom plugin, and its JavaScript
+  # library (with webrtc-adapter, from the demos) for a browser subscriber
+  janus janus-demos libjs-janus-gateway
   # speech and the echo path for the echo bench (GStreamer's webrtcdsp, in plugins-bad, beside it)
   espeak-ng sox
   # the footprint bench's --codecs: CPU samples by library and malloc'd memory by caller

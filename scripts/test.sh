@@ -149,6 +149,10 @@ stage whep scripts/whep/test.sh
 # encoder with VP8 temporal layers: behind 1.2 Mbit/s the viewer gets the lower layers, behind
 # 300 kbit/s an encoder of its own; the others keep >= 90 % of their frame rate and bitrate (root).
 stage viewers scripts/viewers/test.sh
+# A Janus VideoRoom (Debian's janus, a configuration of the test's own): callend publishes
+# through a 1.2 Mbit/s link with Janus's feedback driving its estimate; callend and Chromium (on
+# Janus's JavaScript library) subscribe and decode >= 90 % of the frames; refusals say why (root).
+stage janus scripts/janus/test.sh
 # Headless Chromium on the page of serve --http calls a callend endpoint: both offer directions,
 # and relayed through the NAT lab (the NAT case needs root).
 stage browser scripts/browser/test.sh

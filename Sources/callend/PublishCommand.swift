@@ -58,22 +58,8 @@ func runPublish(_ args: inout Arguments) throws {
     let logger = try logWriter(program: "callend publish", &args)
     try args.finish(command: "publish")
     if let encoding, encoding != "auto" && encoding != "manual" { throw UsageError(description: "--encoding takes auto or manual, not '\(encoding)'") }
-    if !url.isSecure && !insecurePlaintext && !PlaintextPolicy.isLoopback(host: url.host) {
-        throw UsageError(description: PlaintextPolicy.refusal("publish to \(url)"))
-    }
-    if let caFile {
-        guard url.isSecure else { throw UsageError(description: "--ca-file applies to an https:// URL only") }
-        guard FileManager.default.isReadableFile(atPath: caFile) else { throw UsageError(description: "cannot read --ca-file \(caFile)") }
-    }
-    var token = ProcessInfo.processInfo.environment["CALLEND_BEARER_TOKEN"]
-    if let tokenFile {
-        guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8) else { throw UsageError(description: "cannot read --bearer-token-file \(tokenFile)") }
-        token = text.trimmed(newlines: true)
-        guard token?.isEmpty == false else { throw UsageError(description: "--bearer-token-file \(tokenFile) is empty") }
-    }
-    if let token, token.contains(where: { $0.isNewline || $0 == "\0" }) {
-        throw UsageError(description: "the bearer token has a line break in it")
-    }
+    try checkHTTPEndpoint(url, caFile: caFile, insecurePlaintext: insecurePlaintext, doing: "publish to")
+    let token = try readCredential(file: tokenFile, option: "--bearer-token-file", environment: "CALLEND_BEARER_TOKEN")
     guard video != .none || audio != .none else { throw UsageError(description: "nothing to publish: --video-source none and --audio-source none") }
 
     var options = WHIPPublisher.Options(endpoint: url)
@@ -86,20 +72,7 @@ func runPublish(_ args: inout Arguments) throws {
     let media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true))
     let publisher = try WHIPPublisher(options: options, media: media, duration: duration.map { .seconds($0) }) { logger.write($0) }
     onTerminationSignals { publisher.stop() }
-    if !noStdin {
-        startThread(named: "stdin-commands") {
-            while let line = readLine() {
-                switch line.trimmed() {
-                case "": continue
-                case "leave":
-                    print(#"{"ok":true,"command":"leave"}"#)
-                    publisher.stop()
-                default:
-                    print(#"{"ok":false,"command":"\#(line.prefix(40).filter { $0 != "\"" && $0 != "\\" })","error":"publish takes one command: leave"}"#)
-                }
-            }
-        }
-    }
+    if !noStdin { readLeaveCommand(program: "publish") { publisher.stop() } }
     let summary = try publisher.run()
     var parts = ["published to \(url)"]
     if let answered = summary.answeredIn { parts.append("answered in \(Int(answered.inMilliseconds)) ms") }

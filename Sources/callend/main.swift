@@ -16,6 +16,7 @@ let mainHelp = """
       demo            a signaling service and two endpoints calling each other on loopback, with a summary
       join            join a room through 'callend serve' and hold a two-party call
       publish         send the camera and microphone to a WHIP server (RFC 9725) by its URL
+      janus           publish into, or watch a publisher of, a Janus VideoRoom through Janus's HTTP API
       devices         list cameras (formats, sizes, rates) and ALSA sound devices; --json for scripts
       send            stream VP8 + Opus over RTP to HOST:PORT (and PORT+2), write the SDP; optional SRTP
       receive         receive the streams an SDP file describes; write Y4M/IVF and WAV
@@ -76,6 +77,8 @@ do {
         try runJoin(&args)
     case "publish":
         try runPublish(&args)
+    case "janus":
+        try runJanus(&args)
     case "demo":
         try runDemo(&args)
     case "send":

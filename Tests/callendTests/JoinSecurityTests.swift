@@ -82,6 +82,8 @@ import TestSupport
             ["join", "lab", "--token", "t", "--server", "192.0.2.1:7000"],
             ["join", "lab", "--token", "t", "--server", "127.0.0.1:7000,signal.example.org:7000"],
             ["publish", "http://whip.example.org/whip/live", "--duration", "1"],
+            ["janus", "publish", "http://janus.example.org:8088/janus", "--room", "1234", "--duration", "1"],
+            ["janus", "subscribe", "http://192.0.2.1:8088/janus", "--room", "1234", "--duration", "1"],
         ]
         for arguments in refused {
             let result = try runCallend(arguments)
@@ -108,6 +110,15 @@ import TestSupport
             (["publish", "https://x/w", "--bearer-token", "t"], "unknown option '--bearer-token'"),
             (["publish", "https://x/w", "--video-source", "none", "--audio-source", "none"], "nothing to publish"),
             (["publish", "https://x/w", "--encoding", "fast"], "--encoding takes auto or manual"),
+            (["janus"], "janus needs 'publish' or 'subscribe'"),
+            (["janus", "watch", "http://127.0.0.1:1/janus"], "janus takes 'publish' or 'subscribe', not 'watch'"),
+            (["janus", "publish"], "needs the URL of Janus's API"),
+            (["janus", "publish", "http://127.0.0.1:1/janus"], "needs --room N"),
+            (["janus", "publish", "http://127.0.0.1:1/janus", "--room", "0"], "--room"),
+            (["janus", "subscribe", "http://127.0.0.1:1/janus", "--room", "1", "--feed", "5", "--display", "cam"], "--feed and --display both choose"),
+            (["janus", "subscribe", "http://127.0.0.1:1/janus", "--room", "1", "--video-source", "pattern"], "--video-source"),
+            (["janus", "publish", "http://127.0.0.1:1/janus", "--room", "1", "--api-secret-file", folder + "/missing"], "cannot read --api-secret-file"),
+            (["janus", "publish", "http://127.0.0.1:1/janus", "--room", "1", "--video-source", "none", "--audio-source", "none"], "nothing to publish"),
             (["tls", "--out", folder + "/a"], "needs --host"),
             (["tls", "--host", "a b", "--out", folder + "/b"], "is not a DNS name or an IP address"),
             (["tls", "--host", "x", "--out", folder + "/c", "--days", "0"], "--days takes a whole number"),

@@ -7,7 +7,9 @@ the video's kbit/s ("window"), POST -> first frame in ms, whether ICE was restar
 PATCH, and the DELETE's status. Exits 3 when Chromium cannot start, 1 when the media did not
 come within --timeout.
 
-  watch.py PLAYER_URL [--frames N] [--seconds S] [--timeout S] [--trust-key PIN]
+  watch.py PLAYER_URL [--frames N] [--seconds S] [--timeout S] [--trust-key PIN] [--page whep|janus]
+
+--page janus watches scripts/janus/subscriber.html instead (its janusStats() and janusStop()).
 """
 import argparse, json, sys, time
 
@@ -16,6 +18,7 @@ parser.add_argument("url")
 parser.add_argument("--frames", type=int, default=60)
 parser.add_argument("--seconds", type=float, default=8)
 parser.add_argument("--timeout", type=float, default=60)
+parser.add_argument("--page", default="whep", choices=["whep", "janus"], help="whose functions the page has")
 parser.add_argument("--trust-key", help="base64 SHA-256 of a certificate key Chromium trusts (the service's private CA)")
 args = parser.parse_args()
 
@@ -43,7 +46,7 @@ except Exception as error:
     sys.exit(3)
 
 def stats():
-    return driver.execute_async_script("window.whepStats().then(arguments[arguments.length - 1])")
+    return driver.execute_async_script(f"window.{args.page}Stats().then(arguments[arguments.length - 1])")
 
 status = 1
 result = {}
@@ -69,7 +72,7 @@ try:
         result["window"] = {"seconds": round(window, 2),
                             "fps": round((after.get("framesDecoded", 0) - before.get("framesDecoded", 0)) / window, 1),
                             "kbps": round((after.get("bytesReceived", 0) - before.get("bytesReceived", 0)) * 8 / window / 1000)}
-    result["deleteStatus"] = driver.execute_async_script("window.whepStop().then(arguments[arguments.length - 1])")
+    result["deleteStatus"] = driver.execute_async_script(f"window.{args.page}Stop().then(arguments[arguments.length - 1])")
 except Exception as error:
     result["driverError"] = str(error).splitlines()[0]
     status = 1

@@ -91,18 +91,8 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             }
             defer { made.transport.close() }
             // Candidates gathered before the POST go in the offer (most WHIP servers take no trickle).
-            var gathered: [String] = []
-            var complete = false
-            let gatherUntil = ContinuousClock.now + options.gatheringWait
-            while !complete && !stopped && ContinuousClock.now < gatherUntil {
-                for (s, event) in events.take(timeout: gatherUntil - ContinuousClock.now) where s == session {
-                    switch event {
-                    case nil: break
-                    case .localCandidate(let line, _): gathered.append(line)
-                    case .gatheringDone: complete = true
-                    default: break
-                    }
-                }
+            let (gathered, complete) = CallMedia.gather(for: options.gatheringWait, stopped: { stopped }) { wait in
+                events.take(timeout: wait).filter { $0.session == session }.map(\.event)
             }
             if stopped { break }
             var offer = made.offer()

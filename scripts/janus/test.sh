@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# callend in a Janus VideoRoom (issue 31): Debian's Janus started with a configuration of its own
+# (scripts/janus/start.sh: the HTTP API and the VideoRoom plugin alone, an API secret) in a
+# namespace; `callend janus publish` in a second namespace behind a veth whose direction towards
+# Janus is a 1.2 Mbit/s tbf, sending a testsrc2 clip in auto mode; two subscribers beside Janus:
+# `callend janus subscribe` and headless Chromium on a page that uses Janus's own JavaScript
+# library (libjs-janus-gateway: scripts/janus/subscriber.html). Checks:
+#   - each subscriber decodes >= 90 % of the frames the publisher sent (its frame rate over the
+#     time it watched against the publisher's);
+#   - Janus's feedback drove the publisher's estimate: the median of its later decisions follows
+#     the link (600-1500 kbit/s, where auto mode's ceiling is 2.5 Mbit/s), and the video that
+#     reaches Chromium fits the link;
+#   - a wrong API secret, a room Janus lacks and a room with no publisher are refused with exit 1
+#     and a message that says which.
+# Root (namespaces, tc). Removes every namespace, process and file it made.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/wait.sh
+source scripts/stage.sh
+[ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 || skip "needs root and ip netns"
+command -v janus >/dev/null || skip "needs Debian's janus (scripts/install-deps.sh installs it)"
+[ -f /usr/share/janus/demos/javascript/janus-gateway/janus.js ] || skip "needs janus-demos and libjs-janus-gateway (scripts/install-deps.sh installs them)"
+command -v ffmpeg >/dev/null || skip "needs ffmpeg (scripts/install-deps.sh installs it)"
+py=/usr/bin/python3
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || ! "$py" -c "import selenium" 2>/dev/null; then
+  skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
+fi
+bin=$(swift build --show-bin-path)/callend
+work=$(mktemp -d /tmp/callend-janus.XXXXXX)
+nj=cj$$ np=cp$$
+pids=()
+cleanup() {
+  stop_pids
+  [ -n "${janus_pid:-}" ] && kill "$janus_pid" 2>/dev/null && wait "$janus_pid" 2>/dev/null
+  ip netns del "$nj" 2>/dev/null
+  ip netns del "$np" 2>/dev/null
+  [ -n "${JANUS_KEEP:-}" ] && echo "janus: kept $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+ip netns add "$nj"
+ip netns add "$np"
+ip link add "${nj}v" type veth peer name "${np}v"
+ip link set "${nj}v" netns "$nj"
+ip link set "${np}v" netns "$np"
+ip -n "$nj" addr add 10.86.0.1/24 dev "${nj}v"
+ip -n "$np" addr add 10.86.0.2/24 dev "${np}v"
+for n in "$nj" "$np"; do ip -n "$n" link set lo up; done
+ip -n "$nj" link set "${nj}v" up
+ip -n "$np" link set "${np}v" up
+
+secret=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+echo "$secret" > "$work/api-secret"
+echo "not-the-secret" > "$work/wrong-secret"
+janus_pid=$(ip netns exec "$nj" scripts/janus/start.sh "$work/janus" 10.86.0.1 8088 "$secret") || exit 1
+api=http://10.86.0.1:8088/janus
+common=(--api-secret-file "$work/api-secret" --insecure-plaintext --no-stdin)
+ok=1
+fail() { echo "janus: FAILED: $*"; ok=0; }
+
+# Refusals: each ends at once with exit 1 and says why.
+refused() {  # NAME TEXT COMMAND...: the command exits 1 and its standard error says TEXT
+  local name=$1 text=$2
+  shift 2
+  timeout 30 "$@" > "$work/$name.out" 2> "$work/$name.err"
+  local status=$?
+  if [ $status -ne 1 ] || ! grep -qiF -- "$text" "$work/$name.err"; then
+    fail "$name: exit $status (want 1) and '$text' said; it said: $(tail -2 "$work/$name.err")"
+  else
+    echo "janus: $name refused: $(grep -iF -- "$text" "$work/$name.err" | tail -1 | cut -c1-200)"
+  fi
+}
+refused wrong-secret "API secret" ip netns exec "$np" "$bin" janus publish "$api" --room 1234 --api-secret-file "$work/wrong-secret" --insecure-plaintext --no-stdin --video-source pattern --duration 5
+refused no-room "no such room" ip netns exec "$np" "$bin" janus publish "$api" --room 4321 "${common[@]}" --video-source pattern --duration 5
+refused no-publisher "no publisher" ip netns exec "$nj" "$bin" janus subscribe "$api" --room 1234 --wait 1 "${common[@]}" --duration 5
+
+# The publisher behind 1.2 Mbit/s, in auto mode (a clip with detail everywhere fills its rate).
+ffmpeg -loglevel error -y -f lavfi -i testsrc2=size=640x360:rate=30 -t 4 -pix_fmt yuv420p "$work/clip.y4m" || exit 1
+ip netns exec "$np" tc qdisc add dev "${np}v" root tbf rate 1200kbit burst 15000 latency 100ms
+ip netns exec "$np" "$bin" janus publish "$api" --room 1234 --display camera "${common[@]}" --video-source "$work/clip.y4m" \
+  --duration 50 > "$work/publisher.out" 2> "$work/publisher.err" &
+pub=$!
+pids+=($pub)
+wait_for "$work/publisher.err" "published as" 30 || { tail -5 "$work/publisher.err"; exit 1; }
+
+# The page and its library (Janus's JavaScript, and webrtc-adapter, from janus-demos), served beside Janus.
+mkdir -p "$work/page"
+cp scripts/janus/subscriber.html "$work/page/"
+ln -s /usr/share/janus/demos/javascript "$work/page/javascript"
+(cd "$work/page" && exec ip netns exec "$nj" "$py" -m http.server 8091 --bind 127.0.0.1) > "$work/page.log" 2>&1 &
+pids+=($!)
+wait_port "$nj" 127.0.0.1 8091 30 || exit 1
+
+ip netns exec "$nj" "$bin" janus subscribe "$api" --room 1234 --display camera "${common[@]}" --duration 30 \
+  > "$work/subscriber.out" 2> "$work/subscriber.err" &
+sub=$!
+pids+=($sub)
+ip netns exec "$nj" "$py" scripts/whep/watch.py "http://127.0.0.1:8091/subscriber.html?server=$api&room=1234&display=camera&secret=$secret" \
+  --page janus --frames 30 --seconds 25 --timeout 60 > "$work/chromium.out" 2> "$work/chromium.err" || fail "Chromium did not watch: $(tail -c 300 "$work/chromium.out") $(tail -3 "$work/chromium.err")"
+wait "$sub" || fail "callend's subscriber failed: $(tail -3 "$work/subscriber.err")"
+wait "$pub" || fail "the publisher failed: $(tail -3 "$work/publisher.err")"
+ip netns exec "$np" tc qdisc del dev "${np}v" root
+
+"$py" - "$work" <<'PY' || ok=0
+import json, re, sys
+work = sys.argv[1]
+ok = True
+def fail(why):
+    global ok
+    print(f"janus: FAILED: {why}")
+    ok = False
+pub = open(f"{work}/publisher.out").read()
+m = re.search(r"media from (\d+) ms; sent (\d+) frames", pub)
+if not m:
+    print(f"janus: FAILED: no publisher summary: {pub!r}")
+    sys.exit(1)
+# The publisher's frame rate over the 50 s it ran, from the moment media could flow.
+pub_fps = int(m.group(2)) / (50 - int(m.group(1)) / 1000)
+estimates = [json.loads(d).get("estimateKbps") for d in re.findall(r"encoding: (\{.*\})", open(f"{work}/publisher.err").read())]
+estimates = [e for e in estimates if e is not None]
+print(f"janus: publisher: {pub.strip()}")
+print(f"janus: publisher: {pub_fps:.1f} fps; estimates of its decisions (kbit/s): {estimates}")
+# Without feedback from Janus the estimate would climb to auto mode's ceiling (2.5 Mbit/s); with
+# it, it follows the link (its probes overshoot by design, so the median of the later half counts).
+settled = sorted(estimates[len(estimates) // 2:])
+median = settled[len(settled) // 2] if settled else 0
+print(f"janus: publisher: median estimate of its later decisions {median} kbit/s (the link: 1200)")
+if not 600 <= median <= 1500:
+    fail("the publisher's estimate did not follow the 1.2 Mbit/s link (median of its later decisions 600-1500 kbit/s)")
+sub = open(f"{work}/subscriber.out").read()
+m = re.search(r"decoded (\d+) frames in (\d+) ms from the first \((\d+) decode errors, (\d+) of (\d+) video packets lost\)", sub)
+if not m:
+    fail(f"no subscriber summary: {sub!r}")
+else:
+    fps = int(m.group(1)) / (int(m.group(2)) / 1000)
+    share = fps / pub_fps
+    print(f"janus: callend subscriber: {sub.strip()}")
+    print(f"janus: callend subscriber: {fps:.1f} fps = {100 * share:.0f} % of the publisher's frames")
+    if share < 0.9 or int(m.group(3)) > 0:
+        fail("callend's subscriber decodes >= 90 % of the frames, with no decode error")
+line = json.loads([l for l in open(f"{work}/chromium.out").read().splitlines() if l.startswith("{")][-1])
+window = line.get("window") or {}
+share = window.get("fps", 0) / pub_fps
+print(f"janus: Chromium subscriber: {window.get('fps')} fps, {window.get('kbps')} kbit/s over {window.get('seconds')} s "
+      f"= {100 * share:.0f} % of the publisher's frames; {line.get('video')}, pair {line.get('pair')}")
+if share < 0.9:
+    fail("Chromium decodes >= 90 % of the frames")
+if window.get("kbps", 0) > 1200:
+    fail("the video Chromium received is within the publisher's 1.2 Mbit/s link")
+sys.exit(0 if ok else 1)
+PY
+[ $ok -eq 1 ] && echo "janus: passed" || { echo "janus: FAILED"; tail -15 "$work/publisher.err"; }
+[ $ok -eq 1 ]
