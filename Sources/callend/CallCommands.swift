@@ -18,7 +18,7 @@ let joinHelp = """
                         [--record-dir D [--record-quota SIZE] [--record-keep AGE] [--record-segment S]]
                         [--data-socket PATH [--data-label L] [--data-mode lines|bytes] [--data-unreliable]]
                         [--measure-latency] [--max-viewers N] [--ice-server URL]... [--turn-username U --turn-credential-file F]
-                        [--ice-transport all|relay]
+                        [--ice-transport all|relay] [--mesh]
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
     participant to join sends the offer (SDP, trickled ICE candidates), and media flows both ways
@@ -89,6 +89,13 @@ let joinHelp = """
                             one encode of the camera in the call's mode, in three temporal layers:
                             a viewer on a thin link is sent fewer (a lower frame rate), one too
                             thin even for the lowest gets an encode of its own
+      --mesh                a room of up to four (serve --max-participants 4): a session with each
+                            other participant (the newcomer offers to those present), all sent
+                            from one encode in temporal layers, each peer's media decoded and
+                            counted; a leaver ends only its own session. Standard output: one
+                            JSON line per peer at the end (frames decoded, the time watched,
+                            freezes), then a summary. Takes no recording, data socket, video or
+                            audio output, control socket, metrics or viewers
       --measure-latency     read the capture stamps in a peer's test pattern and tone: glass-to-
                             glass latency in the stats (latencyMs, audioLatencyMs) and the summary
       --ice-server URL      a STUN or TURN server of this endpoint's own (stun:HOST:PORT,
@@ -329,8 +336,15 @@ func runJoin(_ args: inout Arguments) throws {
     let data = try DataSocketOptions.parse(&args)
     let (iceServers, iceTransport) = try parseICEOptions(&args)
     let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
+    let mesh = args.flag("--mesh")
     let logger = try logWriter(program: "callend join", &args)
     try args.finish(command: "join")
+    if mesh {
+        let twoPartyOnly: [(String, Bool)] = [("--record-dir", recordDir != nil), ("--data-socket", data != nil), ("--video-out", videoOutput != nil),
+                                              ("--speaker", speaker != nil), ("--audio-out", audioOutput != nil), ("--control", control != nil),
+                                              ("--metrics", metricsAddress != nil), ("--max-viewers", maxViewers != nil), ("--measure-latency", measureLatency)]
+        if let (option, _) = twoPartyOnly.first(where: \.1) { throw UsageError(description: "--mesh does not take \(option) (a two-party call's)") }
+    }
     if speaker != nil && audioOutput != nil { throw UsageError(description: "--speaker and --audio-out are alternatives; give one") }
     if recordDir == nil, recordQuota != nil || recordKeep != nil || recordSegment != nil {
         throw UsageError(description: "--record-quota, --record-keep and --record-segment apply to a recording: give --record-dir")
@@ -390,6 +404,10 @@ func runJoin(_ args: inout Arguments) throws {
         recording.keep = recordKeep.map { .seconds($0) }
         if let recordSegment { recording.segmentLength = .seconds(recordSegment) }
         media.recording = try CallRecording(recording) { logger.write(.warning($0)) }
+    }
+    if mesh {
+        try runMesh(options: options, server: server, media: media, duration: duration, noStdin: noStdin, logger: logger)
+        return
     }
     let bridge = try data.map { options -> DataSocketBridge in
         let track = DataTrack(channels: [options.unreliable ? .unreliable(options.label) : .reliable(options.label)])
@@ -529,4 +547,23 @@ func runDemo(_ args: inout Arguments) throws {
     }
     print("demo: \(ok ? "both directions delivered video and audio" : "FAILED: a direction lost too much")")
     if !ok { exit(ExitCode.failure.rawValue) }
+}
+
+/// `join --mesh`: a room of up to four, then one JSON line per peer and a summary line.
+func runMesh(options: ConnectOptions, server: (host: String, port: Int), media: Call.Media, duration: Int?, noStdin: Bool, logger: LogWriter) throws {
+    let call = try MeshCall(options: options, server: server, media: media, duration: duration.map { .seconds($0) }) { logger.write($0) }
+    onTerminationSignals { call.stop() }
+    if !noStdin { readLeaveCommand(program: "join --mesh") { call.stop() } }
+    let summary = try call.run()
+    for (name, p) in summary.peers.sorted(by: { $0.key < $1.key }) {
+        let fields: [String: JSONValue] = [
+            "peer": .string(name), "sessions": .number(Double(p.sessions)), "framesDecoded": .number(Double(p.framesDecoded)),
+            "watchedMs": .number(Double(p.watched.inMilliseconds)),
+            "decodeErrors": .number(Double(p.decodeErrors)), "freezes": .number(Double(p.freezes)), "longestFreezeMs": .number(Double(p.longestFreeze.inMilliseconds)),
+            "videoPackets": .number(Double(p.videoPackets)), "videoPacketsLost": .number(Double(p.videoPacketsLost)),
+            "audioDecoded": .number(Double(p.audioDecoded)), "framesSent": .number(Double(p.framesSent)),
+        ]
+        print(String(decoding: try JSONEncoder().encode(JSONValue.object(fields)), as: UTF8.self))
+    }
+    print("mesh: \(summary.participant) in room \(options.roomName) with \(summary.peers.count) peers over the call; ended: \(summary.endReason)")
 }

@@ -161,22 +161,28 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     public init(options: ConnectOptions, server: (host: String, port: Int), media: Media? = nil, duration: Duration?,
                 log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws {
         self.options = options
-        if options.signalingTLS == nil && !options.insecurePlaintext,
-           let remote = ([server] + options.fallbackServers).first(where: { !PlaintextPolicy.isLoopback(host: $0.host) }) {
-            throw ConfigurationError(PlaintextPolicy.refusal("signaling to \(remote.host):\(remote.port)"))
-        }
-        // A CA file that cannot be read fails here, before anything is opened.
-        signalingTLS = try options.signalingTLS.map { tls throws(TLSError) in
-            switch tls {
-            case .systemTrust: try TLSContext(trustedCAFile: nil)
-            case .caFile(let path): try TLSContext(trustedCAFile: path)
-            }
-        }
+        signalingTLS = try Self.signalingTLS(options, server: server)
         self.server = server
         self.media = try media ?? .synthetic()
         self.duration = duration
         self.log = log
         certificate = try DTLSCertificate()
+    }
+
+    /// The TLS context for signaling, or nil for plain TCP, which is refused off loopback unless
+    /// the options say `insecurePlaintext`. A CA file that cannot be read fails here, before
+    /// anything is opened.
+    static func signalingTLS(_ options: ConnectOptions, server: (host: String, port: Int)) throws -> TLSContext? {
+        if options.signalingTLS == nil && !options.insecurePlaintext,
+           let remote = ([server] + options.fallbackServers).first(where: { !PlaintextPolicy.isLoopback(host: $0.host) }) {
+            throw ConfigurationError(PlaintextPolicy.refusal("signaling to \(remote.host):\(remote.port)"))
+        }
+        return try options.signalingTLS.map { tls throws(TLSError) in
+            switch tls {
+            case .systemTrust: try TLSContext(trustedCAFile: nil)
+            case .caFile(let path): try TLSContext(trustedCAFile: path)
+            }
+        }
     }
 
     public func stop() {
