@@ -149,6 +149,9 @@ stage whep scripts/whep/test.sh
 # encoder with VP8 temporal layers: behind 1.2 Mbit/s the viewer gets the lower layers, behind
 # 300 kbit/s an encoder of its own; the others keep >= 90 % of their frame rate and bitrate (root).
 stage viewers scripts/viewers/test.sh
+# A mesh of four join --mesh endpoints on serve --max-participants 4: each decodes >= 90 % of
+# each other's frames for 60 s while one leaves and comes back; the other three never stop.
+stage mesh scripts/mesh/test.sh
 # A Janus VideoRoom (Debian's janus, a configuration of the test's own): callend publishes
 # through a 1.2 Mbit/s link with Janus's feedback driving its estimate; callend and Chromium (on
 # Janus's JavaScript library) subscribe and decode >= 90 % of the frames; refusals say why (root).
