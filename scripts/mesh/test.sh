@@ -8,6 +8,9 @@
 #   - A, B and C never stop between themselves: one session each way, watched >= 55 s, no freeze
 #     longer than a second;
 #   - A, B and C each had two sessions with D (it left, and came back).
+# Then the page (serve --http, ?mesh=1) in headless Chromium with a fake camera joins two mesh
+# endpoints for 25 s: it shows a tile for itself and each of them, decodes >= 20 fps from each,
+# and each endpoint decodes >= 90 % of the frames the page sent it.
 # Removes every process and file it made.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,24 +26,47 @@ cleanup() {
 trap cleanup EXIT
 "$bin" token --new-secret --out "$work/secret" > /dev/null
 for p in a b c d; do "$bin" token --room mesh --identity "$p" --secret-file "$work/secret" > "$work/$p.token"; done
-"$bin" serve --listen 127.0.0.1:0 --secret-file "$work/secret" --max-participants 4 > "$work/serve.log" 2>&1 &
+"$bin" token --room tiles --identity page --secret-file "$work/secret" > "$work/page.token"
+for p in e f; do "$bin" token --room tiles --identity "$p" --secret-file "$work/secret" > "$work/$p.token"; done
+"$bin" serve --listen 127.0.0.1:0 --http 127.0.0.1:0 --secret-file "$work/secret" --max-participants 4 > "$work/serve.log" 2>&1 &
 pids+=($!)
-wait_for "$work/serve.log" "listening on" 30 || exit 1
+wait_for "$work/serve.log" "web page at" 30 || exit 1
 port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
-join() {  # NAME OUT SECONDS
-  "$bin" join mesh --token-file "$work/$1.token" --server "127.0.0.1:$port" --mesh --video-source pattern --video-size 640x360 \
+web=$(sed -n 's/^web page at \(http:[^ ]*\)\/ .*/\1/p' "$work/serve.log")
+room=mesh
+join() {  # NAME OUT SECONDS: run in a subshell or in the background (it becomes the endpoint's process)
+  exec "$bin" join "$room" --token-file "$work/$1.token" --server "127.0.0.1:$port" --mesh --video-source pattern --video-size 640x360 \
     --duration "$3" --no-stdin > "$work/$2.out" 2> "$work/$2.err"
 }
 for p in a b c; do
   join "$p" "$p" 60 &
   pids+=($!)
-  wait_for "$work/$p.err" "joined room mesh" 30 || exit 1
+  wait_for "$work/$p.err" "joined room $room" 30 || exit 1
 done
 started=$SECONDS
-join d d1 20 || { echo "mesh: FAILED: D's first session: $(tail -3 "$work/d1.err")"; exit 1; }
+(join d d1 20) || { echo "mesh: FAILED: D's first session: $(tail -3 "$work/d1.err")"; exit 1; }
 # D comes back as a new process at once, and stays until the others end.
-join d d2 $((60 - (SECONDS - started) - 2)) || { echo "mesh: FAILED: D's second session: $(tail -3 "$work/d2.err")"; exit 1; }
+(join d d2 $((60 - (SECONDS - started) - 2))) || { echo "mesh: FAILED: D's second session: $(tail -3 "$work/d2.err")"; exit 1; }
 for p in "${pids[@]:1}"; do wait "$p" || { echo "mesh: FAILED: an endpoint failed"; tail -3 "$work"/[abc].err; exit 1; }; done
+pids=("${pids[0]}")
+
+# The page with two endpoints.
+room=tiles
+for p in e f; do
+  join "$p" "$p" 40 &
+  pids+=($!)
+  wait_for "$work/$p.err" "joined room $room" 30 || exit 1
+done
+if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && /usr/bin/python3 -c "import selenium" 2>/dev/null; then
+  /usr/bin/python3 scripts/mesh/tiles.py "$web/?room=tiles&token=$(cat "$work/page.token")&mesh=1" --peers 2 --seconds 15 --timeout 40 \
+    > "$work/page.out" 2> "$work/page.err"
+  page=$?
+else
+  page=77
+fi
+for p in "${pids[@]:1}"; do kill "$p" 2>/dev/null; wait "$p"; done
+[ $page -eq 77 ] && skip "needs Debian's chromium, chromium-driver and python3-selenium for the page's tiles (scripts/install-deps.sh installs them)"
+[ $page -eq 0 ] || { echo "mesh: FAILED: the page's tiles: $(tail -c 600 "$work/page.out") $(tail -3 "$work/page.err")"; exit 1; }
 
 /usr/bin/python3 - "$work" <<'PY'
 import json, sys
@@ -86,6 +112,21 @@ for x in ["a", "b", "c"]:
             fail(f"{x} and {y} stopped: {p.get('sessions')} sessions, watched {p.get('watchedMs', 0) / 1000:.1f} s, longest freeze {p.get('longestFreezeMs')} ms")
     if got[x].get("d", {}).get("sessions") != 2:
         fail(f"{x} had {got[x].get('d', {}).get('sessions')} sessions with d, not 2 (it left and came back)")
+# The page: a tile for itself and each endpoint, >= 20 fps from each; each endpoint decodes >= 90 %
+# of what the page sent it (the endpoints ended on SIGTERM, after the page left).
+page = json.loads([l for l in open(f"{work}/page.out") if l.startswith("{")][-1])
+print(f"mesh: the page: {page['tiles']} tiles; " + "; ".join(f"from {k}: {v.get('fps')} fps {v.get('width')}x{v.get('height')}, sent it {v.get('framesSent')} frames" for k, v in sorted(page["peers"].items())))
+if page["tiles"] != 3:
+    fail(f"the page shows {page['tiles']} tiles, not 3 (itself and two endpoints)")
+for name in ["e", "f"]:
+    v = page["peers"].get(name, {})
+    if v.get("fps", 0) < 20:
+        fail(f"the page decoded {v.get('fps')} fps from {name} (want >= 20)")
+    got_page = load(name).get("page", {})
+    decoded, sent = got_page.get("framesDecoded", 0), v.get("framesSent", 0)
+    print(f"mesh: {name} decoded {decoded} of the {sent} frames the page sent it")
+    if not sent or decoded < 0.9 * sent:
+        fail(f"{name} decoded {decoded} of the page's {sent} frames (want >= 90 %)")
 sys.exit(0 if ok else 1)
 PY
 status=$?

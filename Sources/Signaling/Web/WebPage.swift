@@ -34,6 +34,11 @@ public enum WebPage {
   #local { position: absolute; right: .6em; bottom: .6em; width: 22%; border: 2px solid #fff8; border-radius: 4px; background: #222; }
   #waiting { position: absolute; inset: 0; display: grid; place-items: center; color: #fffa; }
   #waiting[hidden] { display: none; }
+  .tiles { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: .5em; }
+  .tiles[hidden], .stage[hidden] { display: none; }
+  .tile { position: relative; background: #000; border-radius: 6px; aspect-ratio: 16 / 9; overflow: hidden; }
+  .tile video { width: 100%; height: 100%; object-fit: contain; }
+  .tile span { position: absolute; left: .5em; bottom: .3em; color: #fff; text-shadow: 0 0 3px #000; }
   .card { background: var(--card); border-radius: 6px; padding: .8em 1em; margin-bottom: 1em; }
   .controls { display: flex; gap: .5em; margin-top: .8em; flex-wrap: wrap; }
   button { font: inherit; padding: .4em .9em; border-radius: 4px; border: 1px solid #8886; background: var(--card); color: var(--fg); cursor: pointer; }
@@ -70,6 +75,7 @@ public enum WebPage {
       <div id="waiting">waiting for the peer</div>
       <video id="local" autoplay playsinline muted hidden></video>
     </div>
+    <div id="tiles" class="tiles" hidden></div>
     <div class="controls">
       <button id="mute-audio" aria-pressed="false" disabled>Mute microphone</button>
       <button id="mute-video" aria-pressed="false" disabled>Stop camera</button>
@@ -195,6 +201,7 @@ function connect(rejoin) {
 }
 
 async function onMessage(m) {
+  if (MESH && await meshMessage(m)) return;
   // While a call runs, only its peer negotiates with it: the others in the room are ignored.
   if (['offer', 'answer', 'candidate', 'bye'].includes(m.type) && state.pc && state.peer && m.from !== state.peer) {
     log(`ignored ${m.type} from ${m.from}, who is not this call's peer ${state.peer}`);
@@ -418,6 +425,7 @@ function closeCall() {
 
 function leave() {
   state.over = true;
+  for (const peer of [...mesh.keys()]) { send({ type: 'bye', id: uid(), to: peer, payload: {} }); meshClose(peer); }
   if (state.peer && state.pc) relay('bye', {});
   closeCall();
   if (state.local) state.local.getTracks().forEach((t) => t.stop());
@@ -425,6 +433,141 @@ function leave() {
   $('leave').disabled = true;
   status('left the room');
 }
+
+// --- A mesh of up to four (?mesh=1, with serve --max-participants 4 and join --mesh) --------
+// A connection and a tile per peer. The newcomer offers to everyone in its `joined` list; those
+// present answer. A peer's bye or departure closes its tile only. No data channels here.
+
+const MESH = params.get('mesh') === '1';
+const MESH_PEERS = 3;
+const mesh = new Map();
+window.callendMesh = mesh;
+
+function meshTile(label, stream, muted) {
+  const tile = document.createElement('div');
+  tile.className = 'tile';
+  const video = document.createElement('video');
+  video.autoplay = true;
+  video.playsInline = true;
+  video.muted = muted;
+  if (stream) video.srcObject = stream;
+  const name = document.createElement('span');
+  name.textContent = label;
+  tile.append(video, name);
+  $('tiles').append(tile);
+  return { tile, video };
+}
+
+function meshPeer(peer) {
+  const pc = new RTCPeerConnection({ iceServers: state.iceServers, bundlePolicy: 'max-bundle', rtcpMuxPolicy: 'require',
+    iceTransportPolicy: params.get('relay') === '1' ? 'relay' : 'all' });
+  const p = { pc, described: false, pending: [], session: null, ...meshTile(peer, new MediaStream(), false) };
+  pc.onicecandidate = (e) => {
+    const payload = e.candidate ? e.candidate.toJSON() : { candidate: '', sdpMid: '0', sdpMLineIndex: 0 };
+    if (p.described) send({ type: 'candidate', id: uid(), to: peer, payload }); else p.pending.push(payload);
+  };
+  pc.ontrack = (e) => {
+    p.video.srcObject.addTrack(e.track);
+    p.video.play().catch((err) => log(`playback (${peer}): ${err.message}`));
+  };
+  pc.onconnectionstatechange = () => log(`${peer}: connection ${pc.connectionState}`);
+  mesh.set(peer, p);
+  meshStatus();
+  return p;
+}
+
+function meshDescribe(peer, p, description) {
+  send({ type: description.type, id: uid(), to: peer, payload: { type: description.type, sdp: description.sdp } });
+  p.described = true;
+  for (const payload of p.pending) send({ type: 'candidate', id: uid(), to: peer, payload });
+  p.pending = [];
+}
+
+function meshClose(peer) {
+  const p = mesh.get(peer);
+  if (!p) return;
+  p.pc.close();
+  p.tile.remove();
+  mesh.delete(peer);
+  meshStatus();
+}
+
+function meshStatus() {
+  status(mesh.size ? `in ${state.room} with ${[...mesh.keys()].join(', ')}` : `in ${state.room}: waiting for others`);
+}
+
+async function meshMessage(m) {
+  switch (m.type) {
+    case 'joined':
+      state.me = m.participant;
+      state.iceServers = m.iceServers || [];
+      if (!state.meshStarted) {
+        state.meshStarted = true;
+        $('tiles').hidden = false;
+        document.querySelector('.stage').hidden = true;
+        if (state.local) meshTile(`${m.participant} (me)`, state.local, true);
+      }
+      for (const peer of m.peers.filter((x) => !x.startsWith('whep~') && !mesh.has(x)).slice(0, MESH_PEERS)) {
+        const p = meshPeer(peer);
+        for (const kind of ['audio', 'video']) {
+          const track = state.local && state.local.getTracks().find((t) => t.kind === kind);
+          if (track) p.pc.addTrack(track, state.local); else p.pc.addTransceiver(kind, { direction: 'recvonly' });
+        }
+        await p.pc.setLocalDescription(await p.pc.createOffer());
+        meshDescribe(peer, p, p.pc.localDescription);
+      }
+      meshStatus();
+      return true;
+    case 'peer-joined': log(`${m.participant} joined`); return true;
+    case 'peer-left': log(`${m.participant} left (${m.reason})`); meshClose(m.participant); return true;
+    case 'bye': log(`${m.from} said bye`); meshClose(m.from); return true;
+    case 'offer': {
+      const session = sessionOf(m.payload.sdp);
+      if (mesh.has(m.from) && mesh.get(m.from).session !== session) meshClose(m.from);  // back as a new session
+      if (!mesh.has(m.from) && mesh.size >= MESH_PEERS) { send({ type: 'bye', id: uid(), to: m.from, payload: { reason: 'the mesh is full' } }); return true; }
+      const fresh = !mesh.has(m.from);
+      const p = mesh.get(m.from) || meshPeer(m.from);
+      await p.pc.setRemoteDescription({ type: 'offer', sdp: m.payload.sdp });
+      p.session = session;
+      if (fresh && state.local) for (const track of state.local.getTracks()) p.pc.addTrack(track, state.local);
+      await p.pc.setLocalDescription(await p.pc.createAnswer());
+      meshDescribe(m.from, p, p.pc.localDescription);
+      return true;
+    }
+    case 'answer': {
+      const p = mesh.get(m.from);
+      if (p && p.pc.signalingState === 'have-local-offer') {
+        await p.pc.setRemoteDescription({ type: 'answer', sdp: m.payload.sdp });
+        p.session = sessionOf(m.payload.sdp);
+      }
+      return true;
+    }
+    case 'candidate': {
+      const p = mesh.get(m.from);
+      if (!p) return true;
+      const c = m.payload || {};
+      const init = c.candidate ? c : { candidate: '', sdpMid: c.sdpMid ?? '0', sdpMLineIndex: c.sdpMLineIndex ?? 0 };
+      try { await p.pc.addIceCandidate(init); } catch (e) { log(`candidate from ${m.from} not taken: ${e.message}`); }
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// What each tile receives, for whoever drives the page (tests).
+window.callendMeshStats = async () => {
+  const out = {};
+  for (const [peer, p] of mesh) {
+    const entry = { connection: p.pc.connectionState, playing: !p.video.paused, framesDecoded: 0, audioPackets: 0 };
+    (await p.pc.getStats()).forEach((s) => {
+      if (s.type === 'inbound-rtp' && s.kind === 'video') Object.assign(entry, { framesDecoded: s.framesDecoded || 0, width: s.frameWidth, height: s.frameHeight, bytesReceived: s.bytesReceived, packetsLost: s.packetsLost });
+      if (s.type === 'inbound-rtp' && s.kind === 'audio') entry.audioPackets = s.packetsReceived || 0;
+      if (s.type === 'outbound-rtp' && s.kind === 'video') entry.framesSent = s.framesSent || 0;
+    });
+    out[peer] = entry;
+  }
+  return { me: state.me, tiles: $('tiles').childElementCount, peers: out };
+};
 
 // --- Statistics -----------------------------------------------------------------------------
 

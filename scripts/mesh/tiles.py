@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""Opens the callend page in mesh mode (URL with ?mesh=1) in Debian's headless Chromium with a
+fake camera and microphone, waits until it shows a tile for each of --peers peers and each has
+decoded --frames frames, watches --seconds more, and prints one JSON line: the tiles on the page,
+and per peer the frames decoded over the watched seconds ("fps"), its size and audio packets.
+--screenshot saves the page. Exits 3 when Chromium cannot start, 1 when the tiles did not fill
+within --timeout.
+
+  tiles.py URL --peers N [--frames N] [--seconds S] [--timeout S] [--secure-origin ORIGIN] [--screenshot F]
+"""
+import argparse, json, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("url")
+parser.add_argument("--peers", type=int, required=True)
+parser.add_argument("--frames", type=int, default=30)
+parser.add_argument("--seconds", type=float, default=10)
+parser.add_argument("--timeout", type=float, default=60)
+parser.add_argument("--secure-origin", help="an http:// origin Chromium treats as secure (camera and microphone allowed)")
+parser.add_argument("--screenshot")
+args = parser.parse_args()
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+except ImportError as error:
+    print(f"tiles.py: no selenium: {error}", file=sys.stderr)
+    sys.exit(3)
+options = Options()
+options.binary_location = "/usr/bin/chromium"
+for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--mute-audio",
+             "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream", "--autoplay-policy=no-user-gesture-required",
+             "--window-size=1280,900", "--no-first-run", "--disable-background-networking", "--disable-component-update"]:
+    options.add_argument(flag)
+if args.secure_origin:
+    options.add_argument(f"--unsafely-treat-insecure-origin-as-secure={args.secure_origin}")
+try:
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+except Exception as error:
+    print(f"tiles.py: Chromium cannot start: {str(error).splitlines()[0]}", file=sys.stderr)
+    sys.exit(3)
+
+def stats():
+    return driver.execute_async_script("window.callendMeshStats().then(arguments[arguments.length - 1])")
+
+status, result = 1, {}
+try:
+    driver.set_script_timeout(20)
+    driver.get(args.url)
+    deadline = time.time() + args.timeout
+    while time.time() < deadline:
+        result = stats()
+        peers = result.get("peers", {})
+        if len(peers) >= args.peers and all(p.get("framesDecoded", 0) >= args.frames and p.get("playing") for p in peers.values()):
+            status = 0
+            break
+        time.sleep(0.25)  # a poll of the page's statistics
+    if status == 0:
+        start, started = result, time.time()
+        time.sleep(args.seconds)  # the window the frame rates are counted over
+        result = stats()
+        window = time.time() - started
+        for peer, p in result["peers"].items():
+            before = start["peers"].get(peer, {}).get("framesDecoded", 0)
+            p["fps"] = round((p.get("framesDecoded", 0) - before) / window, 1)
+        result["seconds"] = round(window, 2)
+        if args.screenshot:
+            driver.save_screenshot(args.screenshot)
+    else:
+        result["log"] = driver.execute_script("return window.callend.log.slice(-15)")
+except Exception as error:
+    result["driverError"] = str(error).splitlines()[0]
+    status = 1
+finally:
+    print(json.dumps(result), flush=True)
+    try:
+        driver.quit()
+    except Exception:
+        pass
+sys.exit(status)
