@@ -26,7 +26,8 @@ public enum JSONValue: Sendable, Equatable, Codable {
         case .null: try container.encodeNil()
         case .bool(let value): try container.encode(value)
         case .number(let value):
-            if value.rounded() == value, abs(value) <= 9_007_199_254_740_992 { try container.encode(Int64(value)) }  // 2^53: exact in a Double (Janus's ids reach it) else { try container.encode(value) }
+            // Integers up to 2^53 are exact in a Double (Janus's ids reach it): written as integers.
+            if value.rounded() == value, abs(value) <= 9_007_199_254_740_992 { try container.encode(Int64(value)) } else { try container.encode(value) }
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
