@@ -38,3 +38,12 @@ stop_pids() {
   wait 2>/dev/null
   pids=()
 }
+
+# has_chromium: Debian's chromium, chromium-driver and python3-selenium are there (for the pages
+# the stages drive); need_chromium: the same, or the stage skips saying what to install.
+has_chromium() {
+  [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && /usr/bin/python3 -c "import selenium" 2>/dev/null
+}
+need_chromium() {
+  has_chromium || skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
+}

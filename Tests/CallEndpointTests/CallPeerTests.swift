@@ -32,6 +32,27 @@ import Testing
     }
 }
 
+/// A signaling service on loopback for room tests, and tokens for its room "lab".
+struct LabService {
+    let server: SignalingServer
+    private let secret: TokenSecret
+
+    init(maxParticipants: Int) throws {
+        var configuration = SignalingServerConfiguration(host: "127.0.0.1", port: 0, secret: TokenSecret.random())
+        configuration.limits.maxParticipantsPerRoom = maxParticipants
+        secret = configuration.secret
+        server = try SignalingServer(configuration: configuration)
+        server.start()
+    }
+
+    var port: Int { server.port }
+
+    func token(_ who: String) -> String {
+        let now = Int64(Date().timeIntervalSince1970)
+        return TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "lab", issuedAt: now, expires: now + 600))
+    }
+}
+
 /// Collects a call's log lines.
 final class LogLines: Sendable {
     let lines = Mutex<[String]>([])
@@ -44,16 +65,10 @@ final class LogLines: Sendable {
     /// candidates and byes: each endpoint ignores (and logs) what does not come from its peer,
     /// and the call goes on.
     @Test func aCallListensOnlyToItsPeer() throws {
-        var configuration = SignalingServerConfiguration(host: "127.0.0.1", port: 0, secret: TokenSecret.random())
-        configuration.limits.maxParticipantsPerRoom = 3
-        let server = try SignalingServer(configuration: configuration)
-        server.start()
+        let service = try LabService(maxParticipants: 3)
+        let server = service.server
         defer { server.stop() }
-        let now = Int64(Date().timeIntervalSince1970)
-        let secret = configuration.secret
-        @Sendable func token(_ who: String) -> String {
-            TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "lab", issuedAt: now, expires: now + 600))
-        }
+        @Sendable func token(_ who: String) -> String { service.token(who) }
         let (aliceLog, bobLog) = (LogLines(), LogLines())
         let renderer = RecordingRenderer()
         var bobMedia = try Call.Media.synthetic(width: 160, height: 120)

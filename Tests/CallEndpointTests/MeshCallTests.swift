@@ -10,16 +10,10 @@ import Testing
     /// shared encode per sender; one leaves and comes back as a new session, which starts new
     /// sessions with the two others and ends nothing between them.
     @Test func threeParticipantsSeeEachOtherAndOneComesBack() throws {
-        var configuration = SignalingServerConfiguration(host: "127.0.0.1", port: 0, secret: TokenSecret.random())
-        configuration.limits.maxParticipantsPerRoom = 4
-        let server = try SignalingServer(configuration: configuration)
-        server.start()
-        defer { server.stop() }
-        let now = Int64(Date().timeIntervalSince1970)
-        let secret = configuration.secret
+        let service = try LabService(maxParticipants: 4)
+        defer { service.server.stop() }
         func mesh(_ who: String, seconds: Int, log: LogLines) throws -> MeshCall {
-            let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "lab", issuedAt: now, expires: now + 600))
-            return try MeshCall(options: try ConnectOptions(token: token) { $0.roomName = "lab" }, server: ("127.0.0.1", server.port),
+            try MeshCall(options: try ConnectOptions(token: service.token(who)) { $0.roomName = "lab" }, server: ("127.0.0.1", service.port),
                                 media: try Call.Media.synthetic(width: 160, height: 120), duration: .seconds(seconds), log: log.sink)
         }
         let results = Mutex<[String: MeshSummary]>([:])

@@ -37,33 +37,17 @@ args = parser.parse_args()
 # Stopped by SIGTERM: unwind through the finally below, which closes Chromium.
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-except ImportError as error:
-    print(f"page.py: no selenium: {error}", file=sys.stderr)
-    sys.exit(3)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chromium
 
-options = Options()
-options.binary_location = "/usr/bin/chromium"
-for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--mute-audio",
-             "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
-             "--autoplay-policy=no-user-gesture-required", "--window-size=1280,760",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update"]:
-    options.add_argument(flag)
+flags = chromium.FAKE_MEDIA + ["--window-size=1280,760"]
 if args.secure_origin:
-    options.add_argument(f"--unsafely-treat-insecure-origin-as-secure={args.secure_origin}")
+    flags.append(f"--unsafely-treat-insecure-origin-as-secure={args.secure_origin}")
 if args.trust_key:
-    options.add_argument(f"--ignore-certificate-errors-spki-list={args.trust_key}")
+    flags.append(f"--ignore-certificate-errors-spki-list={args.trust_key}")
 if args.fake_video:
-    options.add_argument(f"--use-file-for-fake-video-capture={args.fake_video}")
-options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-try:
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-except Exception as error:  # Chromium missing, or cannot start here
-    print(f"page.py: Chromium cannot start: {str(error).splitlines()[0]}", file=sys.stderr)
-    sys.exit(3)
+    flags.append(f"--use-file-for-fake-video-capture={args.fake_video}")
+driver = chromium.start("page.py", flags, capabilities={"goog:loggingPrefs": {"browser": "ALL"}})
 
 def say(text):
     print(f"page.py: {text}", file=sys.stderr, flush=True)

@@ -24,9 +24,7 @@ cd "$(dirname "$0")/../.."
 source scripts/wait.sh
 source scripts/stage.sh
 py=/usr/bin/python3  # Debian's, which has python3-selenium (python3 on PATH may be another)
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || ! "$py" -c "import selenium" 2>/dev/null; then
-  skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
-fi
+need_chromium
 bin=$(swift build --show-bin-path)/callend
 page=$PWD/scripts/browser/page.py
 work=$(mktemp -d /tmp/callend-browser.XXXXXX)

@@ -151,7 +151,7 @@ else
 fi
 
 # --- Chromium -----------------------------------------------------------------------------
-if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && "$py" -c "import selenium" 2>/dev/null; then
+if has_chromium; then
   ran_outside=1
   # chromium_case ROOM FIRST(callend|chromium) UNRELIABLE(0|1) SMALL BIG: the socket also gets
   # the one line typed into the page's console (outOfOrder 1: it is not one of the numbered).

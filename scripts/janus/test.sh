@@ -22,9 +22,7 @@ command -v janus >/dev/null || skip "needs Debian's janus (scripts/install-deps.
 [ -f /usr/share/janus/demos/javascript/janus-gateway/janus.js ] || skip "needs janus-demos and libjs-janus-gateway (scripts/install-deps.sh installs them)"
 command -v ffmpeg >/dev/null || skip "needs ffmpeg (scripts/install-deps.sh installs it)"
 py=/usr/bin/python3
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || ! "$py" -c "import selenium" 2>/dev/null; then
-  skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
-fi
+need_chromium
 bin=$(swift build --show-bin-path)/callend
 work=$(mktemp -d /tmp/callend-janus.XXXXXX)
 nj=cj$$ np=cp$$

@@ -57,7 +57,7 @@ for p in e f; do
   pids+=($!)
   wait_for "$work/$p.err" "joined room $room" 30 || exit 1
 done
-if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && /usr/bin/python3 -c "import selenium" 2>/dev/null; then
+if has_chromium; then
   /usr/bin/python3 scripts/mesh/tiles.py "$web/?room=tiles&token=$(cat "$work/page.token")&mesh=1" --peers 2 --seconds 15 --timeout 40 \
     > "$work/page.out" 2> "$work/page.err"
   page=$?

@@ -8,7 +8,7 @@ within --timeout.
 
   tiles.py URL --peers N [--frames N] [--seconds S] [--timeout S] [--secure-origin ORIGIN] [--screenshot F]
 """
-import argparse, json, sys, time
+import argparse, json, os, sys, time
 
 parser = argparse.ArgumentParser()
 parser.add_argument("url")
@@ -19,26 +19,13 @@ parser.add_argument("--timeout", type=float, default=60)
 parser.add_argument("--secure-origin", help="an http:// origin Chromium treats as secure (camera and microphone allowed)")
 parser.add_argument("--screenshot")
 args = parser.parse_args()
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-except ImportError as error:
-    print(f"tiles.py: no selenium: {error}", file=sys.stderr)
-    sys.exit(3)
-options = Options()
-options.binary_location = "/usr/bin/chromium"
-for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--mute-audio",
-             "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream", "--autoplay-policy=no-user-gesture-required",
-             "--window-size=1280,900", "--no-first-run", "--disable-background-networking", "--disable-component-update"]:
-    options.add_argument(flag)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser"))
+import chromium
+
+flags = chromium.FAKE_MEDIA + ["--window-size=1280,900"]
 if args.secure_origin:
-    options.add_argument(f"--unsafely-treat-insecure-origin-as-secure={args.secure_origin}")
-try:
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-except Exception as error:
-    print(f"tiles.py: Chromium cannot start: {str(error).splitlines()[0]}", file=sys.stderr)
-    sys.exit(3)
+    flags.append(f"--unsafely-treat-insecure-origin-as-secure={args.secure_origin}")
+driver = chromium.start("tiles.py", flags)
 
 def stats():
     return driver.execute_async_script("window.callendMeshStats().then(arguments[arguments.length - 1])")

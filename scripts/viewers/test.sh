@@ -21,9 +21,7 @@ source scripts/stage.sh
 command -v tc >/dev/null || skip "needs tc (iproute2)"
 command -v ffmpeg >/dev/null || skip "needs ffmpeg (scripts/install-deps.sh installs it)"
 py=/usr/bin/python3
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || ! "$py" -c "import selenium" 2>/dev/null; then
-  skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
-fi
+need_chromium
 need_aiortc
 bin=$(swift build --show-bin-path)/callend
 work=$(mktemp -d /tmp/callend-viewers.XXXXXX)

@@ -29,9 +29,7 @@ cd "$(dirname "$0")/../.."
 source scripts/wait.sh
 source scripts/stage.sh
 py=/usr/bin/python3
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || ! "$py" -c "import selenium" 2>/dev/null; then
-  skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
-fi
+need_chromium
 command -v whip-client >/dev/null || skip "needs Debian's simple-whip-client (scripts/install-deps.sh installs it)"
 [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 || skip "needs root and ip netns (whip-client needs an address on a veth)"
 bin=$(swift build --show-bin-path)/callend

@@ -11,7 +11,7 @@ come within --timeout.
 
 --page janus watches scripts/janus/subscriber.html instead (its janusStats() and janusStop()).
 """
-import argparse, json, sys, time
+import argparse, json, os, sys, time
 
 parser = argparse.ArgumentParser()
 parser.add_argument("url")
@@ -22,28 +22,12 @@ parser.add_argument("--page", default="whep", choices=["whep", "janus"], help="w
 parser.add_argument("--trust-key", help="base64 SHA-256 of a certificate key Chromium trusts (the service's private CA)")
 args = parser.parse_args()
 
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-except ImportError as error:
-    print(f"watch.py: no selenium: {error}", file=sys.stderr)
-    sys.exit(3)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser"))
+import chromium
 
-options = Options()
-options.binary_location = "/usr/bin/chromium"
-options.page_load_strategy = "eager"  # the player's state is read from its script, not its load event
-for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--mute-audio",
-             "--autoplay-policy=no-user-gesture-required", "--no-first-run", "--disable-background-networking",
-             "--disable-component-update"]:
-    options.add_argument(flag)
-if args.trust_key:
-    options.add_argument(f"--ignore-certificate-errors-spki-list={args.trust_key}")
-try:
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-except Exception as error:
-    print(f"watch.py: Chromium cannot start: {str(error).splitlines()[0]}", file=sys.stderr)
-    sys.exit(3)
+# The player's state is read from its script, not its load event.
+flags = [f"--ignore-certificate-errors-spki-list={args.trust_key}"] if args.trust_key else []
+driver = chromium.start("watch.py", flags, page_load_strategy="eager")
 
 def stats():
     return driver.execute_async_script(f"window.{args.page}Stats().then(arguments[arguments.length - 1])")

@@ -245,8 +245,14 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
     /// The ICE configuration of a round: the service's servers, then the caller's own.
     private func iceConfiguration(controlling: Bool) -> ICEAgent.Configuration {
+        Self.iceConfiguration(controlling: controlling, serviceServers: serviceICEServers.withLock { $0 }, options: options)
+    }
+
+    /// An agent's configuration: the service's STUN/TURN servers and the endpoint's own, its
+    /// transport policy and local addresses.
+    static func iceConfiguration(controlling: Bool, serviceServers: [ICEServer], options: ConnectOptions) -> ICEAgent.Configuration {
         var ice = ICEAgent.Configuration(controlling: controlling)
-        ice.servers = serviceICEServers.withLock { $0 } + options.iceServers
+        ice.servers = serviceServers + options.iceServers
         ice.relayOnly = options.iceTransportPolicy == .relay
         ice.localAddresses = options.iceLocalAddresses
         return ice

@@ -85,11 +85,7 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
     private var stopped: Bool { stopRequested.load(ordering: .relaxed) }
 
     private func iceConfiguration(controlling: Bool) -> ICEAgent.Configuration {
-        var ice = ICEAgent.Configuration(controlling: controlling)
-        ice.servers = serviceICEServers.withLock { $0 } + options.iceServers
-        ice.relayOnly = options.iceTransportPolicy == .relay
-        ice.localAddresses = options.iceLocalAddresses
-        return ice
+        Call.iceConfiguration(controlling: controlling, serviceServers: serviceICEServers.withLock { $0 }, options: options)
     }
 
     public func run() throws -> MeshSummary {
