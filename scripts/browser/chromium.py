@@ -31,3 +31,13 @@ def start(program, flags=(), page_load_strategy=None, capabilities=None):
     except Exception as error:  # Chromium missing, or cannot start here
         print(f"{program}: Chromium cannot start: {str(error).splitlines()[0]}", file=sys.stderr)
         sys.exit(3)
+
+
+def report_and_quit(driver, result):
+    """Prints the page's result as one JSON line and closes Chromium (whatever state it is in)."""
+    import json
+    print(json.dumps(result), flush=True)
+    try:
+        driver.quit()
+    except Exception:
+        pass

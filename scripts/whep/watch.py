@@ -61,9 +61,5 @@ except Exception as error:
     result["driverError"] = str(error).splitlines()[0]
     status = 1
 finally:
-    print(json.dumps(result), flush=True)
-    try:
-        driver.quit()
-    except Exception:
-        pass
+    chromium.report_and_quit(driver, result)
 sys.exit(status)
