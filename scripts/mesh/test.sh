@@ -4,7 +4,7 @@
 # C stay 60 s; D leaves after 20 s and joins again (a new process) until the end. Checks, from
 # each endpoint's JSON line per peer:
 #   - every endpoint decodes >= 90 % of the frames each other sent it (D's two sessions together),
-#     with no decode error, and the senders sent >= 20 fps;
+#     with no decode error, and the senders sent >= 15 fps;
 #   - A, B and C never stop between themselves: one session each way, watched >= 55 s, no freeze
 #     longer than a second;
 #   - A, B and C each had two sessions with D (it left, and came back).
@@ -101,8 +101,10 @@ for receiver in ["a", "b", "c", "d"]:
         if share < 0.9 or errors:
             fail(f"{receiver} decoded {100 * share:.0f} % of {sender}'s frames ({errors} decode errors); want >= 90 %, none")
         seconds = sum(s.get("watchedMs", 0) for s in recv) / 1000
-        if seconds and sent / seconds < 20:
-            fail(f"{sender} sent {receiver} {sent / seconds:.1f} fps (want >= 20)")
+        # The shared encoder steps its frame rate down when the machine is short of time (four
+        # debug builds encoding and decoding on two cores: 20-25 fps), not below 15.
+        if seconds and sent / seconds < 15:
+            fail(f"{sender} sent {receiver} {sent / seconds:.1f} fps (want >= 15)")
 for x in ["a", "b", "c"]:
     for y in ["a", "b", "c"]:
         if x == y:
