@@ -14,7 +14,8 @@ let mainHelp = """
 
     commands:
       demo            a signaling service and two endpoints calling each other on loopback, with a summary
-      join            join a room through 'callend serve' and hold a two-party call
+      join            join a room through 'callend serve': a two-party call, or (--mesh) a room of
+                      up to four
       publish         send the camera and microphone to a WHIP server (RFC 9725) by its URL
       janus           publish into, or watch a publisher of, a Janus VideoRoom through Janus's HTTP API
       devices         list cameras (formats, sizes, rates) and ALSA sound devices; --json for scripts
