@@ -17,9 +17,12 @@ final class MediaSession {
     let loop: MediaLoop
     let sender: MediaSender?
     let receiver: MediaReceiver?
-    /// Until `run` takes it onto the loop's thread (as a local there: a struct in a class
-    /// property is copied on some accesses, and the core is large).
-    private var initialCore: RTPSessionCore?
+    /// The core, where the loop's thread alone touches it, in place: a struct in a class property,
+    /// or one a closure captures, is copied (everything in it retained) on some reads.
+    private let core: UnsafeMutablePointer<RTPSessionCore>
+    private var started = false
+    private var sent: Result<SenderStatistics, any Error>?
+    private var deadline = MediaTime.zero
     private var sendErrors = 0
 
     init(transport: any PacketTransport, loop: MediaLoop, sender: MediaSender?, receiver: MediaReceiver?) {
@@ -27,7 +30,13 @@ final class MediaSession {
         self.loop = loop
         self.sender = sender
         self.receiver = receiver
-        initialCore = RTPSessionCore(configuration: Self.configuration(sender: sender, receiver: receiver, overhead: transport.overhead))
+        core = .allocate(capacity: 1)
+        core.initialize(to: RTPSessionCore(configuration: Self.configuration(sender: sender, receiver: receiver, overhead: transport.overhead)))
+    }
+
+    deinit {
+        core.deinitialize(count: 1)
+        core.deallocate()
     }
 
     static func configuration(sender: MediaSender?, receiver: MediaReceiver?, overhead: Int) -> SessionConfiguration {
@@ -66,54 +75,63 @@ final class MediaSession {
 
     /// Runs until the receiver is done (or, without one, the sender): the sender finishes first
     /// when its sources end, and its BYE goes while receiving goes on. Returns the sender's result.
+    /// In a group, the group's thread runs the steps while this one waits.
     func run() throws -> Result<SenderStatistics, any Error>? {
-        guard var core = initialCore else { return nil }
-        initialCore = nil
+        guard !started else { return nil }
+        started = true
         sender?.start()
         try receiver?.start()
-        var sent: Result<SenderStatistics, any Error>?
-        var deadline = loop.clock.now
-        loop.run { inputs in
-            // Each input at the moment it is handled, and what it released sent at once: a packet
-            // is stamped for transport-cc with the time it really leaves, not the time the batch
-            // it came in began (the delay detector reads the difference as queueing).
-            for input in inputs {
-                switch input {
-                case .packet(let packet, let queuedAt):
-                    // When the kernel stamped the datagram, when known, not when this thread got to it.
-                    perform(core.handle(.datagram(bytes: packet.bytes, isRTCP: packet.isRTCP, kind: packet.kind, arrival: queuedAt - packet.age),
-                                        at: loop.clock.now))
-                case .event(let event):
-                    perform(core.handle(event, at: loop.clock.now))
-                case .wake:
-                    break
-                }
-            }
-            var now = loop.clock.now
-            if receiver?.takeKeyframeRequest() == true { perform(core.handle(.keyframeWanted, at: now)) }
-            if now >= deadline || inputs.isEmpty { perform(core.handle(.tick, at: now)) }
-            now = loop.clock.now
-            deadline = core.nextDeadline(after: now)
-            let snapshot = core.snapshot
-            sender?.absorb(snapshot, pacerQueueDelay: core.pacerQueueDelay(at: now), sendErrors: sendErrors)
-            receiver?.absorb(snapshot)
-            var wait = deadline - now
-            if let receiver {
-                guard let next = receiver.step(now: now, lastArrival: snapshot.lastArrival) else { return nil }
-                wait = min(wait, next)
-            }
-            if let sender, sent == nil, sender.isFinished(pacerEmpty: core.pacerIsEmpty) {
-                sent = Result { try sender.finish() }
-                perform(core.goodbye())
-                if receiver == nil { return nil }
-            }
-            return max(wait, .zero)
+        deadline = loop.clock.now
+        if let group = loop.group {
+            group.run(loop) { [self] inputs in step(inputs) }
+        } else {
+            var wait: Duration = .zero
+            while let next = step(loop.take(waiting: wait)) { wait = next }
         }
         if let sender, sent == nil {
             sent = Result { try sender.finish() }
-            perform(core.goodbye())
+            perform(core.pointee.goodbye())
         }
         return sent
+    }
+
+    /// One turn of the loop: what came, then what is due. Returns how long the loop may wait for
+    /// more, or nil when the session has ended.
+    private func step(_ inputs: [MediaLoop.Input]) -> Duration? {
+        // Each input at the moment it is handled, and what it released sent at once: a packet
+        // is stamped for transport-cc with the time it really leaves, not the time the batch
+        // it came in began (the delay detector reads the difference as queueing).
+        for input in inputs {
+            switch input {
+            case .packet(let packet, let queuedAt):
+                // When the kernel stamped the datagram, when known, not when this thread got to it.
+                perform(core.pointee.handle(.datagram(bytes: packet.bytes, isRTCP: packet.isRTCP, kind: packet.kind, arrival: queuedAt - packet.age),
+                                            at: loop.clock.now))
+            case .event(let event):
+                perform(core.pointee.handle(event, at: loop.clock.now))
+            case .wake:
+                break
+            }
+        }
+        var now = loop.clock.now
+        if receiver?.takeKeyframeRequest() == true { perform(core.pointee.handle(.keyframeWanted, at: now)) }
+        if now >= deadline || inputs.isEmpty { perform(core.pointee.handle(.tick, at: now)) }
+        now = loop.clock.now
+        deadline = core.pointee.nextDeadline(after: now)
+        let snapshot = core.pointee.snapshot
+        sender?.absorb(snapshot, pacerQueueDelay: core.pointee.pacerQueueDelay(at: now), sendErrors: sendErrors)
+        receiver?.absorb(snapshot)
+        var wait = deadline - now
+        if let receiver {
+            guard let next = receiver.step(now: now, lastArrival: snapshot.lastArrival) else { return nil }
+            wait = min(wait, next)
+        }
+        if let sender, sent == nil, sender.isFinished(pacerEmpty: core.pointee.pacerIsEmpty) {
+            sent = Result { try sender.finish() }
+            perform(core.pointee.goodbye())
+            if receiver == nil { return nil }
+        }
+        return max(wait, .zero)
     }
 
     private func perform(_ actions: [SessionAction]) {
