@@ -68,8 +68,10 @@ import Testing
     /// Three viewers of one endpoint on loopback, each its own call media session (ICE,
     /// DTLS-SRTP, pacer, estimate), their video and sound from one shared encoder each: the
     /// fan-outs encode each picture and each packet of sound once, and every viewer decodes
-    /// >= 90 % of the pictures and of the sound sent to it, without a decode error.
-    @Test func threeViewersDecodeOneEncode() throws {
+    /// >= 90 % of the pictures and of the sound sent to it, without a decode error. As the
+    /// viewers of an endpoint run, the three sending sessions' loops share one thread (a
+    /// `MediaLoopGroup`); and each with a thread of its own.
+    @Test(arguments: [true, false]) func threeViewersDecodeOneEncode(sharedLoop: Bool) throws {
         let shared = try Call.Media.synthetic(width: 320, height: 240)
         defer { shared.close() }
         let fanout = VideoFanout(track: shared.videoTrack!, maxVideoBitrate: 1_500_000)
@@ -81,6 +83,8 @@ import Testing
             return e
         }()
         let pairs = try (0..<3).map { _ in try CallMediaPair() }
+        let loops = MediaLoopGroup(threadName: "test-loops")
+        if sharedLoop { for pair in pairs { pair.a.loopGroup = loops } }
         let results = Mutex<[Int: (SenderStatistics, ReceiverSummary)]>([:])
         let group = DispatchGroup()
         for (index, pair) in pairs.enumerated() {

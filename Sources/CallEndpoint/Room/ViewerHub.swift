@@ -25,6 +25,9 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
     let audioFanout: AudioFanout?
     private let log: @Sendable (LogMessage) -> Void
     private let viewers = Mutex<[String: Viewer]>([:])
+    /// One thread runs every viewer's media loop: a frame of the shared encoders wakes it once,
+    /// not once per viewer.
+    private let loops = MediaLoopGroup(threadName: "viewer-loops")
     private let closed = Atomic<Bool>(false)
     /// How long a viewer's answer waits for candidates.
     static let gatheringWait: Duration = .seconds(2)
@@ -100,6 +103,7 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
         } catch {
             return refuse(name, "cannot make a transport: \(error)", status: 503, client: client)
         }
+        callMedia.loopGroup = loops
         let viewer = Viewer(name: name, media: callMedia, events: events, log: log)
         let taken = viewers.withLock { v -> Bool in
             guard v.count < maxViewers else { return false }

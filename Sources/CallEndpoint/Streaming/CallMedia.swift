@@ -28,6 +28,10 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     /// seconds at worst through TURN; a peer that never answers must not hold the round for ever).
     public static let connectTimeout: Duration = .seconds(30)
 
+    /// The thread that runs this session's media loop along with others' (a viewer's, with the
+    /// endpoint's other viewers), or nil for a thread of its own. Set before `run`.
+    var loopGroup: MediaLoopGroup?
+
     /// `receives` false: this side offers and answers without taking the peer's media (a WHIP publisher).
     public init(media: Call.Media, ice: ICEAgent.Configuration, certificate: DTLSCertificate, receives: Bool = true,
                 onEvent: @escaping @Sendable (BundleTransport.Event) -> Void) throws {
@@ -279,7 +283,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         receiving.measuresLatency = media.measuresLatency
         // One media loop and one session core for both directions: what the transport receives
         // is queued to the loop from libnice's thread.
-        let loop = MediaLoop()
+        let loop = MediaLoop(group: loopGroup)
         let sender = try MediaSender(configuration: sending, transport: transport, tracks: tracks, loop: loop)
         let receiver = try MediaReceiver(configuration: receiving, transport: transport, loop: loop)
         parts.withLock { $0 = (sender, receiver) }
