@@ -133,4 +133,68 @@ import Testing
             pair.b.transport.close()
         }
     }
+
+    /// A call's peer beside viewers: it has its own encoder until a viewer watches, then takes the
+    /// viewers' shared encoder (one encode for both), and its own again when the viewer has
+    /// gone; its peer decodes >= 90 % of what it sent throughout, without a decode error.
+    @Test func theCallsPeerTakesTheViewersEncoderWhileOneWatches() throws {
+        let shared = try Call.Media.synthetic(width: 320, height: 240)
+        defer { shared.close() }
+        let fanout = VideoFanout(track: shared.videoTrack!, maxVideoBitrate: 1_500_000)
+        defer { fanout.stop() }
+        let decisions = Mutex<[EncodingDecision]>([])
+        let callEncoding = {
+            var e = CallMedia.Encoding()
+            e.fanoutWhenWatched = fanout
+            e.onDecision = { d in decisions.withLock { $0.append(d) } }
+            return e
+        }()
+        let viewerEncoding = {
+            var e = CallMedia.Encoding()
+            e.fanout = fanout
+            return e
+        }()
+        let call = try CallMediaPair(), viewer = try CallMediaPair()
+        defer {
+            for pair in [call, viewer] {
+                pair.a.transport.close()
+                pair.b.transport.close()
+            }
+        }
+        let done = DispatchGroup()
+        let results = Mutex<(sent: SenderStatistics?, received: ReceiverSummary?)>((nil, nil))
+        func start(_ body: @escaping @Sendable () -> Void) {
+            done.enter()
+            Thread {
+                defer { done.leave() }
+                body()
+            }.start()
+        }
+        start {
+            if let r = try? call.b.run(call.bCall, media: Call.Media(videoTrack: nil, audioTrack: nil), duration: .seconds(9)) { results.withLock { $0.received = r.received } }
+        }
+        start {
+            if let r = try? call.a.run(call.aCall, media: shared, encoding: callEncoding, duration: .seconds(9)) { results.withLock { $0.sent = r.sent } }
+        }
+        // The call runs on its own encoder first (polled: its statistics say when it has sent a second's frames).
+        let deadline = ContinuousClock.now + .seconds(20)
+        while (call.a.statistics()?.sent.videoFrames ?? 0) < 30 && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        #expect(fanout.counters.withLock { $0.encoded } == 0, "the shared encoder ran before anyone watched")
+        start { _ = try? viewer.b.run(viewer.bCall, media: Call.Media(videoTrack: nil, audioTrack: nil), duration: .seconds(4)) }
+        start {
+            _ = try? viewer.a.run(viewer.aCall, media: shared, encoding: viewerEncoding, duration: .seconds(3))
+        }
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        let changes = decisions.withLock { $0 }.filter { $0.change == "encoder" }.map { "\($0.cause): \($0.from) -> \($0.to)" }
+        #expect(changes == ["viewers: own -> shared", "viewers: shared -> own"])
+        let encoded = fanout.counters.withLock { $0.encoded }
+        // About 3 s of the viewer's 30 fps, encoded once for it and the call's peer.
+        #expect((60...130).contains(encoded), "the shared encoder encoded \(encoded) frames")
+        let sent = try #require(results.withLock { $0.sent }), received = try #require(results.withLock { $0.received })
+        print("call beside a viewer: sent \(sent.videoFrames) frames, decoded \(received.framesDecoded); the shared encoder \(encoded)")
+        // 9 s at 30 fps, two changes of encoder on the way.
+        #expect(sent.videoFrames >= 230, "the call's peer was sent \(sent.videoFrames) frames in 9 s")
+        #expect(Double(received.framesDecoded) >= 0.9 * Double(sent.videoFrames), "decoded \(received.framesDecoded) of \(sent.videoFrames)")
+        #expect(received.decodeErrors == 0)
+    }
 }

@@ -332,7 +332,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let result: (sent: SenderStatistics, received: ReceiverSummary)
             do {
                 result = try runMedia(callMedia, call, round: round, signaling: signaling, participant: summary.participant,
-                                      peer: summary.peer ?? "?", remaining: deadline.map { $0 - ContinuousClock.now })
+                                      peer: summary.peer ?? "?", remaining: deadline.map { $0 - ContinuousClock.now }, viewersEncoder: viewers.fanout)
             } catch let error as NegotiationError {
                 // No path to the peer (ICE or DTLS failed): wait for the peer to try again.
                 callMedia.transport.close()
@@ -591,7 +591,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     static let newSessionReason = "the peer came back as a new session"
 
     private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, round: Int, signaling: RoundSignaling, participant: String,
-                          peer: String, remaining: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
+                          peer: String, remaining: Duration?, viewersEncoder: VideoFanout?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
         let roundOver = Atomic<Bool>(false)
         let restarts = Atomic<Int>(0)
         let newSession = Atomic<Bool>(false)
@@ -805,6 +805,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         encoding.maxVideoBitrate = options.encodingParameters?.maxVideoBitrate ?? 2_500_000
         let log = self.log
         encoding.onDecision = { decision in log("\(decision.line)") }
+        // While viewers watch, the peer takes their shared encoder: one encode for all.
+        encoding.fanoutWhenWatched = viewersEncoder
         var result = try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
         if newSession.load(ordering: .relaxed) { result.received.endReason = Self.newSessionReason }
         // A WHIP publisher's DELETE ends its session, not this endpoint: the next one is waited for.

@@ -225,6 +225,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         /// The shared encoder the video comes from, when several peers watch one endpoint.
         var fanout: VideoFanout?
         var audioFanout: AudioFanout?
+        /// A call's peer beside viewers: the viewers' shared encoder, taken while one watches.
+        var fanoutWhenWatched: VideoFanout?
         public init() {}
     }
 
@@ -260,6 +262,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.onDecision = encoding.onDecision
         sending.videoFanout = encoding.fanout
         sending.audioFanout = encoding.audioFanout
+        sending.videoFanoutWhenWatched = encoding.fanoutWhenWatched
         let incoming = (video: call.stream(.video).flatMap { $0.receives ? $0 : nil }, audio: call.stream(.audio).flatMap { $0.receives ? $0 : nil })
         var receiving = MediaReceiverConfiguration(
             video: incoming.video.map {

@@ -12,8 +12,33 @@ import Synchronization
 extension MediaSender {
     func sendVideo() throws {
         guard let track = videoTrack else { return }
-        if let fanout = configuration.videoFanout { return try takeShared(fanout, track: track) }
+        if let fanout = configuration.videoFanout { _ = try takeShared(fanout, track: track); return }
+        if let fanout = configuration.videoFanoutWhenWatched { return try shareWhileWatched(fanout, track: track) }
         try encodeOwn(track)
+    }
+
+    /// A call's peer beside viewers: its own encoder (its camera modes, its rate) while nobody
+    /// watches; the viewers' shared encoder while one does, so that the endpoint encodes once for
+    /// all (the call's peer is one more peer of the fan-out: its estimate has a say in the
+    /// shared rate, and a thin link gets the layers that fit, as a viewer's does). Back to its
+    /// own when the last viewer leaves. Each change costs a keyframe.
+    func shareWhileWatched(_ fanout: VideoFanout, track: LocalVideoTrack) throws {
+        func announce(_ from: String, _ to: String) {
+            let estimate = encoding.withLock { $0.estimate?.bitrate } ?? 0
+            report([EncodingDecision(time: elapsed.inSeconds, cause: "viewers", estimateKbps: estimate / 1000, change: "encoder", from: from, to: to)])
+        }
+        while shouldContinue() {
+            var watched = false
+            try encodeOwn(track) { [self] in
+                watched = fanout.watchers(besides: self) > 0
+                return watched
+            }
+            guard watched, shouldContinue() else { return }
+            announce("own", "shared")
+            // Until the last viewer has left.
+            guard try takeShared(fanout, track: track, until: { [self] in fanout.watchers(besides: self) == 0 }) else { return }
+            announce("shared", "own")
+        }
     }
 
     /// This session's own encoder. `leaveWhen` is asked at each picture: true ends the loop (a
@@ -182,7 +207,11 @@ extension MediaSender {
     /// fan-out's frames. A peer whose link cannot carry even the shared stream's base layer for
     /// `VideoFanout.starvedFor` encodes for itself instead (its own rate and size, one encode
     /// more), until the base layer has fitted with room to spare for `VideoFanout.fedFor`.
-    func takeShared(_ fanout: VideoFanout, track: LocalVideoTrack) throws {
+    ///
+    /// With `until`, it returns true once that holds (asked every picture or 250 ms): the
+    /// session goes back to its own encoder. False: the session is over.
+    @discardableResult
+    func takeShared(_ fanout: VideoFanout, track: LocalVideoTrack, until: (() -> Bool)? = nil) throws -> Bool {
         let format = fanout.track.source.format
         let native = VideoMode(width: format.width, height: format.height, frameRate: max(1, Int(format.frameRate.rounded())))
         let made = encoding.withLock { e -> [EncodingDecision] in
@@ -202,11 +231,15 @@ extension MediaSender {
         while shouldContinue() {
             fanout.attach(self)
             var starvedSince: Duration?
-            var stopped = false
-            // Until stop() (a nil picture), the duration is over, or the base layer has not fitted for long.
+            var stopped = false, done = false
+            // Until stop() (a nil picture), the duration is over, `until`, or the base layer has not fitted for long.
             while shouldContinue() {
                 if case .some(nil) = videoFrames.take(timeout: .milliseconds(250)) {
                     stopped = true
+                    break
+                }
+                if let until, until() {
+                    done = true
                     break
                 }
                 if fanout.starves(budget: budget()) {
@@ -217,10 +250,15 @@ extension MediaSender {
                 }
             }
             fanout.detach(self)
-            guard !stopped, shouldContinue() else { return }
+            guard !stopped, shouldContinue() else { return false }
+            if done { return true }
             announce("shared", "own")
             var fedSince: Duration?
             try encodeOwn(track) { [self] in
+                if let until, until() {
+                    done = true
+                    return true
+                }
                 guard fanout.feeds(budget: budget()) else {
                     fedSince = nil
                     return false
@@ -228,8 +266,11 @@ extension MediaSender {
                 fedSince = fedSince ?? elapsed
                 return elapsed - fedSince! >= VideoFanout.fedFor
             }
-            guard shouldContinue() else { return }
+            guard shouldContinue() else { return false }
+            // Nobody watches any more: it keeps an encoder of its own (one more keyframe).
+            if done { return true }
             announce("own", "shared")
         }
+        return false
     }
 }

@@ -55,6 +55,9 @@ public struct MediaSenderConfiguration: Sendable {
     var videoFanout: VideoFanout?
     /// The same for the sound.
     var audioFanout: AudioFanout?
+    /// A call's sender beside viewers: their shared encoder, taken while any viewer watches (one
+    /// encode for the call's peer and every viewer); its own encoder (and camera modes) otherwise.
+    var videoFanoutWhenWatched: VideoFanout?
     /// Auto mode on a peer that sends no transport-cc feedback (a WHIP server): the estimate
     /// comes from the loss in its reception reports and its REMB (`ReportedLossEstimator`). A
     /// call's sender does; `callend send`, whose receivers are RTP tools, does not.

@@ -77,6 +77,9 @@ final class VideoFanout: @unchecked Sendable {  // the subscriber list is behind
 
     var subscriberCount: Int { members.count }
 
+    /// The peers taking the frames besides `sender` (attached or not).
+    func watchers(besides sender: MediaSender) -> Int { members.count(besides: sender) }
+
     /// How long a peer's link may be too thin for the base layer before it encodes for itself,
     /// and how long the base layer must fit with room to spare before it comes back.
     static let starvedFor: Duration = .seconds(2)
@@ -181,6 +184,10 @@ final class VideoFanout: @unchecked Sendable {  // the subscriber list is behind
                 keyframePending = true
             }
             guard let encoder else { continue }
+            // A call's peer that records what it sends (it takes these frames while viewers watch).
+            for peer in peers where peer.sender.configuration.recorder?.takeKeyframeRequest() == true {
+                peer.sender.keyframeWanted.store(true, ordering: .relaxed)
+            }
             for peer in peers where peer.sender.keyframeWanted.load(ordering: .relaxed) {
                 // A peer whose link cannot carry even layer 0 loses pictures all the time: its
                 // requests count once per `starvedKeyframeInterval`, so that it does not fill
@@ -210,6 +217,7 @@ final class VideoFanout: @unchecked Sendable {  // the subscriber list is behind
                 let layer = VideoLayer(id: output.temporalLayer, sync: output.layerSync)
                 for peer in peers where forwards(output, to: peer, bitrate: bitrate) {
                     peer.sender.loop.post(.encodedVideo(data: output.data, isKeyframe: output.isKeyframe, capturedAt: capturedAt, layer: layer))
+                    peer.sender.configuration.recorder?.video(output.data, stamp: .captured(capturedAt), isKeyframe: output.isKeyframe)
                     peer.sender.encoding.withLock { e in
                         e.stats.videoWidth = frame.width
                         e.stats.videoHeight = frame.height
@@ -227,7 +235,7 @@ final class VideoFanout: @unchecked Sendable {  // the subscriber list is behind
             }
             if now - lastReport.time >= Self.reportEvery {
                 let span = (now - lastReport.time).inSeconds
-                log("shared encoder: \(target) for \(peers.count) viewers; over \(Int(span.rounded())) s \(total.encoded - lastReport.frames) frames, "
+                log("shared encoder: \(target) for \(peers.count) peers; over \(Int(span.rounded())) s \(total.encoded - lastReport.frames) frames, "
                     + "\(total.keyframes - lastReport.keyframes) keyframes, \(Int(Double(total.bytes - lastReport.bytes) * 8 / span / 1000)) kbit/s (now aiming at \(bitrate / 1000))")
                 lastReport = (now, total.encoded, total.keyframes, total.bytes)
             }
@@ -301,6 +309,7 @@ final class FanoutMembers<Member: AnyObject & Sendable>: Sendable {
     init(threadName: String) { self.threadName = threadName }
 
     var count: Int { members.withLock { $0.count } }
+    func count(besides sender: MediaSender) -> Int { members.withLock { $0.count - ($0[ObjectIdentifier(sender)] == nil ? 0 : 1) } }
     var current: [Member] { members.withLock { Array($0.values) } }
     var isRunning: Bool { running.withLock { $0 } }
 
