@@ -18,7 +18,7 @@ and callend's ratio to aiortc at each N.
 
   scripts/viewers/bench.py [--counts 1,2,4,8] [--runs 2] [--seconds 10] [--callend BIN] [--out DIR]
 """
-import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 parser = argparse.ArgumentParser(description="the sending endpoint's CPU with 1, 2, 4, 8 viewers: callend against aiortc")
 parser.add_argument("--counts", default="1,2,4,8")
@@ -46,28 +46,9 @@ if not shutil.which("ffmpeg"):
 work = args.out or tempfile.mkdtemp(prefix="callend-viewers.")
 os.makedirs(work, exist_ok=True)
 here = os.path.join(root, "scripts/viewers")
-procs = []
-
-
-def start(name, command):
-    log = open(os.path.join(work, name + ".log"), "w")
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    procs.append(proc)
-    return proc
-
-
-def wait_line(name, pattern, proc, timeout=60):
-    """The first match of pattern in the process's log, once it is printed."""
-    path = os.path.join(work, name + ".log")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        match = re.search(pattern, open(path).read())
-        if match:
-            return match
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    sys.exit(f"viewers: {name} did not print {pattern!r}: {open(path).read()[-2000:]}")
+sys.path.insert(0, here)
+from local_room import LocalRoom  # noqa: E402
+room = LocalRoom(binary, work, "bench", "viewers")
 
 
 def cpu_seconds(pid):
@@ -95,27 +76,16 @@ def watch(url, count, pid, token=None):
 
 
 try:
-    clip = os.path.join(work, "clip.y4m")
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-t", "4",
-                    "-pix_fmt", "yuv420p", clip], check=True)
-    secret = os.path.join(work, "secret")
-    subprocess.run([binary, "token", "--new-secret", "--out", secret], check=True, capture_output=True)
-    token = lambda who: subprocess.run([binary, "token", "--room", "bench", "--identity", who, "--secret-file", secret],
-                                       check=True, capture_output=True, text=True).stdout.strip()
-    camera_token = os.path.join(work, "camera.token")
-    open(camera_token, "w").write(token("camera"))
-    viewer_token = token("viewer")
-    serve = start("serve", [binary, "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--secret-file", secret])
-    wait_line("serve", r"web page at", serve)
-    log = open(os.path.join(work, "serve.log")).read()
-    port = re.search(r"listening on 127\.0\.0\.1:(\d+)", log).group(1)
-    web = re.search(r"web page at (http://[^ ]*?)/? ", log).group(1)
-    join = start("callend", [binary, "join", "bench", "--token-file", camera_token, "--server", f"127.0.0.1:{port}",
+    clip = room.clip()
+    camera_token = room.token_file("camera")
+    viewer_token = room.token("viewer")
+    port, web = room.serve()
+    join = room.start("callend", [binary, "join", "bench", "--token-file", camera_token, "--server", f"127.0.0.1:{port}",
                              "--video-source", clip, "--audio-source", "tone", "--encoding", "manual", "--max-video-bitrate", "800000",
                              "--max-viewers", "8", "--no-stdin", "--duration", "3600"])
-    wait_line("callend", r"joined room", join)
-    aiortc = start("aiortc", [python, os.path.join(here, "aiortc_sender.py"), "--clip", clip, "--bitrate", "800000"])
-    aport = wait_line("aiortc", r"listening on (\d+)", aiortc).group(1)
+    room.wait_line("callend", r"joined room", join)
+    aiortc = room.start("aiortc", [python, os.path.join(here, "aiortc_sender.py"), "--clip", clip, "--bitrate", "800000"])
+    aport = room.wait_line("aiortc", r"listening on (\d+)", aiortc).group(1)
     senders = {
         "callend": (f"{web}/whep/bench", join.pid, viewer_token),
         "aiortc": (f"http://127.0.0.1:{aport}/whep", aiortc.pid, None),
@@ -148,12 +118,6 @@ try:
     for n in counts:
         print(f"{n} viewers: callend / aiortc CPU = {medians[('callend', n)] / medians[('aiortc', n)]:.2f}")
 finally:
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    room.stop()
     if not args.out:
         shutil.rmtree(work, ignore_errors=True)

@@ -10,7 +10,7 @@ shared encoder while one watches). --callend takes another build for a side-by-s
 
   scripts/viewers/beside-call.py [--viewers 3] [--seconds 12] [--callend BIN] [--out DIR]
 """
-import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, re, shutil, subprocess, sys, tempfile
 
 parser = argparse.ArgumentParser(description="a call's endpoint with WHEP viewers beside it: its CPU, its peer's frames")
 parser.add_argument("--viewers", type=int, default=3)
@@ -31,54 +31,22 @@ if not os.access(binary, os.X_OK):
     sys.exit(f"beside-call: no callend at {binary}: swift build -c release")
 work = args.out or tempfile.mkdtemp(prefix="callend-beside.")
 os.makedirs(work, exist_ok=True)
-procs = []
 duration = int(args.seconds) + 25
-
-
-def start(name, command):
-    log = open(os.path.join(work, name + ".log"), "w")
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    procs.append(proc)
-    return proc
-
-
-def wait_line(name, pattern, proc, timeout=60):
-    """The first match of pattern in the process's log, once it is printed (polled)."""
-    path = os.path.join(work, name + ".log")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        match = re.search(pattern, open(path).read())
-        if match:
-            return match
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    sys.exit(f"beside-call: {name} did not print {pattern!r}: {open(path).read()[-2000:]}")
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from local_room import LocalRoom  # noqa: E402
+room = LocalRoom(binary, work, "beside", "beside-call")
 
 try:
-    clip = os.path.join(work, "clip.y4m")
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30", "-t", "4",
-                    "-pix_fmt", "yuv420p", clip], check=True)
-    secret = os.path.join(work, "secret")
-    subprocess.run([binary, "token", "--new-secret", "--out", secret], check=True, capture_output=True)
-    token = lambda who: subprocess.run([binary, "token", "--room", "beside", "--identity", who, "--secret-file", secret],
-                                       check=True, capture_output=True, text=True).stdout.strip()
-    for who in ("a", "b"):
-        open(os.path.join(work, who + ".token"), "w").write(token(who))
-    serve = start("serve", [binary, "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--secret-file", secret])
-    wait_line("serve", r"web page at", serve)
-    log = open(os.path.join(work, "serve.log")).read()
-    port = re.search(r"listening on 127\.0\.0\.1:(\d+)", log).group(1)
-    web = re.search(r"web page at (http://[^ ]*?)/? ", log).group(1)
+    clip = room.clip()
+    port, web = room.serve()
     common = ["--server", f"127.0.0.1:{port}", "--video-source", clip, "--audio-source", "tone", "--no-stdin", "--duration", str(duration)]
     # A first: the service's WHEP endpoint of a room is its first participant.
-    a = start("a", [binary, "join", "beside", "--token-file", os.path.join(work, "a.token"), "--max-viewers", "4"] + common)
-    wait_line("a", r"joined room", a)
-    b = start("b", [binary, "join", "beside", "--token-file", os.path.join(work, "b.token"), "--max-viewers", "0"] + common)
-    wait_line("a", r"media: ", a)
+    a = room.start("a", [binary, "join", "beside", "--token-file", room.token_file("a"), "--max-viewers", "4"] + common)
+    room.wait_line("a", r"joined room", a)
+    b = room.start("b", [binary, "join", "beside", "--token-file", room.token_file("b"), "--max-viewers", "0"] + common)
+    room.wait_line("a", r"media: ", a)
     done = subprocess.run([python, os.path.join(root, "scripts/viewers/whep_viewers.py"), f"{web}/whep/beside", "--count", str(args.viewers),
-                           "--seconds", str(args.seconds), "--pid", str(a.pid), "--token", token("viewer")],
+                           "--seconds", str(args.seconds), "--pid", str(a.pid), "--token", room.token("viewer")],
                           capture_output=True, text=True, timeout=args.seconds + 120)
     lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -86,7 +54,7 @@ try:
     watched = json.loads(lines[-1])
     for proc in (a, b):
         proc.wait(timeout=duration + 30)
-    alog, blog = (open(os.path.join(work, n + ".log")).read() for n in ("a", "b"))
+    alog, blog = room.log("a"), room.log("b")
     summary = re.search(r"^b <- a;.*?video (\d+) frames decoded \((\d+) errors\).*?sent (\d+) frames", blog, re.M)
     sent = re.search(r"^a <- b;.*?sent (\d+) frames", alog, re.M)
     changes = re.findall(r'"cause":"viewers","change":"encoder".*?"from":"(\w+)".*?"to":"(\w+)"', alog)
@@ -97,12 +65,6 @@ try:
         print(f"beside-call: B decoded {summary.group(1)} of the {sent.group(1)} frames A sent it ({summary.group(2)} decode errors)")
     print(f"beside-call: A's encoder for its call's peer: {' then '.join(f'{f} -> {t}' for f, t in changes) or 'no change logged'}")
 finally:
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    room.stop()
     if not args.out:
         shutil.rmtree(work, ignore_errors=True)

@@ -18,7 +18,8 @@ final class MediaSession {
     let sender: MediaSender?
     let receiver: MediaReceiver?
     /// The core, where the loop's thread alone touches it, in place: a struct in a class property,
-    /// or one a closure captures, is copied (everything in it retained) on some reads.
+    /// or one a closure captures, is copied (everything in it retained) on some reads; the step
+    /// takes it `inout` from here.
     private let core: UnsafeMutablePointer<RTPSessionCore>
     private var started = false
     private var sent: Result<SenderStatistics, any Error>?
@@ -97,7 +98,11 @@ final class MediaSession {
 
     /// One turn of the loop: what came, then what is due. Returns how long the loop may wait for
     /// more, or nil when the session has ended.
-    private func step(_ inputs: [MediaLoop.Input]) -> Duration? {
+    private func step(_ inputs: [MediaLoop.Input]) -> Duration? { turn(inputs, &core.pointee) }
+
+    /// The step with the core as an `inout` argument: exclusive, so that reading it (`snapshot`,
+    /// `nextDeadline`) borrows it in place; read through the pointer, each read copied it.
+    private func turn(_ inputs: [MediaLoop.Input], _ core: inout RTPSessionCore) -> Duration? {
         // Each input at the moment it is handled, and what it released sent at once: a packet
         // is stamped for transport-cc with the time it really leaves, not the time the batch
         // it came in began (the delay detector reads the difference as queueing).
@@ -105,30 +110,30 @@ final class MediaSession {
             switch input {
             case .packet(let packet, let queuedAt):
                 // When the kernel stamped the datagram, when known, not when this thread got to it.
-                perform(core.pointee.handle(.datagram(bytes: packet.bytes, isRTCP: packet.isRTCP, kind: packet.kind, arrival: queuedAt - packet.age),
+                perform(core.handle(.datagram(bytes: packet.bytes, isRTCP: packet.isRTCP, kind: packet.kind, arrival: queuedAt - packet.age),
                                             at: loop.clock.now))
             case .event(let event):
-                perform(core.pointee.handle(event, at: loop.clock.now))
+                perform(core.handle(event, at: loop.clock.now))
             case .wake:
                 break
             }
         }
         var now = loop.clock.now
-        if receiver?.takeKeyframeRequest() == true { perform(core.pointee.handle(.keyframeWanted, at: now)) }
-        if now >= deadline || inputs.isEmpty { perform(core.pointee.handle(.tick, at: now)) }
+        if receiver?.takeKeyframeRequest() == true { perform(core.handle(.keyframeWanted, at: now)) }
+        if now >= deadline || inputs.isEmpty { perform(core.handle(.tick, at: now)) }
         now = loop.clock.now
-        deadline = core.pointee.nextDeadline(after: now)
-        let snapshot = core.pointee.snapshot
-        sender?.absorb(snapshot, pacerQueueDelay: core.pointee.pacerQueueDelay(at: now), sendErrors: sendErrors)
+        deadline = core.nextDeadline(after: now)
+        let snapshot = core.snapshot
+        sender?.absorb(snapshot, pacerQueueDelay: core.pacerQueueDelay(at: now), sendErrors: sendErrors)
         receiver?.absorb(snapshot)
         var wait = deadline - now
         if let receiver {
             guard let next = receiver.step(now: now, lastArrival: snapshot.lastArrival) else { return nil }
             wait = min(wait, next)
         }
-        if let sender, sent == nil, sender.isFinished(pacerEmpty: core.pointee.pacerIsEmpty) {
+        if let sender, sent == nil, sender.isFinished(pacerEmpty: core.pacerIsEmpty) {
             sent = Result { try sender.finish() }
-            perform(core.pointee.goodbye())
+            perform(core.goodbye())
             if receiver == nil { return nil }
         }
         return max(wait, .zero)
