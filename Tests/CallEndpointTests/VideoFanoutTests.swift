@@ -143,10 +143,18 @@ import Testing
         let fanout = VideoFanout(track: shared.videoTrack!, maxVideoBitrate: 1_500_000)
         defer { fanout.stop() }
         let decisions = Mutex<[EncodingDecision]>([])
+        // Signalled at the call's first decision: its own encoder has taken its first picture.
+        let encodingOwn = DispatchSemaphore(value: 0)
         let callEncoding = {
             var e = CallMedia.Encoding()
             e.fanoutWhenWatched = fanout
-            e.onDecision = { d in decisions.withLock { $0.append(d) } }
+            e.onDecision = { d in
+                let first = decisions.withLock { all -> Bool in
+                    all.append(d)
+                    return all.count == 1
+                }
+                if first { encodingOwn.signal() }
+            }
             return e
         }()
         let viewerEncoding = {
@@ -176,9 +184,9 @@ import Testing
         start {
             if let r = try? call.a.run(call.aCall, media: shared, encoding: callEncoding, duration: .seconds(9)) { results.withLock { $0.sent = r.sent } }
         }
-        // The call runs on its own encoder first (polled: its statistics say when it has sent a second's frames).
-        let deadline = ContinuousClock.now + .seconds(20)
-        while (call.a.statistics()?.sent.videoFrames ?? 0) < 30 && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        // The call runs on its own encoder first.
+        #expect(encodingOwn.wait(timeout: .now() + 20) == .success)
+        #expect(decisions.withLock { $0.first?.cause } == "start", "the call's first decision: \(decisions.withLock { $0.first?.line ?? "none" })")
         #expect(fanout.counters.withLock { $0.encoded } == 0, "the shared encoder ran before anyone watched")
         start { _ = try? viewer.b.run(viewer.bCall, media: Call.Media(videoTrack: nil, audioTrack: nil), duration: .seconds(4)) }
         start {
