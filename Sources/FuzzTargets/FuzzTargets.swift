@@ -9,7 +9,7 @@ import Signaling
 /// crash found (Tests/FuzzCorpus) through the same functions. A target may reject its input in
 /// any way it likes; what it must not do is crash, hang or grow without bound.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case rtp, rtcp, vp8, opus, red, sdp, signaling, jwt, claims, websocket, http, whip, y4m, ivf, wav, dcep
+    case rtp, rtcp, vp8, opus, red, sdp, signaling, jwt, claims, websocket, http, whip, y4m, ivf, wav, dcep, extremes, session
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -100,6 +100,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 }
             }
             _ = try? reader.finish()
+        case .extremes:
+            ExtremeMessages.run(bytes)
+        case .session:
+            HostileSession.run(bytes)
         case .y4m:
             Self.withFile(bytes) { path in
                 guard let reader = try? Y4MReader(path: path) else { return }

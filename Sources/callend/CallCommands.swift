@@ -563,7 +563,7 @@ func runMesh(options: ConnectOptions, server: (host: String, port: Int), media: 
             "videoPackets": .number(Double(p.videoPackets)), "videoPacketsLost": .number(Double(p.videoPacketsLost)),
             "audioDecoded": .number(Double(p.audioDecoded)), "framesSent": .number(Double(p.framesSent)),
         ]
-        print(String(decoding: try JSONEncoder().encode(JSONValue.object(fields)), as: UTF8.self))
+        print(String(decoding: JSONValue.object(fields).serialized, as: UTF8.self))
     }
     print("mesh: \(summary.participant) in room \(options.roomName) with \(summary.peers.count) peers over the call; ended: \(summary.endReason)")
 }

@@ -134,6 +134,18 @@ import Testing
         #expect(reply(h.send(1, .relay(odd)), to: 11)?.status == 503)
     }
 
+    /// A status no integer holds, sent by the endpoint (or anyone who became one), is a 503 like
+    /// any status it has no business choosing: the service converted it unchecked and died.
+    @Test(arguments: ["1e300", "-1e300", "9223372036854775808", "-0", "1e-300", "422.5"])
+    func anExtremeStatusInTheEndpointsByeIs503(status: String) throws {
+        let h = CoreHarness()
+        _ = h.join(1, identity: "roof")
+        let name = try #require(relayed(http(h, 10, request("POST")), to: 1)?.from)
+        let line = #"{"type":"bye","id":"b","to":""# + name + #"","payload":{"reason":"no","status":"# + status + "}}"
+        #expect(reply(h.sendRaw(1, line), to: 10)?.status == 503)
+        #expect(h.core.webRTCHTTPSessionCount == 0)
+    }
+
     @Test func aSilentEndpointIs504AndAGoneClientEndsItsSession() throws {
         let h = CoreHarness()
         _ = h.join(1, identity: "roof")

@@ -187,37 +187,28 @@ public final class JanusVideoRoom: Sendable {
 
     /// The events Janus sends about this handle while media runs.
     private func handle(_ event: JSONValue, media made: @escaping @Sendable () -> CallMedia?) {
-        let kind = event["janus"]?.stringValue ?? ""
-        switch kind {
-        case "webrtcup": log("janus: PeerConnection up")
-        case "media":
-            let what = event["type"]?.stringValue ?? "media"
-            log("janus: \(event["receiving"]?.boolValue == true ? "receiving" : "no longer receiving") our \(what)")
-        case "slowlink":
-            log(.warning("janus: slow link (\(event["uplink"]?.boolValue == true ? "from Janus" : "to Janus"), \(Int(event["lost"]?.numberValue ?? 0)) packets lost)"))
-        case "trickle":
-            guard let candidate = event["candidate"] else { return }
-            if candidate["completed"]?.boolValue == true {
-                made()?.transport.remoteGatheringDone()
-            } else if let line = candidate["candidate"]?.stringValue {
-                do { try made()?.transport.addRemoteCandidate(line) } catch { log(.warning("janus: its candidate \(line): \(error)")) }
-            }
-        case "hangup", "detached", "lost", "timeout":
+        switch JanusEvent(event) {
+        case .webRTCUp: log("janus: PeerConnection up")
+        case .media(let what, let receiving):
+            log("janus: \(receiving ? "receiving" : "no longer receiving") our \(what)")
+        case .slowLink(let uplink, let lost):
+            log(.warning("janus: slow link (\(uplink ? "from Janus" : "to Janus"), \(lost.map(String.init) ?? "some") packets lost)"))
+        case .trickle(nil):
+            made()?.transport.remoteGatheringDone()
+        case .trickle(let line?):
+            do { try made()?.transport.addRemoteCandidate(line) } catch { log(.warning("janus: its candidate \(line): \(error)")) }
+        case .ended(let why):
             // Janus hangs up after our own end too (our DTLS close): that is no news.
             guard let media = made() else { return }
-            let why = event["reason"]?.stringValue ?? kind
             log(.warning("janus: the session ended (\(why))"))
             ended.withLock { $0 = $0 ?? "Janus ended the session (\(why))" }
             media.stop()
-        case "event":
-            let data = event["plugindata"]?["data"] ?? .null
-            if data["videoroom"]?.stringValue == "destroyed" {
-                ended.withLock { $0 = $0 ?? "the room was destroyed" }
-                made()?.stop()
-            } else if role == .subscriber, let gone = data["unpublished"]?.numberValue ?? data["leaving"]?.numberValue, UInt64(exactly: gone) == options.feed {
-                log("janus: the publisher left")
-            }
-        default: break
+        case .roomDestroyed:
+            ended.withLock { $0 = $0 ?? "the room was destroyed" }
+            made()?.stop()
+        case .publisherLeft(let feed):
+            if role == .subscriber, feed == options.feed { log("janus: the publisher left") }
+        case .other: break
         }
     }
 
@@ -254,12 +245,12 @@ public final class JanusVideoRoom: Sendable {
             log("janus: joining room \(options.room) as a publisher (\(gathered.candidates.count) candidates\(trickle ? ", more to trickle" : ""))")
             asked = .now
             let reply = try room.request(.object(body), jsep: JanusVideoRoomHandle.jsep(offer, trickle: trickle))
-            guard let id = reply.data["id"]?.numberValue, let sdp = reply.jsep?["sdp"]?.stringValue else {
+            guard let id = JanusClient.id(reply.data["id"]), let sdp = reply.jsep?["sdp"]?.stringValue else {
                 throw NegotiationError("Janus joined us to room \(options.room) without a publisher id or an answer")
             }
-            summary.feed = UInt64(id)
+            summary.feed = id
             summary.answeredIn = .now - asked
-            log("janus: published as \(UInt64(id)) in room \(options.room), answered in \(Int((ContinuousClock.now - asked).inMilliseconds)) ms")
+            log("janus: published as \(id) in room \(options.room), answered in \(Int((ContinuousClock.now - asked).inMilliseconds)) ms")
             let answer: JSEPDescription
             do { answer = try JSEPDescription(type: .answer, sdp: sdp) } catch { throw NegotiationError("Janus's answer is not a usable SDP answer: \(error)") }
             call = try made.accept(answer, to: offer)
@@ -348,9 +339,9 @@ public final class JanusVideoRoom: Sendable {
             let reply = try room.request(.object(["request": .string("listparticipants"), "room": .number(Double(options.room))]))
             if case .array(let participants)? = reply.data["participants"] {
                 for p in participants where p["publisher"]?.boolValue == true {
-                    guard options.display == nil || p["display"]?.stringValue == options.display, let id = p["id"]?.numberValue else { continue }
-                    log("janus: feed \(UInt64(id))\(p["display"]?.stringValue.map { " (\($0))" } ?? "") publishes in room \(options.room)")
-                    return UInt64(id)
+                    guard options.display == nil || p["display"]?.stringValue == options.display, let id = JanusClient.id(p["id"]) else { continue }
+                    log("janus: feed \(id)\(p["display"]?.stringValue.map { " (\($0))" } ?? "") publishes in room \(options.room)")
+                    return id
                 }
             }
             if stopped { throw NegotiationError("stopped before a publisher appeared") }

@@ -57,8 +57,7 @@ public final class JanusClient: Sendable {
         object["janus"] = .string(verb)
         object["transaction"] = .string(transaction)
         if let apiSecret { object["apisecret"] = .string(apiSecret) }
-        let body: [UInt8]
-        do { body = Array(try JSONEncoder().encode(JSONValue.object(object))) } catch { throw JanusError(code: nil, "encoding a Janus request: \(error)") }
+        let body = JSONValue.object(object).serialized
         let target = try url(path)
         let response: HTTPResponseMessage
         do {
@@ -74,12 +73,11 @@ public final class JanusClient: Sendable {
         guard response.status == 200 else {
             throw JanusError(code: nil, "Janus \(what): HTTP \(response.status) \(response.reason)\(response.status == 404 ? ": is the URL Janus's API root (such as http://HOST:8088/janus)?" : "")")
         }
-        guard JSONValue.nestingDepth(of: response.body) <= 32,
-              let value = try? JSONDecoder().decode(JSONValue.self, from: Data(response.body)) else {
+        guard let value = try? JSONValue(parsing: response.body) else {
             throw JanusError(code: nil, "Janus \(what): the reply is not JSON")
         }
         if value["janus"]?.stringValue == "error" {
-            let code = value["error"]?["code"]?.numberValue.map { Int($0) }
+            let code: Int? = value["error"]?["code"]?.integer()
             let reason = value["error"]?["reason"]?.stringValue ?? "no reason given"
             throw JanusError(code: code, "Janus refused \(what): \(reason)\(code.map { " (error \($0)\(Self.meaning(of: $0)))" } ?? "")")
         }
@@ -96,11 +94,14 @@ public final class JanusClient: Sendable {
         }
     }
 
+    /// A Janus id (sessions, handles, feeds): a whole number 1 ... 2^53, which JSON carries exactly.
+    public static func id(_ value: JSONValue?) -> UInt64? { value?.integer(in: 1...9_007_199_254_740_992) }
+
     private static func id(in reply: JSONValue, of what: String) throws(JanusError) -> UInt64 {
-        guard let number = reply["data"]?["id"]?.numberValue, number >= 1, number <= 9_007_199_254_740_992, number.rounded() == number else {
+        guard let number = id(reply["data"]?["id"]) else {
             throw JanusError(code: nil, "Janus answered '\(what)' without an id")
         }
-        return UInt64(number)
+        return number
     }
 
     /// A new session.
@@ -127,8 +128,9 @@ public final class JanusClient: Sendable {
 
     /// A plugin's answer that reports an error, thrown.
     public static func checkPlugin(_ data: JSONValue, request: String) throws(JanusError) {
-        if let code = data["error_code"]?.numberValue {
-            throw JanusError(code: Int(code), "Janus's plugin refused '\(request)': \(data["error"]?.stringValue ?? "no reason given") (error \(Int(code)))")
+        if let field = data["error_code"] {
+            let code: Int? = field.integer()
+            throw JanusError(code: code, "Janus's plugin refused '\(request)': \(data["error"]?.stringValue ?? "no reason given") (error \(code.map(String.init) ?? "not a number"))")
         }
     }
 

@@ -44,34 +44,22 @@ public enum JSONValue: Sendable, Equatable, Codable {
         return nil
     }
 
+    /// The number as it came, for arithmetic in floating point only. A number from the network
+    /// becomes an integer through `integer(in:)`, never `Int(_:)`: 1e300 or -1 would trap there.
     public var numberValue: Double? {
         if case .number(let value) = self { return value }
         return nil
     }
 
+    /// The number as a whole number of type `T` within `range`; nil for anything else (a
+    /// fraction, a value out of `T` or out of `range`, not a number at all). -0 is 0.
+    public func integer<T: FixedWidthInteger>(in range: ClosedRange<T> = T.min...T.max) -> T? {
+        guard case .number(let value) = self, let whole = T(exactly: value), range.contains(whole) else { return nil }
+        return whole
+    }
+
     public var boolValue: Bool? {
         if case .bool(let value) = self { return value }
         return nil
-    }
-
-    /// Deepest nesting of arrays and objects in a JSON text, counted without parsing it, so that
-    /// hostile input is refused before a recursive parser sees it. Brackets inside strings do not count.
-    static func nestingDepth(of bytes: some Sequence<UInt8>) -> Int {
-        var depth = 0, deepest = 0, inString = false, escaped = false
-        for byte in bytes {
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
-                depth += 1
-                deepest = max(deepest, depth)
-            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
-            default: break
-            }
-        }
-        return deepest
     }
 }

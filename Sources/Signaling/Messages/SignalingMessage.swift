@@ -52,14 +52,12 @@ public enum SignalingMessage: Sendable, Equatable {
         guard line.count <= Self.maxLineLength else {
             throw SignalingProtocolError(.lineTooLong, "line of \(line.count) bytes; the limit is \(Self.maxLineLength)")
         }
-        guard JSONValue.nestingDepth(of: line) <= Self.maxDepth else {
-            throw SignalingProtocolError(.tooDeep, "JSON nested deeper than \(Self.maxDepth) levels")
-        }
         let value: JSONValue
         do {
-            value = try JSONDecoder().decode(JSONValue.self, from: Data(line))
+            value = try JSONValue(parsing: line, maxDepth: Self.maxDepth)
         } catch {
-            throw SignalingProtocolError(.badJSON, "not a JSON text in UTF-8")
+            if error.reason.hasPrefix("nested deeper") { throw SignalingProtocolError(.tooDeep, "JSON nested deeper than \(Self.maxDepth) levels") }
+            throw SignalingProtocolError(.badJSON, "not a JSON text this protocol takes: \(error)")
         }
         guard case .object = value else { throw SignalingProtocolError(.badMessage, "a message is a JSON object") }
         guard let type = value["type"]?.stringValue else {
@@ -75,10 +73,7 @@ public enum SignalingMessage: Sendable, Equatable {
             guard let field = value[key], field != .null else { return nil }
             return try string(key, max: max)
         }
-        func optionalInt(_ key: String) -> Int? {
-            guard let n = value[key]?.numberValue, n.rounded() == n, abs(n) < 1e15 else { return nil }
-            return Int(n)
-        }
+        func optionalInt(_ key: String) -> Int? { value[key]?.integer(in: -999_999_999_999_999...999_999_999_999_999) }
         switch type {
         case "join":
             self = .join(room: try string("room", max: 256), token: try string("token", max: 8192),
@@ -111,12 +106,12 @@ public enum SignalingMessage: Sendable, Equatable {
             }
             self = .error(code: code, message: value["message"]?.stringValue ?? "", id: value["id"]?.stringValue)
         case "token":
-            guard let expires = optionalInt("expires") else {
-                throw SignalingProtocolError(.badMessage, "token: field \"expires\" must be an integer (Unix seconds)")
+            guard let expires = value["expires"]?.integer(in: 0...TokenClaims.latestTime) else {
+                throw SignalingProtocolError(.badMessage, "token: field \"expires\" must be an integer (Unix seconds) within 0 ... \(TokenClaims.latestTime)")
             }
             var servers: [ICEServerInfo] = []
             if case .array(let given)? = value["iceServers"] { servers = given.compactMap(ICEServerInfo.init(json:)) }
-            self = .token(token: try string("token", max: 8192), expires: Int64(expires), iceServers: servers)
+            self = .token(token: try string("token", max: 8192), expires: expires, iceServers: servers)
         default:
             throw SignalingProtocolError(.unknownType, "unknown message type \"\(type.prefix(64))\"")
         }
@@ -163,10 +158,8 @@ public enum SignalingMessage: Sendable, Equatable {
 
     /// The message as one line of UTF-8 JSON with its terminating newline.
     public func serialized() -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding a JSONValue cannot fail: every case maps to a JSON type.
-        let data = (try? encoder.encode(json)) ?? Data("{}".utf8)
-        return [UInt8](data) + [0x0a]
+        var line = json.serialized
+        line.append(0x0a)
+        return line
     }
 }

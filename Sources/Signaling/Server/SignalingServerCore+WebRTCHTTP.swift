@@ -235,7 +235,7 @@ extension SignalingServerCore {
             webRTCHTTPSessions[sessionID] = nil
             if let waiting = session.waiting {
                 let reason = message.payload["reason"]?.stringValue ?? "the endpoint ended the session"
-                let asked = message.payload["status"]?.numberValue.map { Int($0) } ?? 503
+                let asked = message.payload["status"]?.integer(in: 100...599) ?? 503
                 let status = [403, 409, 422, 503].contains(asked) ? asked : 503
                 actions += reply(waiting.connection, HTTPReply(status: status, reason, fields: status == 503 ? [("Retry-After", "5")] : []))
             }

@@ -42,7 +42,7 @@ extension TokenClaims {
     public static func unverifiedExpiry(of token: String) -> Int64? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let bytes = Base64URL.decode(parts[1]),
-              let payload = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)),
+              let payload = try? JSONValue(parsing: bytes),
               let expires = payload["exp"]?.numberValue, expires.isFinite, expires >= 0, expires <= Double(latestTime) else { return nil }
         return Int64(expires)
     }
@@ -98,10 +98,7 @@ public struct TokenIssuer: Sendable {
         if claims.renewal { fields["rnw"] = .bool(true) }
         if let seat = claims.seat { fields["seat"] = .string(seat) }
         let payload: JSONValue = .object(fields)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let payloadJSON = (try? encoder.encode(payload)).map { [UInt8]($0) } ?? []
-        return sign(payload: payloadJSON)
+        return sign(payload: payload.serialized)
     }
 
     /// Any payload as an HS256 JWT under this issuer's secret, claims checked or not: for
@@ -132,7 +129,7 @@ public struct TokenVerifier: Sendable {
         func malformed(_ why: String) -> SignalingProtocolError { SignalingProtocolError(.tokenMalformed, "token is malformed: \(why)") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw malformed("a JWT has three dot-separated parts, this has \(parts.count)") }
-        guard let headerBytes = Base64URL.decode(parts[0]), let header = try? JSONDecoder().decode(JSONValue.self, from: Data(headerBytes)) else {
+        guard let headerBytes = Base64URL.decode(parts[0]), let header = try? JSONValue(parsing: headerBytes) else {
             throw malformed("the header is not base64url JSON")
         }
         // The algorithm is checked before anything is trusted: "none" and RS256/HS512 are refused.
@@ -144,7 +141,7 @@ public struct TokenVerifier: Sendable {
         guard Crypto.constantTimeEquals(signature, expected) else {
             throw SignalingProtocolError(.tokenSignature, "token signature does not match the server's secret")
         }
-        guard let payloadBytes = Base64URL.decode(parts[1]), let payload = try? JSONDecoder().decode(JSONValue.self, from: Data(payloadBytes)),
+        guard let payloadBytes = Base64URL.decode(parts[1]), let payload = try? JSONValue(parsing: payloadBytes),
               case .object = payload else {
             throw malformed("the payload is not base64url JSON")
         }
