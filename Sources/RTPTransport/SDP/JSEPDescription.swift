@@ -214,7 +214,8 @@ public struct JSEPDescription: Sendable, Equatable {
         if media.isDataChannel, m.port != 0 {
             // RFC 8841 §5: 5000 and 64 KiB when not said.
             media.sctpPort = m.attribute("sctp-port").flatMap { UInt16($0) } ?? 5000
-            media.maxMessageSize = m.attribute("max-message-size").flatMap { Int($0) } ?? 65_536
+            // RFC 8841 §6: 0 (any size) or a positive size; anything else is the default.
+            media.maxMessageSize = m.attribute("max-message-size").flatMap { Int($0) }.flatMap { $0 >= 0 ? $0 : nil } ?? 65_536
         }
         guard m.kind == "audio" || m.kind == "video", m.port != 0 else { return media }
         var codecs: [UInt8: Codec] = [:]

@@ -144,7 +144,8 @@ public final class WHIPClient: Sendable {
     /// The error for a status that is not what the request wanted, saying what the server meant.
     func refusal(_ response: HTTPResponseMessage, of what: String, _ url: HTTPURL) -> WHIPError {
         let status = response.status
-        let retryAfter = response.field("Retry-After").flatMap { Int($0.trimmed()) }
+        // Delay-seconds (RFC 9110 §10.2.3); a date or a number out of reason is not repeated.
+        let retryAfter = response.field("Retry-After").flatMap { Int($0.trimmed()) }.flatMap { (0...86_400).contains($0) ? $0 : nil }
         let meaning: String = switch status {
         case 400: "the server found the request malformed"
         case 401: "the server refused the bearer token (401 Unauthorized): give the right one"
