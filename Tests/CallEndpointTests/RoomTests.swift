@@ -59,8 +59,10 @@ final class TestService {
     let server: SignalingServer
     /// The delegates that wait for each join (a room holds its delegate weakly).
     private let waiters = Mutex<[JoinWaiter]>([])
-    init() throws {
-        server = try SignalingServer(configuration: SignalingServerConfiguration(host: "127.0.0.1", port: 0, secret: secret))
+    init(maxParticipants: Int = 2) throws {
+        var configuration = SignalingServerConfiguration(host: "127.0.0.1", port: 0, secret: secret)
+        configuration.limits.maxParticipantsPerRoom = maxParticipants
+        server = try SignalingServer(configuration: configuration)
         server.start()
     }
     deinit { server.stop() }

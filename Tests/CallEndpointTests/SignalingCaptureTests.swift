@@ -100,9 +100,10 @@ final class RecordingProxy: @unchecked Sendable {  // the listener is set in ini
     }
 
     /// Someone on the signaling path swaps the offer's fingerprint for their own: the answerer
-    /// refuses the certificate it then meets, and the call ends with the reason (it does not
-    /// wait for the peer again: retrying would hand the media to whoever is on the path).
-    @Test func aForgedFingerprintEndsTheCall() throws {
+    /// refuses the certificate it then meets, so nothing reaches whoever is on the path, and
+    /// that session ends with the reason; the endpoint itself stays (ending it would let any
+    /// participant who lies about its certificate stop it) and the peer is told why.
+    @Test func aForgedFingerprintEndsTheSessionNotTheEndpoint() throws {
         let service = try TestService()
         let proxy = try RecordingProxy(to: service.server.port) { line in
             guard line.contains(#""type":"offer""#), let range = line.range(of: "a=fingerprint:sha-256 ") else { return line }
@@ -113,21 +114,31 @@ final class RecordingProxy: @unchecked Sendable {  // the listener is set in ini
             return forged
         }
         defer { proxy.stop() }
-        func join(_ who: String) throws -> Room {
-            let waiter = JoinWaiter(forwardingTo: nil)
+        let aliceEvents = EventRecorder(), bobEvents = EventRecorder()
+        let renderer = RecordingRenderer()
+        var waiters: [JoinWaiter] = []  // a room holds its delegate weakly
+        defer { withExtendedLifetime(waiters) {} }
+        func join(_ who: String, _ events: EventRecorder, renderers: [any VideoRenderer] = []) throws -> Room {
+            let waiter = JoinWaiter(forwardingTo: events)
+            waiters.append(waiter)
+            var media = try Call.Media.synthetic(width: 160, height: 120)
+            media.renderers = renderers
             let room = try Room.connect(options: try service.options(who), server: ("127.0.0.1", proxy.port),
-                                        media: try Call.Media.synthetic(width: 160, height: 120), duration: .seconds(30), delegate: waiter)
+                                        media: media, duration: .seconds(30), delegate: waiter)
             #expect(waiter.joined.wait(timeout: 30))
             return room
         }
-        let alice = try join("alice"), bob = try join("bob")
+        let alice = try join("alice", aliceEvents, renderers: [renderer]), bob = try join("bob", bobEvents)
         defer { alice.disconnect(); bob.disconnect() }
-        // Bob offered; Alice saw a forged fingerprint and refuses Bob's real certificate.
-        do {
-            _ = try alice.wait()
-            Issue.record("alice's call went on with a certificate her offer did not announce")
-        } catch {
-            #expect(error is CallSecurityError && "\(error)".contains("does not match the fingerprint"), "\(error)")
-        }
+        // Bob offered; Alice saw a forged fingerprint, refused Bob's real certificate, and said so.
+        #expect(eventually(30) { aliceEvents.contains { if case .participantLeft("bob", let why) = $0 { return why.contains("does not match the fingerprint") }; return false } },
+                "alice ends the session with the reason")
+        #expect(eventually(10) { bobEvents.contains { if case .participantLeft("alice", let why) = $0 { return why.contains("certificate") }; return false } },
+                "bob hears why")
+        #expect(renderer.frames == 0, "no picture went through a session whose certificate was refused")
+        // Alice is still in the room, not ended by the lie.
+        alice.disconnect()
+        let summary = try alice.wait()
+        #expect(summary.endReason == "stopped", "\(summary.endReason)")
     }
 }

@@ -340,6 +340,19 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 log("\(error.description): waiting for \(summary.peer ?? "the peer") to join again")
                 if let peer = summary.peer { onEvent?(.participantLeft(peer, reason: error.description)) }
                 continue
+            } catch let error as CallSecurityError {
+                // The peer's certificate is not the one its description named (someone on the
+                // signaling path, or a peer that lies): no media went to it, since DTLS refused it.
+                // That round ends; the endpoint stays and will authenticate whoever comes next
+                // the same way, so ending it would only let one liar stop it.
+                callMedia.transport.close()
+                summary.endReason = error.description
+                log(.error("dtls: \(error.description): the session with \(summary.peer ?? "the peer") ends; waiting for the peer to join again"))
+                if let peer = summary.peer {
+                    Self.refuse(peer, "its DTLS certificate does not match its description's fingerprint", status: 403, client: client, log: log)
+                    onEvent?(.participantLeft(peer, reason: error.description))
+                }
+                continue
             }
             callMedia.transport.close()
             summary.sent = result.sent
@@ -370,7 +383,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let client: SignalingClient
         var peer: String?
         var described = false
-        var pending: [JSONValue] = []
+        var pending: [(payload: JSONValue, ufrag: String)] = []
         /// Local candidates by type ("host", "srflx", "relay"), for the log line at the end of gathering.
         var gathered: [String: Int] = [:]
 
@@ -383,7 +396,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             if described, let peer {
                 client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: payload))
             } else {
-                pending.append(payload)
+                pending.append((payload, ufrag))
             }
         }
 
@@ -393,7 +406,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let payload = JSONValue.object(["type": .string(description.type.rawValue), "sdp": .string(description.sdp)])
             client.send(RelayMessage(kind: description.type == .offer ? .offer : .answer, id: "", to: peer, payload: payload))
             described = true
-            for p in pending { client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: p)) }
+            // Only the described agent's own: an agent closed before (a refused offer) gathered too.
+            for p in pending where p.ufrag == description.transport.ufrag { client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: p.payload)) }
             pending = []
         }
     }
@@ -456,11 +470,13 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// A WHIP client publishing into the room through `serve --http` (its session's name).
     static func isWHIPPublisher(_ participant: String) -> Bool { participant.hasPrefix("whip~") }
 
-    /// A WHIP publisher while the call has a peer: the service answers its POST with 409.
-    private func refuseWHIP(_ name: String, busyWith peer: String, client: SignalingClient) {
-        log(.warning("whip: refused \(name): this endpoint is in a call with \(peer)"))
-        _ = client.send(RelayMessage(kind: .bye, id: "", to: name, payload: .object([
-            "reason": .string("the room's endpoint is in a call with \(peer); publish when it is free"), "status": .number(409),
+    /// Refuses one session: a bye to that peer with the reason, and for a WHIP publisher the
+    /// status the service answers its POST with (409 busy, 422 an offer callend cannot use).
+    /// The endpoint and its other sessions go on.
+    static func refuse(_ peer: String, _ reason: String, status: Int, client: SignalingClient, log: (LogMessage) -> Void) {
+        log(.warning("\(isWHIPPublisher(peer) ? "whip" : "signaling"): refused \(peer): \(reason)"))
+        _ = client.send(RelayMessage(kind: .bye, id: "", to: peer, payload: .object([
+            "reason": .string(reason), "status": .number(Double(status)),
         ])))
     }
 
@@ -527,14 +543,34 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     guard let from = message.from else { continue }
                     // Once this round has its peer, nobody else in the room negotiates with it.
                     if let peer = signaling.peer, peer != from {
-                        if Self.isWHIPPublisher(from) { refuseWHIP(from, busyWith: peer, client: signaling.client) } else { ignore(message, peer: peer, noted: &noted) }
+                        if Self.isWHIPPublisher(from) {
+                            Self.refuse(from, "the room's endpoint is in a call with \(peer); publish when it is free", status: 409, client: signaling.client, log: log)
+                        } else {
+                            ignore(message, peer: peer, noted: &noted)
+                        }
+                        continue
+                    }
+                    // An offer callend cannot use is refused to its sender alone (a bye with the
+                    // reason; a WHIP publisher's POST gets 422): the round goes on waiting.
+                    let theirs: JSEPDescription
+                    do { theirs = try Self.description(message.payload, as: .offer) } catch {
+                        Self.refuse(from, error.description, status: 422, client: signaling.client, log: log)
                         continue
                     }
                     // A new offer replaces one of ours (both joined at once): the later joiner offers.
                     if let stale = callMedia, offer != nil { stale.transport.close(); callMedia = nil; offer = nil }
+                    let made: CallMedia
+                    var answer: JSEPDescription, call: NegotiatedCall
+                    do {
+                        made = try roundMedia(controlling: false)
+                        (answer, call) = try made.answer(theirs)
+                    } catch {
+                        callMedia?.transport.close()
+                        callMedia = nil
+                        Self.refuse(from, "\(error)", status: error is NegotiationError ? 422 : 503, client: signaling.client, log: log)
+                        continue
+                    }
                     summary.peer = from
-                    let made = try roundMedia(controlling: false)
-                    var (answer, call) = try made.answer(try Self.description(message.payload, as: .offer))
                     if Self.isWHIPPublisher(from) {
                         // A WHIP publisher takes no trickle from the server: the answer carries the candidates.
                         (answer.transport.candidates, answer.transport.endOfCandidates) = gatheredCandidates(round: round, ufrag: made.localTransport.ufrag)
@@ -543,12 +579,28 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     signaling.describe(answer, to: from)
                     negotiated = call
                 case .signaling(.message(let message)) where message.kind == .answer:
-                    guard let made = callMedia, let offer else { continue }
+                    guard let made = callMedia, let ours = offer else { continue }
                     guard message.from == signaling.peer else {
                         ignore(message, peer: signaling.peer, noted: &noted)
                         continue
                     }
-                    negotiated = try made.accept(try Self.description(message.payload, as: .answer), to: offer)
+                    do {
+                        negotiated = try made.accept(try Self.description(message.payload, as: .answer), to: ours)
+                    } catch {
+                        // An answer callend cannot use ends this offer, not the endpoint: the peer
+                        // hears why, and the round waits for it (or anyone) to start again.
+                        Self.refuse(message.from ?? "?", "its answer: \(error)", status: 422, client: signaling.client, log: log)
+                        made.transport.close()
+                        (callMedia, offer, signaling.peer, signaling.described, summary.peer) = (nil, nil, nil, false, nil)
+                        continue
+                    }
+                case .signaling(.message(let message)) where message.kind == .bye:
+                    // The peer refused our offer: it hears no more of it, and the round waits.
+                    guard let refusal = Self.refusal(message), let peer = signaling.peer, message.from == peer else { continue }
+                    log(.warning("signaling: \(peer) refused the session: \(refusal)"))
+                    callMedia?.transport.close()
+                    (callMedia, offer, signaling.peer, signaling.described, summary.peer) = (nil, nil, nil, false, nil)
+                    onEvent?(.participantLeft(peer, reason: "refused the session: \(refusal)"))
                 case .signaling(.message(let message)) where message.kind == .candidate:
                     guard let candidate = Self.candidate(message.payload) else { continue }
                     if let peer = signaling.peer, message.from != peer {
@@ -596,6 +648,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let restarts = Atomic<Int>(0)
         let newSession = Atomic<Bool>(false)
         let publisherLeft = Atomic<Bool>(false)
+        let refusedBy = Mutex<String?>(nil)
         let offerer = callMedia.transport.configuration.ice.controlling
         startThread(named: "call-watcher") { [self] in
             var policy = ICERestartPolicy(offerer: offerer)
@@ -699,6 +752,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     case .signaling(.message(let m)) where m.kind == .bye:
                         over = true
                         if Self.isWHIPPublisher(peer) { publisherLeft.store(true, ordering: .relaxed) }
+                        if let refusal = Self.refusal(m) { refusedBy.withLock { $0 = refusal } }
                     case .signaling(.message(let m)) where m.kind == .candidate:
                         if let candidate = Self.candidate(m.payload) { apply(candidate: candidate, to: callMedia.transport) }
                     case .signaling(.message(let m)) where m.kind == .offer && m.payload["iceRestart"] != nil:
@@ -716,7 +770,14 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                             self.log(.warning("ice: the WHIP publisher's restart: \(error)"))
                         }
                     case .signaling(.message(let m)) where m.kind == .offer:
-                        guard let offer = try? Self.description(m.payload, as: .offer), callMedia.continuesSession(offer) else {
+                        let offer: JSEPDescription
+                        do { offer = try Self.description(m.payload, as: .offer) } catch {
+                            // Not a new session either: what works goes on, and the peer hears nothing
+                            // came of it (JSEP has no way to refuse one offer and keep the session).
+                            self.log(.warning("signaling: ignored an offer of \(peer) that callend cannot read: \(error)"))
+                            continue
+                        }
+                        guard callMedia.continuesSession(offer) else {
                             // A new session: the next round takes it, with whatever came after it.
                             events.prepend(handled[index...].map { $0 })
                             newSession.store(true, ordering: .relaxed)
@@ -811,7 +872,17 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         if newSession.load(ordering: .relaxed) { result.received.endReason = Self.newSessionReason }
         // A WHIP publisher's DELETE ends its session, not this endpoint: the next one is waited for.
         if publisherLeft.load(ordering: .relaxed) { result.received.endReason = "the WHIP publisher ended its session" }
+        // A refusal ends this session, not the call: the peer may come back with another.
+        if let refusal = refusedBy.withLock({ $0 }) { result.received.endReason = "\(peer) refused the session: \(refusal)" }
         return result
+    }
+
+    /// The reason of a bye that refuses a session (it carries a status, as the endpoint's own
+    /// refusals do), as opposed to a bye that ends a call; nil for the latter.
+    static func refusal(_ bye: RelayMessage) -> String? {
+        guard bye.kind == .bye, bye.payload["status"]?.integer(in: 400...599) != nil else { return nil }
+        let reason = bye.payload["reason"]?.stringValue ?? "no reason given"
+        return String(reason.prefix(300))
     }
 }
 

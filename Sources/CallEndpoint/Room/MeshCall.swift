@@ -172,7 +172,7 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
                     case .offer:
                         let offer: JSEPDescription
                         do { offer = try Call.description(message.payload, as: .offer) } catch {
-                            log(.warning("mesh: \(peer)'s offer: \(error)"))
+                            Call.refuse(peer, "its offer: \(error)", status: 422, client: client, log: log)
                             continue
                         }
                         if let link = links[peer] {
@@ -265,7 +265,10 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
                 do {
                     try run(offer: offer, mesh: mesh, client: client, encoding: encoding, remaining: remaining)
                 } catch {
-                    if !over.load(ordering: .relaxed) { mesh.log(.warning("mesh: \(peer): \(error)")) }
+                    // This peer's session ends, and the peer hears why; the mesh's others go on.
+                    if !over.load(ordering: .relaxed) {
+                        Call.refuse(peer, "mesh: \(error)", status: error is CallSecurityError ? 403 : 422, client: client, log: mesh.log)
+                    }
                 }
             }
         }
