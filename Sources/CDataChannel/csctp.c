@@ -219,8 +219,16 @@ void csctp_input(csctp *c, const void *packet, size_t length) {
     pthread_rwlock_unlock(&c->use);
 }
 
+static int send_message(csctp *c, uint16_t stream, uint32_t ppid, const void *data, size_t length,
+                        int unordered, int max_retransmits, int max_lifetime_ms, int ends);
+
 int csctp_send(csctp *c, uint16_t stream, uint32_t ppid, const void *data, size_t length,
                int unordered, int max_retransmits, int max_lifetime_ms) {
+    return send_message(c, stream, ppid, data, length, unordered, max_retransmits, max_lifetime_ms, 1);
+}
+
+static int send_message(csctp *c, uint16_t stream, uint32_t ppid, const void *data, size_t length,
+                        int unordered, int max_retransmits, int max_lifetime_ms, int ends) {
     if (is_closed(c)) {
         errno = ENOTCONN;
         return -1;
@@ -230,7 +238,7 @@ int csctp_send(csctp *c, uint16_t stream, uint32_t ppid, const void *data, size_
     spa.sendv_flags = SCTP_SEND_SNDINFO_VALID;
     spa.sendv_sndinfo.snd_sid = stream;
     spa.sendv_sndinfo.snd_ppid = htonl(ppid);
-    spa.sendv_sndinfo.snd_flags = SCTP_EOR | (unordered ? SCTP_UNORDERED : 0);
+    spa.sendv_sndinfo.snd_flags = (ends ? SCTP_EOR : 0) | (unordered ? SCTP_UNORDERED : 0);
     if (max_retransmits >= 0) {
         spa.sendv_flags |= SCTP_SEND_PRINFO_VALID;
         spa.sendv_prinfo.pr_policy = SCTP_PR_SCTP_RTX;
@@ -262,6 +270,15 @@ int csctp_send(csctp *c, uint16_t stream, uint32_t ppid, const void *data, size_
         pthread_cond_timedwait(&c->room, &c->room_lock, &until);
         pthread_mutex_unlock(&c->room_lock);
     }
+}
+
+int csctp_send_part(csctp *c, uint16_t stream, uint32_t ppid, const void *data, size_t length) {
+    int on = 1;
+    pthread_rwlock_rdlock(&c->use);
+    int explicit_eor = is_closed(c) ? -1 : usrsctp_setsockopt(c->socket, IPPROTO_SCTP, SCTP_EXPLICIT_EOR, &on, sizeof(on));
+    pthread_rwlock_unlock(&c->use);
+    if (explicit_eor < 0) return -1;
+    return send_message(c, stream, ppid, data, length, 0, -1, -1, 0);
 }
 
 int csctp_reset_stream(csctp *c, uint16_t stream) {

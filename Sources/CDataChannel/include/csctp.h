@@ -34,6 +34,10 @@ void csctp_input(csctp *association, const void *packet, size_t length);
  * reliable (RFC 3758). Blocks while the send buffer is full. Returns 0, or -1 with errno. */
 int csctp_send(csctp *association, uint16_t stream, uint32_t ppid, const void *data, size_t length,
                int unordered, int max_retransmits, int max_lifetime_ms);
+/* For tests of a peer that misbehaves: sends `data` as the next part of a message on `stream`
+ * that this call does not end (explicit EOR, RFC 6458 8.1.26): a peer can send parts of one
+ * message forever, and the receiver must not keep them all. */
+int csctp_send_part(csctp *association, uint16_t stream, uint32_t ppid, const void *data, size_t length);
 /* Resets our outgoing stream (RFC 6525): how a data channel closes (RFC 8831 6.7). */
 int csctp_reset_stream(csctp *association, uint16_t stream);
 /* Aborts the association and stops every callback for it; the memory goes later. */

@@ -74,6 +74,9 @@ public final class DataChannel: @unchecked Sendable {  // options and stream are
 
     public var state: State { mutable.withLock { $0.state } }
 
+    /// Messages kept for a handler not set yet.
+    static let maxEarlyMessages = 64
+
     /// Messages from the peer, in order (on an ordered channel), on the session's queue.
     /// Whatever came before the handler was set is handed to it first.
     public func onMessage(_ handler: @escaping @Sendable (DataChannelMessage) -> Void) {
@@ -122,7 +125,9 @@ public final class DataChannel: @unchecked Sendable {  // options and stream are
 
     func deliver(_ message: DataChannelMessage) {
         let handler = mutable.withLock { m -> (@Sendable (DataChannelMessage) -> Void)? in
-            if m.onMessage == nil { m.early.append(message) }
+            // Before anyone listens, the first messages wait (a peer sends right after its
+            // OPEN); a peer that floods a channel nobody reads loses what is past the bound.
+            if m.onMessage == nil, m.early.count < Self.maxEarlyMessages { m.early.append(message) }
             return m.onMessage
         }
         handler?(message)
@@ -143,7 +148,7 @@ public final class DataChannelSession: @unchecked Sendable {  // the association
     }
 
     public let isDTLSClient: Bool
-    private let association: SCTPAssociation
+    let association: SCTPAssociation
     private struct Mutable {
         /// Packets that came before `start()`: fed after our own INIT, so the peer's INIT meets
         /// an association that is opening (SCTP's simultaneous open) instead of an ABORT.
@@ -158,6 +163,7 @@ public final class DataChannelSession: @unchecked Sendable {  // the association
         var onChannel: (@Sendable (DataChannel) -> Void)?
         var onState: (@Sendable (Bool) -> Void)?
         var counters = Counters()
+        var abortReason: String?
     }
     private let mutable: Mutex<Mutable>
 
@@ -171,7 +177,7 @@ public final class DataChannelSession: @unchecked Sendable {  // the association
     public init(isDTLSClient: Bool, localPort: UInt16 = SCTPAssociation.defaultPort, remotePort: UInt16 = SCTPAssociation.defaultPort,
                 output: @escaping @Sendable ([UInt8]) -> Void) throws(SCTPAssociation.SendError) {
         self.isDTLSClient = isDTLSClient
-        association = try SCTPAssociation(localPort: localPort, remotePort: remotePort, output: output)
+        association = try SCTPAssociation(localPort: localPort, remotePort: remotePort, maxMessageSize: Self.maxMessageSize, output: output)
         mutable = Mutex(Mutable(nextStream: isDTLSClient ? 0 : 1))
         association.setHandlers(message: { [weak self] stream, ppid, data in self?.received(stream: stream, ppid: ppid, data) },
                                 event: { [weak self] event in self?.happened(event) })
@@ -185,6 +191,10 @@ public final class DataChannelSession: @unchecked Sendable {  // the association
     public func onStateChange(_ handler: @escaping @Sendable (Bool) -> Void) { mutable.withLock { $0.onState = handler } }
 
     public var isUp: Bool { mutable.withLock { $0.up && !$0.ended } }
+    /// Why this side aborted the association, when it did (the peer broke a bound).
+    public var abortReason: String? { mutable.withLock { $0.abortReason } }
+    /// What this side takes from the peer in one message: its a=max-message-size (RFC 8841).
+    public static let maxMessageSize = 262_144
     public var counters: Counters { mutable.withLock { $0.counters } }
     public var channels: [DataChannel] { mutable.withLock { $0.channels.values.sorted { $0.stream < $1.stream } } }
 
@@ -280,9 +290,10 @@ public final class DataChannelSession: @unchecked Sendable {  // the association
             }
             handler?(true)
             for channel in waiting { announce(channel) }
-        case .down:
+        case .down, .aborted:
             let (channels, handler) = mutable.withLock { m -> ([DataChannel], (@Sendable (Bool) -> Void)?) in
                 m.ended = true
+                if case .aborted(let reason) = event { m.abortReason = reason }
                 return (Array(m.channels.values), m.onState)
             }
             for channel in channels { channel.set(.closed) }

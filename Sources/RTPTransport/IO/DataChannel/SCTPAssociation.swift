@@ -13,6 +13,8 @@ public final class SCTPAssociation: @unchecked Sendable {  // the handle is set 
     public enum Event: Sendable, Equatable {
         case up
         case down
+        /// This side aborted the association: the peer broke a bound (the reason says which).
+        case aborted(String)
         /// The peer reset these streams of its own (it closed those data channels).
         case incomingReset([UInt16])
         case outgoingReset([UInt16])
@@ -35,15 +37,32 @@ public final class SCTPAssociation: @unchecked Sendable {  // the handle is set 
     private struct State {
         var onMessage: (@Sendable (UInt16, UInt32, [UInt8]) -> Void)?
         var onEvent: (@Sendable (Event) -> Void)?
-        /// Parts of messages larger than usrsctp hands over at once, per stream.
+        /// Parts of messages larger than usrsctp hands over at once, per stream, and their sum.
         var partial: [UInt16: [UInt8]] = [:]
+        var partialBytes = 0
+        /// Whole messages handed to the delivery queue and not yet to their handler.
+        var queuedBytes = 0
         var closed = false
     }
     private let state = Mutex(State())
 
+    /// The largest message taken from the peer: what this side says in a=max-message-size
+    /// (RFC 8841). A message over it, or parts of one that would be, abort the association.
+    public let maxMessageSize: Int
+    /// The most the peer's messages may hold here at once, in parts being put together (every
+    /// stream together) and in whole ones waiting for their handler: a peer that sends the
+    /// parts of a message that never ends, or more than the application reads, costs this
+    /// much and no more before the association is aborted (the call goes on without it).
+    public let maxReassemblyBytes: Int
+    public let maxQueuedBytes: Int
+
     /// `output` gets every packet for the peer, on usrsctp's threads: it must not call back
     /// into this association.
-    public init(localPort: UInt16 = defaultPort, remotePort: UInt16 = defaultPort, output: @escaping @Sendable ([UInt8]) -> Void) throws(SendError) {
+    public init(localPort: UInt16 = defaultPort, remotePort: UInt16 = defaultPort, maxMessageSize: Int = 262_144,
+                maxQueuedBytes: Int = 8 << 20, output: @escaping @Sendable ([UInt8]) -> Void) throws(SendError) {
+        self.maxMessageSize = maxMessageSize
+        maxReassemblyBytes = 2 * maxMessageSize
+        self.maxQueuedBytes = maxQueuedBytes
         Registry.setUp()
         id = Registry.add(output: output)
         guard let handle = csctp_open(UnsafeMutableRawPointer(bitPattern: id), localPort, remotePort, Self.mtu) else {
@@ -82,6 +101,12 @@ public final class SCTPAssociation: @unchecked Sendable {  // the handle is set 
         if result != 0 { throw SendError(errno: errno) }
     }
 
+    /// Sends `data` as one more part of a message on `stream` that it does not end: what a
+    /// peer that breaks the bounds does (tests). False when usrsctp would not take it now.
+    func sendPart(stream: UInt16, ppid: UInt32, _ data: [UInt8]) -> Bool {
+        data.withUnsafeBytes { csctp_send_part(handle, stream, ppid, $0.baseAddress, $0.count) } == 0
+    }
+
     /// Resets our outgoing stream: how a data channel closes (RFC 8831 §6.7).
     public func resetStream(_ stream: UInt16) { _ = csctp_reset_stream(handle, stream) }
 
@@ -93,19 +118,59 @@ public final class SCTPAssociation: @unchecked Sendable {  // the handle is set 
     }
 
     fileprivate func received(_ data: UnsafeRawBufferPointer, stream: UInt16, ppid: UInt32, complete: Bool) {
-        let whole = state.withLock { s -> [UInt8]? in
-            guard complete else {
-                s.partial[stream, default: []].append(contentsOf: data)
-                return nil
+        enum Outcome { case more, whole([UInt8]), over(String) }
+        let outcome = state.withLock { s -> Outcome in
+            guard !s.closed else { return .more }
+            let sofar = s.partial[stream]?.count ?? 0
+            guard sofar + data.count <= maxMessageSize else {
+                return .over("a message on stream \(stream) over \(maxMessageSize) bytes (a=max-message-size)")
             }
-            guard let head = s.partial.removeValue(forKey: stream) else { return Array(data) }
-            return head + data
+            guard complete else {
+                guard s.partialBytes + data.count <= maxReassemblyBytes else {
+                    return .over("parts of messages over \(maxReassemblyBytes) bytes waiting to be completed")
+                }
+                s.partial[stream, default: []].append(contentsOf: data)
+                s.partialBytes += data.count
+                return .more
+            }
+            let whole: [UInt8]
+            if let head = s.partial.removeValue(forKey: stream) {
+                s.partialBytes -= head.count
+                whole = head + data
+            } else {
+                whole = Array(data)
+            }
+            guard s.queuedBytes + whole.count <= maxQueuedBytes else {
+                return .over("over \(maxQueuedBytes) bytes of messages the application has not taken yet")
+            }
+            s.queuedBytes += whole.count
+            return .whole(whole)
         }
-        guard let whole else { return }
-        delivery.async { [weak self] in
-            guard let self, let handler = self.state.withLock({ $0.closed ? nil : $0.onMessage }) else { return }
-            handler(stream, ppid, whole)
+        switch outcome {
+        case .more: return
+        case .over(let reason): abort(reason)
+        case .whole(let whole):
+            delivery.async { [weak self] in
+                guard let self, let handler = self.state.withLock({ s -> (@Sendable (UInt16, UInt32, [UInt8]) -> Void)? in
+                    s.queuedBytes -= whole.count
+                    return s.closed ? nil : s.onMessage
+                }) else { return }
+                handler(stream, ppid, whole)
+            }
         }
+    }
+
+    /// The peer broke a bound: its handler hears why, then the association is aborted (an
+    /// SCTP ABORT) and what it held is freed.
+    private func abort(_ reason: String) {
+        let handler = state.withLock { s -> (@Sendable (Event) -> Void)? in
+            s.partial = [:]
+            s.partialBytes = 0
+            return s.closed ? nil : s.onEvent
+        }
+        delivery.async { handler?(.aborted(reason)) }
+        // Not on usrsctp's own thread, which is the one calling here: close takes its lock.
+        DispatchQueue.global().async { [self] in close() }
     }
 
     fileprivate func happened(_ event: Event) {
