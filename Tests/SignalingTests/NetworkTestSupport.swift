@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Synchronization
 import Testing
 @testable import Signaling
@@ -72,12 +73,35 @@ func makeClient(port: Int, room: String = "lab", identity: String, tls: TLSConte
 func isJoined(_ event: SignalingEvent) -> Bool { if case .joined = event { return true }; return false }
 
 /// A bare TCP connection for sending hostile bytes and reading the server's lines.
+/// A blocking TCP connection to 127.0.0.1:`port` from `source` (any 127.0.0.0/8 address on
+/// loopback): the service sees a client of another address block.
+func connectFrom(_ source: String, port: Int) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw SystemError("socket") }
+    func address(_ host: String, _ port: Int) -> sockaddr_in {
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &a.sin_addr)
+        return a
+    }
+    var local = address(source, 0), remote = address("127.0.0.1", port)
+    let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    let connected = bound == 0 ? withUnsafePointer(to: &remote) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } : -1
+    guard connected == 0 else {
+        let error = SystemError("connect from \(source)")
+        Glibc.close(fd)
+        throw error
+    }
+    return fd
+}
+
 final class RawConnection {
     let fd: Int32
     private var framer = LineFramer(maxLineLength: 1 << 20)
 
-    init(port: Int) throws {
-        fd = try TCPSocket.connect(host: "127.0.0.1", port: port, timeout: .seconds(2))
+    init(port: Int, from source: String? = nil) throws {
+        fd = try source.map { try connectFrom($0, port: port) } ?? TCPSocket.connect(host: "127.0.0.1", port: port, timeout: .seconds(2))
         let flags = fcntl(fd, F_GETFL)
         _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
         var timeout = timeval(tv_sec: 3, tv_usec: 0)
@@ -118,6 +142,13 @@ final class RawConnection {
             pending += lines
         }
         return try? SignalingMessage(parsing: pending.removeFirst())
+    }
+
+    /// True if the server closes (or reset) the connection within `within`.
+    func isClosedByServer(within: Duration) -> Bool {
+        var fds = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&fds, 1, Int32(within.inMilliseconds)) > 0 else { return false }
+        return isClosedByServer()
     }
 
     /// True if the server has closed the connection (reads EOF within 3 s).

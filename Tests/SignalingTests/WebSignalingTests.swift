@@ -27,8 +27,8 @@ final class WebClient {
     private let tls: TLSSession?
 
     /// Over TLS (HTTPS, WSS) when `tls` is a client context; the server's name is checked as `serverName`.
-    init(port: Int, tls context: TLSContext? = nil, serverName: String = "localhost") throws {
-        fd = try TCPSocket.connect(host: "127.0.0.1", port: port, timeout: .seconds(2))
+    init(port: Int, tls context: TLSContext? = nil, serverName: String = "localhost", from source: String? = nil) throws {
+        fd = try source.map { try connectFrom($0, port: port) } ?? TCPSocket.connect(host: "127.0.0.1", port: port, timeout: .seconds(2))
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var timeout = timeval(tv_sec: 3, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -111,6 +111,18 @@ final class WebClient {
                     input.removeFirst(header + length)
                     return frame
                 }
+            }
+            guard fill() else { return nil }
+        }
+    }
+
+    /// The next signaling line (on the TCP listener, plain or TLS); nil at EOF or after 3 s.
+    func receiveMessage() -> SignalingMessage? {
+        while true {
+            if let end = input.firstIndex(of: 0x0a) {
+                let line = Array(input[..<end])
+                input.removeSubrange(...end)
+                return try? SignalingMessage(parsing: line)
             }
             guard fill() else { return nil }
         }

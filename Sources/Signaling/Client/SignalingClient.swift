@@ -345,7 +345,7 @@ public final class SignalingClient: Sendable {
                 }
                 nextPing = now + configuration.pingInterval
             }
-            var fds = [pollfd(fd: fd, events: Int16(POLLIN) | (connection.hasPendingOutput ? Int16(POLLOUT) : 0), revents: 0),
+            var fds = [pollfd(fd: fd, events: Int16(POLLIN) | (connection.waitsForWritable ? Int16(POLLOUT) : 0), revents: 0),
                        pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
             let waitMs = Int32(max(1, min((nextPing - now).inSeconds, 1) * 1000))
             _ = poll(&fds, 2, waitMs)
@@ -472,6 +472,10 @@ final class ClientConnection {
     }
 
     var hasPendingOutput: Bool { !output.isEmpty }
+    /// Output waits for the socket to take it, not for the peer's bytes (as TLS's may: then
+    /// waiting for POLLOUT would wake at once, again and again, until the peer speaks).
+    var waitsForWritable: Bool { !output.isEmpty && !blockedOnRead }
+    private var blockedOnRead = false
 
     func send(_ bytes: [UInt8]) throws(ConnectionFailure) {
         output += bytes
@@ -491,8 +495,15 @@ final class ClientConnection {
                 }
             }
             switch try attempt.get() {
-            case .bytes(let n): output.removeFirst(n)
-            case .wouldBlock: return
+            case .bytes(let n):
+                output.removeFirst(n)
+                blockedOnRead = false
+            case .wouldBlock:
+                blockedOnRead = false
+                return
+            case .needsRead:
+                blockedOnRead = true
+                return
             case .closed: throw ConnectionFailure(description: "the server closed the connection")
             }
         }
@@ -500,7 +511,11 @@ final class ClientConnection {
 
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(ConnectionFailure) -> IOResult {
         if let tls {
-            do { return try tls.read(into: buffer) } catch { throw ConnectionFailure(description: error.description) }
+            do {
+                let result = try tls.read(into: buffer)
+                if case .bytes = result { blockedOnRead = false }  // what a write waited for may have come
+                return result
+            } catch { throw ConnectionFailure(description: error.description) }
         }
         do { return try nonBlocking("read", { Glibc.read(fd, buffer.baseAddress, buffer.count) }) } catch {
             throw ConnectionFailure(description: error.description)

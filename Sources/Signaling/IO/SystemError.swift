@@ -6,7 +6,11 @@ import Glibc
 /// The result of a non-blocking read or write.
 enum IOResult: Equatable {
     case bytes(Int)
+    /// The socket would block in this direction: wait until it is ready for it.
     case wouldBlock
+    /// TLS: nothing moves until the peer's next bytes are read (a handshake under way). Waiting
+    /// for the socket to be writable would wake at once, again and again: wait for readable.
+    case needsRead
     case closed
 }
 

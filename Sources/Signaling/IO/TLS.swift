@@ -130,7 +130,8 @@ final class TLSSession {
         return TLSError("TLS handshake")
     }
 
-    /// Non-blocking read; `.wouldBlock` also when OpenSSL needs to write first (handshake).
+    /// Non-blocking read: `.needsRead` while the peer has sent nothing more, `.wouldBlock` when
+    /// OpenSSL must write first (a handshake step).
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(TLSError) -> IOResult {
         let n = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
         if n > 0 { return .bytes(Int(n)) }
@@ -150,7 +151,8 @@ final class TLSSession {
 
     private func outcome(_ result: Int32, _ operation: String) throws(TLSError) -> IOResult {
         switch SSL_get_error(ssl, result) {
-        case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return .wouldBlock
+        case SSL_ERROR_WANT_READ: return .needsRead
+        case SSL_ERROR_WANT_WRITE: return .wouldBlock
         case SSL_ERROR_ZERO_RETURN: return .closed
         case SSL_ERROR_SYSCALL:
             if ERR_peek_error() == 0 { return .closed }  // the peer closed without close_notify

@@ -27,8 +27,14 @@ public struct ServerLimits: Sendable {
     public var seatGrace: Duration = .seconds(60)
     /// The longest a renewed credential lives, whatever the token granted.
     public var maxTokenLifetime: Int64 = 86_400
-    /// TLS handshakes under way at once; the listeners wait while this many are.
+    /// TLS handshakes under way at once. Past it, an address block that holds fewer gets the
+    /// oldest slot of the block that holds the most; one that would not is reset.
     public var maxTLSHandshakes = 64
+    /// TLS handshakes under way from one address block (`AddressBlock`).
+    public var maxHandshakesPerAddress = 8
+    /// The time a new connection has to send its first byte (a TLS ClientHello, a request, a
+    /// join): a client sends at once, so an idle connection holds nothing for long.
+    public var firstByteTimeout: Duration = .seconds(3)
     /// The time a TLS handshake may take.
     public var tlsHandshakeTimeout: Duration = .seconds(5)
     /// The time a request on the metrics listener may take, from accept to the last byte.

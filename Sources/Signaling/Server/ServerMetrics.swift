@@ -28,6 +28,15 @@ public struct ServerMetrics: Sendable {
         public var noDescriptor = 0
         /// TLS handshakes that did not finish in time.
         public var handshakeTimeouts = 0
+        /// Connections that sent nothing within the first-byte deadline.
+        public var firstByteTimeouts = 0
+        /// TLS connections reset at once: their address block had its unauthenticated connections.
+        public var addressLimit = 0
+        /// TLS connections reset at once: no handshake slot was theirs to take (their block holds
+        /// its share, or every slot is held by blocks that hold no more).
+        public var handshakeSlots = 0
+        /// Handshakes under way dropped to give their slot to a block that held fewer.
+        public var handshakesEvicted = 0
         public init() {}
     }
 
@@ -42,8 +51,10 @@ public struct ServerMetrics: Sendable {
         metric("callend_signaling_joins_total", "counter", "Successful joins and rejoins.", [("", "\(counters.joins)")])
         metric("callend_signaling_errors_total", "counter", "Errors sent, by code: refused joins (room_full, token_*, ...), protocol errors and limits.",
                SignalingErrorCode.allCases.map { (#"{code="\#($0.rawValue)"}"#, "\(counters.errors[$0] ?? 0)") })
-        metric("callend_signaling_refused_total", "counter", "Connections closed before a word: no file descriptor left (raise LimitNOFILE), a TLS handshake past its deadline.",
-               [(#"{reason="no_descriptor"}"#, "\(refusals.noDescriptor)"), (#"{reason="tls_handshake_timeout"}"#, "\(refusals.handshakeTimeouts)")])
+        metric("callend_signaling_refused_total", "counter", "Connections closed before a word: no file descriptor left (raise LimitNOFILE), a TLS handshake past its deadline, no first byte in time, too many unauthenticated from one address, no fair handshake slot, a slot given to another address.",
+               [(#"{reason="no_descriptor"}"#, "\(refusals.noDescriptor)"), (#"{reason="tls_handshake_timeout"}"#, "\(refusals.handshakeTimeouts)"),
+                (#"{reason="first_byte_timeout"}"#, "\(refusals.firstByteTimeouts)"), (#"{reason="address_limit"}"#, "\(refusals.addressLimit)"),
+                (#"{reason="handshake_slots"}"#, "\(refusals.handshakeSlots)"), (#"{reason="handshake_evicted"}"#, "\(refusals.handshakesEvicted)")])
         metric("callend_signaling_relayed_total", "counter", "Messages relayed to a participant.", [("", "\(counters.relayed)")])
         var buckets = zip(Self.relayBuckets, relayCounts).map { (#"{le="\#($0.0)"}"#, "\($0.1)") }
         buckets.append((#"{le="+Inf"}"#, "\(relayTotal)"))

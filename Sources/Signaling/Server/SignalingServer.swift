@@ -143,12 +143,24 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private var reserveFD: Int32
     /// Connections turned away before a word (no descriptor left, a handshake too slow).
     private var refusals = ServerMetrics.Refusals()
-    /// TLS connections whose handshake is under way, with its deadline; connections of the
-    /// metrics listener, with theirs.
-    private var handshakes: [UInt64: Duration] = [:]
+    /// A TLS handshake under way: its deadline, its address block, when it began.
+    private struct Handshake {
+        var deadline: Duration
+        var address: String
+        var began: Duration
+    }
+    /// The handshakes under way (`maxTLSHandshakes` at most, `maxHandshakesPerAddress` per
+    /// address block), and how many each address block holds.
+    private var handshakes: [UInt64: Handshake] = [:]
+    private var handshakesPerAddress: [String: Int] = [:]
+    /// Connections that have not sent a byte yet, with the deadline for their first.
+    private var firstByteDeadlines: [UInt64: Duration] = [:]
+    /// Connections of the metrics listener, with their deadline.
     private var metricsDeadlines: [UInt64: Duration] = [:]
-    /// The TLS listeners stopped taking connections while `maxTLSHandshakes` are under way.
-    private var listenersPaused = false
+    /// When the deadlines are next looked at (every 100 ms at most: the tables may be large).
+    private var nextDeadlineCheck: Duration = .zero
+    /// Times the loop woke (epoll returned): idle connections must not make it spin.
+    let wakeups = Atomic<Int>(0)
 
     private var listenerClosed = false
 
@@ -185,7 +197,9 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         var nextRenewal = now
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while !stopping.load(ordering: .sequentiallyConsistent) {
-            for event in epoll.wait(into: &events, timeoutMs: directory == nil ? 250 : 50) {
+            let ready = epoll.wait(into: &events, timeoutMs: directory == nil ? 250 : 50)
+            wakeups.add(1, ordering: .relaxed)
+            for event in ready {
                 switch event.token {
                 case Self.listenToken: acceptAll(from: listenFD, web: false)
                 case Self.webListenToken: if let webListenFD { acceptAll(from: webListenFD, web: true) }
@@ -200,12 +214,15 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                     }
                 default:
                     guard let connection = connections[event.token] else { continue }
+                    if event.readable, firstByteDeadlines[connection.id] != nil, connection.hasBytesWaiting {
+                        firstByteDeadlines[connection.id] = nil
+                    }
                     if event.writable { flush(connection) }
                     if event.readable { read(connection, buffer: &buffer) }
                     // TLS may need the other direction to progress.
                     if connection.tls != nil, !connection.isClosed, !connection.output.isEmpty { flush(connection) }
                     if handshakes[connection.id] != nil, connection.isClosed || connection.tls?.isEstablished == true {
-                        handshakes[connection.id] = nil
+                        releaseHandshake(connection.id)
                     }
                 }
             }
@@ -237,12 +254,18 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     private var wallClock: Int64 { Int64(Date().timeIntervalSince1970) }
 
-    /// Drops TLS handshakes and metrics requests past their deadline, and lets the TLS
-    /// listeners take connections again once handshakes are below the bound.
+    /// Drops connections past their deadline: no first byte in time, a TLS handshake that did
+    /// not finish, a metrics request that did not.
     private func enforceDeadlines() {
         let at = now
-        for (id, deadline) in handshakes where at >= deadline {
-            handshakes[id] = nil
+        guard at >= nextDeadlineCheck else { return }
+        nextDeadlineCheck = at + .milliseconds(100)
+        for (id, deadline) in firstByteDeadlines where at >= deadline {
+            firstByteDeadlines[id] = nil
+            refusals.firstByteTimeouts += 1
+            drop(id, reason: "no byte within \(configuration.limits.firstByteTimeout)")
+        }
+        for (id, handshake) in handshakes where at >= handshake.deadline {
             refusals.handshakeTimeouts += 1
             drop(id, reason: "no TLS handshake within \(configuration.limits.tlsHandshakeTimeout)")
         }
@@ -250,19 +273,46 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             metricsDeadlines[id] = nil
             drop(id, reason: "the metrics request took over \(configuration.limits.metricsTimeout)")
         }
-        let full = handshakes.count >= configuration.limits.maxTLSHandshakes
-        guard configuration.tls != nil, full != listenersPaused else { return }
-        listenersPaused = full
-        for (fd, token) in [(listenFD, Self.listenToken), (webListenFD, Self.webListenToken)] {
-            guard let fd else { continue }
-            // Connections wait in the kernel's backlog meanwhile.
-            if full { epoll.remove(fd) } else { try? epoll.add(fd, token: token, writable: false) }
+    }
+
+    /// A slot for a TLS handshake from `address`. An address block holds at most
+    /// `maxHandshakesPerAddress`; when all `maxTLSHandshakes` are taken, the block that holds the
+    /// most gives up its oldest to a block that holds fewer, so that a host holding idle
+    /// connections cannot keep a client elsewhere from being served (it gets a reset instead).
+    private func takeHandshakeSlot(_ id: UInt64, address: String) -> Bool {
+        let limits = configuration.limits
+        let mine = handshakesPerAddress[address, default: 0]
+        guard mine < limits.maxHandshakesPerAddress else {
+            refusals.handshakeSlots += 1
+            return false
         }
+        if handshakes.count >= limits.maxTLSHandshakes {
+            guard let (fullest, held) = handshakesPerAddress.max(by: { $0.value < $1.value }), held > mine + 1,
+                  let oldest = handshakes.filter({ $0.value.address == fullest }).min(by: { $0.value.began < $1.value.began })?.key else {
+                refusals.handshakeSlots += 1
+                return false
+            }
+            refusals.handshakesEvicted += 1
+            drop(oldest, reason: "its handshake slot went to a connection from another address")
+        }
+        handshakes[id] = Handshake(deadline: now + limits.tlsHandshakeTimeout, address: address, began: now)
+        handshakesPerAddress[address, default: 0] += 1
+        return true
+    }
+
+    private func releaseHandshake(_ id: UInt64) {
+        guard let handshake = handshakes.removeValue(forKey: id) else { return }
+        handshakesPerAddress[handshake.address, default: 1] -= 1
+        if handshakesPerAddress[handshake.address] == 0 { handshakesPerAddress[handshake.address] = nil }
     }
 
     /// Accepts what waits on a listener: signaling lines on the main one, HTTP on the web one.
+    /// Nothing here waits for the client: a connection its address may not open now (too many
+    /// of its own unauthenticated, or no fair handshake slot) is closed at once, a TLS one
+    /// without a word (no word could reach it before a handshake), and a handshake runs only
+    /// as the client's bytes come.
     private func acceptAll(from listener: Int32, web: Bool, metricsOnly: Bool = false) {
-        while !(listenersPaused && !metricsOnly) {
+        while true {
             let fd = clinux_accept4(listener, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
                 let code = errno
@@ -273,10 +323,25 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             TCPSocket.setNoDelay(fd)
             let id = nextID
             nextID += 1
+            let address = TCPSocket.peerAddress(fd).map(AddressBlock.of)
+            let secure = configuration.tls != nil && !metricsOnly
+            let opened = core.connectionOpened(id, now: now, address: address)
+            if secure, opened.contains(.close(id)) {
+                refusals.addressLimit += 1
+                TCPSocket.reset(fd)
+                continue
+            }
+            if secure, !takeHandshakeSlot(id, address: address ?? "unknown") {
+                apply(core.connectionClosed(id, now: now))
+                TCPSocket.reset(fd)
+                continue
+            }
             var tls: TLSSession?
             if let context = configuration.tls, !metricsOnly {
                 do { tls = try TLSSession(context: context, fd: fd) } catch {
                     log(.warning("\(error)"))
+                    releaseHandshake(id)
+                    apply(core.connectionClosed(id, now: now))
                     close(fd)
                     continue
                 }
@@ -287,16 +352,14 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             do { try epoll.add(fd, token: id, writable: false) } catch {
                 log(.warning("\(error)"))
                 connections[id] = nil
+                releaseHandshake(id)
                 connection.closeNow()
+                apply(core.connectionClosed(id, now: now))
                 continue
             }
-            if tls != nil { handshakes[id] = now + configuration.limits.tlsHandshakeTimeout }
-            if metricsOnly { metricsDeadlines[id] = now + configuration.limits.metricsTimeout }
-            apply(core.connectionOpened(id, now: now, address: TCPSocket.peerAddress(fd).map(AddressBlock.of)))
-            if tls != nil && handshakes.count >= configuration.limits.maxTLSHandshakes {
-                enforceDeadlines()
-                return
-            }
+            if metricsOnly { metricsDeadlines[id] = now + configuration.limits.metricsTimeout } else { firstByteDeadlines[id] = now + configuration.limits.firstByteTimeout }
+            // A plaintext refusal is written (the socket takes it at once) and the connection closes.
+            apply(opened)
         }
     }
 
@@ -331,7 +394,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                 return
             }
             switch result {
-            case .wouldBlock: return
+            case .wouldBlock, .needsRead: return
             case .closed:
                 drop(connection.id, reason: "peer closed")
                 return
@@ -612,6 +675,14 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
                     try? epoll.modify(connection.fd, token: connection.id, writable: true)
                 }
                 return
+            case .needsRead:
+                // TLS waits for the client's bytes (its handshake): the next readable event
+                // flushes again. Waiting for writable here would spin: the socket always is.
+                if connection.wantsWrite {
+                    connection.wantsWrite = false
+                    try? epoll.modify(connection.fd, token: connection.id, writable: false)
+                }
+                return
             case .closed:
                 drop(connection.id, reason: "peer closed")
                 return
@@ -626,7 +697,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     private func drop(_ id: UInt64, reason: String) {
         guard let connection = connections.removeValue(forKey: id) else { return }
-        handshakes[id] = nil
+        releaseHandshake(id)
+        firstByteDeadlines[id] = nil
         metricsDeadlines[id] = nil
         epoll.remove(connection.fd)
         connection.closeNow()
@@ -707,6 +779,12 @@ final class ServerConnection {
         do { return try nonBlocking("write", { Glibc.send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }) } catch {
             throw ConnectionFailure(description: error.description)
         }
+    }
+
+    /// Whether the client has sent bytes not read yet (TLS or not): its first byte came.
+    var hasBytesWaiting: Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) > 0
     }
 
     func closeNow() {

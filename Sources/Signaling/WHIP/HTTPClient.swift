@@ -106,7 +106,7 @@ public final class HTTPClient: Sendable {
                 switch result {
                 case .bytes(let n):
                     if let response = try reader.append(buffer[..<n]) { return response }
-                case .wouldBlock:
+                case .wouldBlock, .needsRead:
                     try wait(for: Int16(POLLIN))
                 case .closed:
                     return try reader.finish()
