@@ -517,6 +517,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let made = try CallMedia(media: media, ice: iceConfiguration(controlling: controlling), certificate: certificate) { event in
                 queue.append(.transport(round: round, event))
             }
+            let log = self.log
+            made.onDataAborted = { why in log(.warning("data: aborted the data channels' association: \(why); media goes on")) }
             callMedia = made
             return made
         }

@@ -31,6 +31,9 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     /// The thread that runs this session's media loop along with others' (a viewer's, with the
     /// endpoint's other viewers), or nil for a thread of its own. Set before `run`.
     var loopGroup: MediaLoopGroup?
+    /// Told why, when this side aborts the data channels' association (the peer broke a bound:
+    /// a message over our a=max-message-size, more than the reassembly holds); the call goes on.
+    var onDataAborted: (@Sendable (String) -> Void)?
 
     /// `receives` false: this side offers and answers without taking the peer's media (a WHIP publisher).
     public init(media: Call.Media, ice: ICEAgent.Configuration, certificate: DTLSCertificate, receives: Bool = true,
@@ -80,6 +83,10 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
             transport.sendApplicationData(packet)
         }
         transport.onApplicationData { [weak session] packet in session?.input(packet) }
+        let aborted = onDataAborted
+        session.onStateChange { [weak session] up in
+            if !up, let why = session?.abortReason { aborted?(why) }
+        }
         data.withLock { $0 = session }
         // The track's channels open as soon as the association is up, and the peer's are taken.
         dataTrack?.attach(session)
