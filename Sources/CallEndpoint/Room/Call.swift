@@ -609,7 +609,12 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                         ignore(message, peer: peer, noted: &noted)
                         continue
                     }
-                    if let made = callMedia, signaling.peer != nil { apply(candidate: candidate, to: made.transport) } else { early.append((message.from, candidate)) }
+                    if let made = callMedia, signaling.peer != nil {
+                        apply(candidate: candidate, to: made.transport)
+                    } else if early.count < Self.maxEarlyCandidates {
+                        // Kept for a peer not known yet; anyone in the room can send them, so not without end.
+                        early.append((message.from, candidate))
+                    }
                 case .signaling(.iceServers(let list)):
                     let servers = Self.iceServers(list)
                     serviceICEServers.withLock { $0 = servers }
@@ -643,6 +648,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// and an offer in this session (an ICE restart) is answered here. Candidates keep trickling
     /// both ways while media runs.
     static let newSessionReason = "the peer came back as a new session"
+    /// Candidates kept while a round has no peer yet (libnice takes 25 per component anyway).
+    static let maxEarlyCandidates = 64
 
     private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, round: Int, signaling: RoundSignaling, participant: String,
                           peer: String, remaining: Duration?, viewersEncoder: VideoFanout?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
