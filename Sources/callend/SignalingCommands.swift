@@ -11,15 +11,25 @@ import Glibc
 #endif
 
 let tokenHelp = """
-    usage: callend token --room R --identity I (--secret-file F | CALLEND_SECRET=...) [--ttl 1h] [--issuer ISS]
+    usage: callend token --room R --identity I (--secret-file F | CALLEND_SECRET=...) [--can join] [--ttl 1h] [--issuer ISS]
            callend token --new-secret [--out F]
 
     Prints a standard JWT (HS256) on standard output: sub = identity, room = the room it grants
-    ("*" for every room), iss, iat, nbf = now, exp = now + ttl. --new-secret prints a random secret
-    (64 hex characters) to put in a secret file; with --out F it writes the file itself, mode 0600.
+    ("*" for every room), can = what it allows, iss, iat, nbf = now, exp = now + ttl. --new-secret
+    prints a random secret (64 hex characters) to put in a secret file; with --out F it writes the
+    file itself, mode 0600.
 
+      --can LIST     what the token allows, comma-separated (default join):
+                       join     join the room as a peer (callend join, the browser page, /ws)
+                       publish  publish into the room by WHIP (POST /whip/ROOM)
+                       watch    watch the room's endpoint by WHEP (POST /whep/ROOM)
+                     A viewer's token is --can watch: it cannot take a seat or publish.
       --ttl D        lifetime: seconds, or a number with s, m, h or d (default 1h; at most 30d)
       --issuer ISS   iss claim (default callend)
+
+    A token for every room (--room '*') is not renewed: a participant holding one leaves when it
+    expires. Any other is renewed while its holder stays, each renewal living what the token had
+    left when it was presented.
     """
 
 func runToken(_ args: inout Arguments) throws {
@@ -41,6 +51,10 @@ func runToken(_ args: inout Arguments) throws {
     guard let identity = try args.value("--identity") else { throw UsageError(description: "token needs --identity I") }
     let ttl = try args.value("--ttl").map { text throws(UsageError) in try parseDuration(text) } ?? 3600
     let issuer = try args.value("--issuer") ?? TokenIssuer.defaultIssuer
+    let can = try args.value("--can").map { text throws(UsageError) in
+        guard let scope = TokenScope(names: text) else { throw UsageError(description: "--can takes join, publish and watch, comma-separated, not '\(text)'") }
+        return scope
+    } ?? .join
     let secret = try loadSecret(&args)
     try args.finish(command: "token")
     guard room == "*" || SignalingServerCore.isValidRoomName(room) else {
@@ -48,7 +62,9 @@ func runToken(_ args: inout Arguments) throws {
     }
     guard !identity.isEmpty, identity.utf8.count <= 256 else { throw UsageError(description: "--identity must be 1-256 bytes") }
     let now = Int64(Date().timeIntervalSince1970)
-    print(TokenIssuer(secret: secret).mint(TokenClaims(identity: identity, room: room, issuer: issuer, issuedAt: now, expires: now + ttl)))
+    var claims = TokenClaims(identity: identity, room: room, issuer: issuer, issuedAt: now, expires: now + ttl)
+    claims.can = can
+    print(TokenIssuer(secret: secret).mint(claims))
 }
 
 let tlsHelp = """

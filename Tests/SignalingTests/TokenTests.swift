@@ -4,8 +4,10 @@ import Testing
 
 let testSecret = try! TokenSecret(Array("0123456789abcdef0123456789abcdef-test".utf8))
 
-func mint(identity: String = "roof", room: String = "lab", issuedAt: Int64 = 1_000_000, ttl: Int64 = 3600, notBefore: Int64? = nil) -> String {
-    TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: room, issuedAt: issuedAt, notBefore: notBefore, expires: issuedAt + ttl))
+func mint(identity: String = "roof", room: String = "lab", issuedAt: Int64 = 1_000_000, ttl: Int64 = 3600, notBefore: Int64? = nil, can: TokenScope = .join) -> String {
+    var claims = TokenClaims(identity: identity, room: room, issuedAt: issuedAt, notBefore: notBefore, expires: issuedAt + ttl)
+    claims.can = can
+    return TokenIssuer(secret: testSecret).mint(claims)
 }
 
 func expectRejection(_ token: String, room: String = "lab", now: Int64 = 1_000_100, verifier: TokenVerifier = TokenVerifier(secret: testSecret),

@@ -7,7 +7,7 @@ import Testing
 @Suite struct WebRTCHTTPCoreTests {
     static let offer = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n"
 
-    func request(_ method: String, _ kind: WebRTCHTTPKind = .whep, room: String = "lab", session: String? = nil, token: String? = mint(identity: "phone"),
+    func request(_ method: String, _ kind: WebRTCHTTPKind = .whep, room: String = "lab", session: String? = nil, token: String? = mint(identity: "phone", can: [.watch, .publish]),
                  type: String? = "application/sdp", ifMatch: String? = nil, body: String = offer) -> WebRTCHTTPRequest {
         WebRTCHTTPRequest(method: method, kind: kind, room: room, session: session, bearerToken: token, contentType: type, ifMatch: ifMatch, body: body)
     }
@@ -100,8 +100,8 @@ import Testing
         let token: String? = switch who {
         case "": nil
         case "garbage": "not.a.token"
-        case "other-room": mint(identity: "phone", room: "elsewhere")
-        default: mint(identity: who)
+        case "other-room": mint(identity: "phone", room: "elsewhere", can: [.watch, .publish])
+        default: mint(identity: who, can: [.watch, .publish])
         }
         let actions = http(h, 20, request(method, session: onSession ? id : nil, token: token, type: type, ifMatch: ifMatch, body: body))
         #expect(reply(actions, to: 20)?.status == status, "\(actions)")
@@ -114,7 +114,7 @@ import Testing
         #expect(reply(http(h, 10, request("POST")), to: 10)?.status == 404)
         _ = h.join(1, identity: "roof")
         for i in 0..<SignalingServerCore.maxWebRTCHTTPSessionsPerRoom {
-            #expect(relayed(http(h, 100 + UInt64(i), request("POST")), to: 1) != nil)
+            #expect(relayed(http(h, 100 + UInt64(i), request("POST", token: mint(identity: "viewer-\(i)", can: .watch))), to: 1) != nil)
         }
         let full = try #require(reply(http(h, 99, request("POST")), to: 99))
         #expect(full.status == 503 && full.fields.contains { $0.name == "Retry-After" })
@@ -186,4 +186,33 @@ import Testing
 
     @Test(arguments: ["/whep", "/whep/", "/whep/lab/", "/whip/lab/a/b", "/ws", "/whep//x"])
     func notRoutes(_ path: String) { #expect(WebRTCHTTPRequest.route(path) == nil) }
+
+    /// A trickle PATCH is bounded: credentials of ice-chars and their lengths, at most 20
+    /// candidates, each a candidate, no control characters, 5 a second. Before, a 30 KB PATCH
+    /// (a 13.9 KB ufrag and 1,190 empty candidate lines) became 17 MB of relays to the endpoint.
+    @Test func trickleIsBounded() throws {
+        let h = CoreHarness()
+        let (id, _, created) = try session(h)
+        let etag = try #require(created.fields.first { $0.name == "ETag" }?.value)
+        func patch(_ connection: UInt64, _ body: String) -> (status: Int?, relayed: Int) {
+            let actions = http(h, connection, request("PATCH", session: id, type: ICEFragment.contentType, ifMatch: etag, body: body))
+            return (reply(actions, to: connection)?.status, actions.filter { if case .send(1, .relay) = $0 { return true }; return false }.count)
+        }
+        let credentials = "a=ice-ufrag:abcd\r\na=ice-pwd:0123456789012345678901\r\n"
+        let good = "a=candidate:1 1 udp 2130706431 192.0.2.9 5000 typ host\r\n"
+        #expect(patch(20, credentials + good) == (204, 1))
+        #expect(patch(21, "a=ice-ufrag:" + String(repeating: "u", count: 13_900) + "\r\na=ice-pwd:0123456789012345678901\r\n" + good).status == 422)
+        #expect(patch(22, credentials + String(repeating: "a=candidate:\r\n", count: 1_190)).status == 413)
+        #expect(patch(23, credentials + "a=candidate:\r\n").status == 422)
+        #expect(patch(24, credentials + String(repeating: good, count: 21)).status == 413)
+        #expect(patch(25, credentials + "a=candidate:1 1 udp 1 192.0.2.9 5000 typ host\u{1}\r\n").status == 422)
+        #expect(patch(26, "a=ice-ufrag:ab\"cd\r\na=ice-pwd:0123456789012345678901\r\n" + good).status == 422)
+        // A burst of ten more is taken (the bucket refilled while none came), the next is not.
+        h.now += .seconds(10)
+        var statuses: [Int?] = []
+        for i in 0..<11 { statuses.append(patch(30 + UInt64(i), credentials + good).status) }
+        #expect(statuses.prefix(10).allSatisfy { $0 == 204 } && statuses.last == 429, "\(statuses)")
+        h.now += .seconds(1)
+        #expect(patch(50, credentials + good).status == 204, "the bucket refills")
+    }
 }

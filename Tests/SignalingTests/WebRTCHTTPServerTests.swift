@@ -9,7 +9,7 @@ import TestSupport
 @Suite struct WebRTCHTTPServerTests {
     static let offer = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n"
 
-    func post(_ server: SignalingServer, path: String = "/whep/lab", token: String? = joinToken("phone"), type: String = "application/sdp",
+    func post(_ server: SignalingServer, path: String = "/whep/lab", token: String? = joinToken("phone", can: .watch), type: String = "application/sdp",
               body: String = offer, extra: String = "") throws -> (status: Int, head: String, body: String) {
         let client = try WebClient(port: server.webPort!)
         return client.request("POST \(path) HTTP/1.1\r\nHost: localhost\r\nContent-Type: \(type)\r\n" + (token.map { "Authorization: Bearer \($0)\r\n" } ?? "")
@@ -46,7 +46,7 @@ import TestSupport
         let web = try WebClient(port: server.webPort!)
         var patience = timeval(tv_sec: 20, tv_usec: 0)
         setsockopt(web.fd, SOL_SOCKET, SO_RCVTIMEO, &patience, socklen_t(MemoryLayout<timeval>.size))
-        let head = "POST /whep/lab HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sdp\r\nAuthorization: Bearer \(joinToken("phone"))\r\nContent-Length: \(Self.offer.utf8.count)\r\n\r\n"
+        let head = "POST /whep/lab HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sdp\r\nAuthorization: Bearer \(joinToken("phone", can: .watch))\r\nContent-Length: \(Self.offer.utf8.count)\r\n\r\n"
         web.send(Array(head.utf8))
         web.send(Array(Self.offer.utf8.prefix(10)))
         let response = web.request(String(decoding: Self.offer.utf8.dropFirst(10), as: UTF8.self))
@@ -68,10 +68,18 @@ import TestSupport
         #expect(try post(server, extra: "Origin: https://evil.example\r\n").status == 403)
         let client = try WebClient(port: server.webPort!)
         #expect(client.request("POST /whep/lab HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999\r\n\r\n").status == 413)
+        // Content-Length is one number of digits: two of them, a list, a sign are refused, not guessed at.
+        for length in ["5\r\nContent-Length: 5", "5, 9", "+5", "-1", "0x10", " ", "1e3"] {
+            let refused = try WebClient(port: server.webPort!)
+            #expect(refused.request("POST /whep/lab HTTP/1.1\r\nHost: localhost\r\nContent-Length: \(length)\r\n\r\nhello").status == 400, "\(length)")
+        }
+        // A PATCH body is smaller than a POST's: a 30 KB trickle is refused before it is read.
+        let bigPatch = try WebClient(port: server.webPort!)
+        #expect(bigPatch.request("PATCH /whep/lab/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 30000\r\n\r\n").status == 413)
         let chunked = try WebClient(port: server.webPort!)
         #expect(chunked.request("POST /whep/lab HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n").status == 411)
         let patch = try WebClient(port: server.webPort!)
-        #expect(patch.request("PATCH /whep/lab/nosuch HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(joinToken("phone"))\r\nContent-Type: \(ICEFragment.contentType)\r\nContent-Length: 0\r\n\r\n").status == 404)
+        #expect(patch.request("PATCH /whep/lab/nosuch HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(joinToken("phone", can: .watch))\r\nContent-Type: \(ICEFragment.contentType)\r\nContent-Length: 0\r\n\r\n").status == 404)
         // A browser's preflight from an allowed origin: the methods and fields a WHEP player needs.
         let preflight = try WebClient(port: server.webPort!).request("OPTIONS /whep/lab HTTP/1.1\r\nHost: localhost\r\nOrigin: https://player.example.org\r\nAccess-Control-Request-Method: POST\r\n\r\n")
         #expect(preflight.status == 204)

@@ -15,9 +15,11 @@ func startWebServer(limits: ServerLimits = ServerLimits(), tls: TLSContext? = ni
     return server
 }
 
-func joinToken(_ identity: String, room: String = "lab") -> String {
+func joinToken(_ identity: String, room: String = "lab", can: TokenScope = .join) -> String {
     let now = Int64(Date().timeIntervalSince1970)
-    return TokenIssuer(secret: testSecret).mint(TokenClaims(identity: identity, room: room, issuedAt: now, expires: now + 600))
+    var claims = TokenClaims(identity: identity, room: room, issuedAt: now, expires: now + 600)
+    claims.can = can
+    return TokenIssuer(secret: testSecret).mint(claims)
 }
 
 /// A bare connection to the web side: raw HTTP, then WebSocket frames as a browser sends them.

@@ -23,5 +23,14 @@ import TestSupport
             let result = try runCallend(["join", "lab", "--token", "t", "--server", "127.0.0.1:9", "--data-socket", path])
             #expect(result.status == 1 && result.stderr.contains(message), "\(path): \(result.status) \(result.stderr)")
         }
+        // A file that is not a socket is refused and left as it was, for --data-socket and
+        // --control alike: before, whatever was at the path was unlinked.
+        let precious = folder.path + "/notes.txt"
+        try "keep me".write(toFile: precious, atomically: false, encoding: .utf8)
+        for option in ["--data-socket", "--control"] {
+            let result = try runCallend(["join", "lab", "--token", "t", "--server", "127.0.0.1:9", option, precious])
+            #expect(result.status == 1 && result.stderr.contains("exists and is not a socket"), "\(option): \(result.status) \(result.stderr)")
+            #expect((try? String(contentsOfFile: precious, encoding: .utf8)) == "keep me", "\(option) left the file as it was")
+        }
     }
 }

@@ -78,7 +78,7 @@ def watch(url, count, pid, token=None):
 try:
     clip = room.clip()
     camera_token = room.token_file("camera")
-    viewer_token = room.token("viewer")
+    viewer_token = room.token("viewer", can="watch")
     port, web = room.serve()
     join = room.start("callend", [binary, "join", "bench", "--token-file", camera_token, "--server", f"127.0.0.1:{port}",
                              "--video-source", clip, "--audio-source", "tone", "--encoding", "manual", "--max-video-bitrate", "800000",

@@ -46,7 +46,7 @@ try:
     b = room.start("b", [binary, "join", "beside", "--token-file", room.token_file("b"), "--max-viewers", "0"] + common)
     room.wait_line("a", r"media: ", a)
     done = subprocess.run([python, os.path.join(root, "scripts/viewers/whep_viewers.py"), f"{web}/whep/beside", "--count", str(args.viewers),
-                           "--seconds", str(args.seconds), "--pid", str(a.pid), "--token", room.token("viewer")],
+                           "--seconds", str(args.seconds), "--pid", str(a.pid), "--token", room.token("viewer", can="watch")],
                           capture_output=True, text=True, timeout=args.seconds + 120)
     lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
     if done.returncode != 0 or not lines:

@@ -42,10 +42,10 @@ class LocalRoom:
                         "-pix_fmt", "yuv420p", path], check=True)
         return path
 
-    def token(self, who):
+    def token(self, who, can="join"):
         if not os.path.exists(self.secret):
             subprocess.run([self.binary, "token", "--new-secret", "--out", self.secret], check=True, capture_output=True)
-        return subprocess.run([self.binary, "token", "--room", self.room, "--identity", who, "--secret-file", self.secret],
+        return subprocess.run([self.binary, "token", "--room", self.room, "--identity", who, "--can", can, "--secret-file", self.secret],
                               check=True, capture_output=True, text=True).stdout.strip()
 
     def token_file(self, who):

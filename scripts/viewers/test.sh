@@ -48,7 +48,7 @@ ip -n "$ns" link set lo up
 ffmpeg -loglevel error -y -f lavfi -i testsrc2=size=640x360:rate=30 -t 4 -pix_fmt yuv420p "$work/clip.y4m" || exit 1
 "$bin" token --new-secret --out "$work/secret" > /dev/null
 "$bin" token --room bench --identity camera --secret-file "$work/secret" > "$work/camera.token"
-vt=$("$bin" token --room bench --identity viewer --secret-file "$work/secret")
+vt=$("$bin" token --room bench --identity viewer --can watch --secret-file "$work/secret")
 page_port=8090
 (cd scripts/whep && exec ip netns exec "$ns" "$py" -m http.server "$page_port" --bind 10.83.0.2) > "$work/pages.log" 2>&1 &
 pids+=($!)

@@ -114,7 +114,7 @@ ip netns exec "$wns" "$bin" serve --listen 127.0.0.1:7000 --http 127.0.0.1:8080 
 pids+=($!)
 wait_for "$work/ns-serve.log" "web page at" 30 || exit 1
 "$bin" token --room studio --identity recorder --secret-file "$work/secret" > "$work/recorder.token"
-"$bin" token --room studio --identity gstreamer --secret-file "$work/secret" > "$work/gstreamer.token"
+"$bin" token --room studio --identity gstreamer --can publish --secret-file "$work/secret" > "$work/gstreamer.token"
 ip netns exec "$wns" "$bin" join studio --token-file "$work/recorder.token" --server 127.0.0.1:7000 --duration 120 --no-stdin \
   --video-out "$work/whip-client.ivf" --audio-out "$work/whip-client.wav" > "$work/recorder.out" 2> "$work/recorder.err" &
 pr=$!; pids+=($pr)
@@ -157,7 +157,7 @@ ip netns exec "$ens" "$bin" serve --listen 10.78.0.2:7000 --http 10.78.0.2:8443 
 pids+=($!)
 wait_for "$work/restart-serve.log" "web page at" 30 || exit 1
 "$bin" token --room relay --identity box --secret-file "$work/secret" > "$work/box.token"
-"$bin" token --room relay --identity roofcam --secret-file "$work/secret" > "$work/roofcam.token"
+"$bin" token --room relay --identity roofcam --can publish,watch --secret-file "$work/secret" > "$work/roofcam.token"
 ip netns exec "$ens" "$bin" join relay --token-file "$work/box.token" --server tls://10.78.0.2:7000 "${join_tls[@]}" --duration 120 --no-stdin --max-viewers 0 \
   > "$work/restart-endpoint.out" 2> "$work/restart-endpoint.err" &
 pe=$!; pids+=($pe)
@@ -212,8 +212,8 @@ wait_port "" 127.0.0.1 "$page_port" 60 || exit 1
 
 
 "$bin" token --room lab --identity camera --secret-file "$work/secret" > "$work/camera.token"
-"$bin" token --room lab --identity viewer --secret-file "$work/secret" > "$work/viewer.token"
-"$bin" token --room elsewhere --identity viewer --secret-file "$work/secret" > "$work/other-room.token"
+"$bin" token --room lab --identity viewer --can watch --secret-file "$work/secret" > "$work/viewer.token"
+"$bin" token --room elsewhere --identity viewer --can watch --secret-file "$work/secret" > "$work/other-room.token"
 "$bin" join lab --token-file "$work/camera.token" --server "127.0.0.1:$sport" --video-size 640x360 --duration 120 --no-stdin --max-viewers 1 \
   > "$work/whep-loopback-endpoint.out" 2> "$work/whep-loopback-endpoint.err" &
 pe=$!; pids+=($pe)
@@ -260,7 +260,7 @@ wait_for "$work/serve-nat.log" "web page at" 30 || exit 1
 (cd "$here" && exec ip netns exec "$A" "$py" -m http.server "$page_port" --bind 10.1.0.2) > "$work/pages.log" 2>&1 &
 pids+=($!)
 "$bin" token --room roof --identity roof --secret-file "$work/secret" > "$work/roof.token"
-"$bin" token --room roof --identity phone --secret-file "$work/secret" > "$work/phone.token"
+"$bin" token --room roof --identity phone --can watch --secret-file "$work/secret" > "$work/phone.token"
 ip netns exec "$B" "$bin" join roof --token-file "$work/roof.token" --server "tls://$server_ip:7000" "${join_tls[@]}" --video-size 640x360 \
   --duration 120 --no-stdin --ice-transport relay > "$work/whep-nat-endpoint.out" 2> "$work/whep-nat-endpoint.err" &
 pe=$!; pids+=($pe)

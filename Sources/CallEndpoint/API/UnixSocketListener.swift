@@ -6,7 +6,8 @@ import Synchronization
 
 /// A Unix domain stream socket at a path, owner-only (0600): each connection is served on a
 /// thread of its own by `serve` (given the client and this listener), which returns when the client goes or `isStopping` says so.
-/// A socket file left by a process that died is replaced; a live one is refused. The path is
+/// A socket file left by a process that died is replaced; a live one, or a path that is not a
+/// socket, is refused. The path is
 /// removed on `stop()`, which waits for every connection's thread.
 final class UnixSocketListener: Sendable {
     let path: String
@@ -29,6 +30,12 @@ final class UnixSocketListener: Sendable {
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (i, b) in bytes.enumerated() { raw[i] = b }
+        }
+        // Only a socket is replaced (one left by a process that died): anything else at the path
+        // is someone's file, and a typo or a hostile --control must not delete it.
+        var status = stat()
+        if lstat(path, &status) == 0, status.st_mode & S_IFMT != S_IFSOCK {
+            throw ConfigurationError("\(what) \(path) exists and is not a socket; give a path where nothing is, or remove it yourself")
         }
         if Self.isLive(path) { throw ConfigurationError("\(what) \(path) is in use by another callend") }
         unlink(path)

@@ -37,6 +37,8 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     /// A credential the service renewed, offered for anything but taking back its own seat while
     /// the seat is held or within the grace after its connection was lost.
     case tokenRenewal = "token_renewal"
+    /// The token does not allow this: joining as a peer needs "join" in its claim `can`.
+    case tokenScope = "token_scope"
 
     /// After these the server closes the connection.
     public var closesConnection: Bool {
@@ -51,7 +53,7 @@ public enum SignalingErrorCode: String, Sendable, CaseIterable, Codable {
     public var isFatalForJoin: Bool {
         switch self {
         case .badRoom, .roomFull, .tokenMalformed, .tokenAlgorithm, .tokenSignature, .tokenExpired,
-             .tokenNotYetValid, .tokenRoom, .tokenIssuer, .tokenClaimRange, .tokenRenewal: true
+             .tokenNotYetValid, .tokenRoom, .tokenIssuer, .tokenClaimRange, .tokenRenewal, .tokenScope: true
         default: false
         }
     }

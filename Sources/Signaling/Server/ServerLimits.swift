@@ -27,6 +27,10 @@ public struct ServerLimits: Sendable {
     public var seatGrace: Duration = .seconds(60)
     /// The longest a renewed credential lives, whatever the token granted.
     public var maxTokenLifetime: Int64 = 86_400
+    /// WHIP/WHEP sessions one identity may hold at once, in all rooms together.
+    public var maxSessionsPerIdentity = 4
+    /// The longest a WHIP/WHEP session lives, in seconds, whatever its token's lifetime.
+    public var maxSessionLifetime: Int64 = 86_400
     /// TLS handshakes under way at once. Past it, an address block that holds fewer gets the
     /// oldest slot of the block that holds the most; one that would not is reset.
     public var maxTLSHandshakes = 64

@@ -571,9 +571,19 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             respond(connection, HTTPResponse.text(status: 411, "send the body with a Content-Length"))
             return
         }
-        let length = head.field("content-length").flatMap { Int($0) } ?? 0
-        guard length >= 0, length <= Self.maxWebRTCHTTPBody else {
-            respond(connection, HTTPResponse.text(status: 413, "a body is limited to \(Self.maxWebRTCHTTPBody) bytes"))
+        // One Content-Length of digits only (RFC 9110 §8.6): two, a list, a sign or anything else
+        // is refused, not guessed at (a body read by the wrong length smuggles the next request).
+        let length: Int
+        switch head.contentLength {
+        case .none: length = 0
+        case .invalid:
+            respond(connection, HTTPResponse.text(status: 400, "a Content-Length is one number of digits"))
+            return
+        case .length(let n): length = n
+        }
+        let limit = head.method == "PATCH" ? SignalingServerCore.maxPatchBody : Self.maxWebRTCHTTPBody
+        guard length <= limit else {
+            respond(connection, HTTPResponse.text(status: 413, "a \(head.method) body is limited to \(limit) bytes"))
             return
         }
         connection.mode = .httpBody(head, [], length)

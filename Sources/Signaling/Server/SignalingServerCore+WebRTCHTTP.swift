@@ -84,6 +84,9 @@ struct WebRTCHTTPSession {
     let expires: Int64
     var etag: String
     var waiting: (connection: SignalingServerCore.ConnectionID, since: Duration, purpose: Purpose)?
+    /// PATCHes this session may still send now (a token bucket, refilled by time).
+    var patchTokens = SignalingServerCore.patchBurst
+    var patchRefill: Duration = .zero
 
     /// The name the endpoint sees the session under.
     var name: String { Self.name(kind, id) }
@@ -97,6 +100,13 @@ extension SignalingServerCore {
     public static let maxWebRTCHTTPSessionsPerRoom = 16
     /// How long the endpoint has to answer an offer or a restart.
     public static let webRTCHTTPAnswerTimeout: Duration = .seconds(8)
+    /// What a trickle PATCH may carry and how often: every candidate becomes a relay message to
+    /// the endpoint, so no request may make the service send it more than it takes (before, a
+    /// 30 KB PATCH became 17 MB of relays and dropped the endpoint's connection).
+    public static let maxPatchBody = 8 * 1024
+    public static let maxCandidatesPerPatch = 20
+    public static let patchesPerSecond = 5.0
+    public static let patchBurst = 10.0
 
     /// A relay message ID of its own for each message of a session: endpoints drop a message
     /// whose sender and ID they have seen (a copy re-sent after a reconnect).
@@ -128,7 +138,16 @@ extension SignalingServerCore {
             let status = error.code == .tokenRoom ? 403 : 401
             return reply(id, HTTPReply(status: status, "\(error.code.rawValue): \(error.message)", fields: status == 401 ? [("WWW-Authenticate", "Bearer error=\"invalid_token\"")] : []))
         }
-        guard let sessionID = request.session else { return post(id, request, claims: claims, now: now) }
+        // A renewal takes back its own seat and is good for nothing else (signaling.md, Tokens).
+        guard !claims.renewal else {
+            return reply(id, HTTPReply(status: 401, "token_renewal: a renewed credential is not a bearer token; use a token minted for this",
+                                       fields: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]))
+        }
+        let needed: TokenScope = request.kind == .whip ? .publish : .watch
+        guard claims.can.contains(needed) else {
+            return reply(id, HTTPReply(status: 403, "token_scope: this token allows \(claims.can.isEmpty ? "nothing" : claims.can.description), not \(needed) (mint one with callend token --can \(needed))"))
+        }
+        guard let sessionID = request.session else { return post(id, request, claims: claims, now: now, wallClock: wallClock) }
         guard var session = webRTCHTTPSessions[sessionID], session.room == request.room, session.kind == request.kind else {
             return reply(id, HTTPReply(status: 404, "no such session"))
         }
@@ -150,8 +169,18 @@ extension SignalingServerCore {
         // Clients written before RFC 9725 send trickle without If-Match (Debian's whip-client):
         // taken; a tag that names another ICE session is not.
         if let ifMatch, !restart, ifMatch != session.etag { return reply(id, HTTPReply(status: 412, "the ETag does not match the session's ICE session")) }
+        // The session's PATCHes at a rate real trickle needs, not a flood's.
+        session.patchTokens = min(Self.patchBurst, session.patchTokens + (now - session.patchRefill).inSeconds * Self.patchesPerSecond)
+        session.patchRefill = now
+        guard session.patchTokens >= 1 else {
+            webRTCHTTPSessions[sessionID] = session
+            return reply(id, HTTPReply(status: 429, "more than \(Int(Self.patchesPerSecond)) PATCHes a second", fields: [("Retry-After", "1")]))
+        }
+        session.patchTokens -= 1
+        webRTCHTTPSessions[sessionID] = session
         let fragment: ICEFragment
         do { fragment = try ICEFragment(parsing: request.body) } catch { return reply(id, HTTPReply(status: 422, error.description)) }
+        if let refusal = Self.checkTrickle(fragment, body: request.body) { return reply(id, HTTPReply(status: refusal.status, refusal.reason)) }
         guard session.waiting == nil else { return reply(id, HTTPReply(status: 409, "an earlier request of this session waits for the endpoint")) }
         if restart {
             session.waiting = (id, now, .restart)
@@ -170,26 +199,62 @@ extension SignalingServerCore {
         return actions + reply(id, HTTPReply(status: 204, "", fields: [("ETag", session.etag)]))
     }
 
-    private func post(_ id: ConnectionID, _ request: WebRTCHTTPRequest, claims: TokenClaims, now: Duration) -> [Action] {
+    /// What a trickle PATCH may hold (RFC 8839 §5.4, RFC 8445 §5.3): ICE credentials of ice-chars
+    /// and their lengths, a short mid, at most `maxCandidatesPerPatch` candidates each of the
+    /// candidate grammar's fields, and no control characters. Nil when it is fine.
+    static func checkTrickle(_ fragment: ICEFragment, body: String) -> (status: Int, reason: String)? {
+        if let bad = controlCharacterRefusal(body) { return (422, bad) }
+        func iceChars(_ text: String, _ range: ClosedRange<Int>) -> Bool {
+            range.contains(text.utf8.count) && text.utf8.allSatisfy { c in
+                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c == 0x2b || c == 0x2f
+            }
+        }
+        guard iceChars(fragment.ufrag, 4...256), iceChars(fragment.password, 22...256) else {
+            return (422, "ICE credentials are ice-chars (A-Z a-z 0-9 + /): a ufrag of 4-256, a password of 22-256")
+        }
+        guard (1...32).contains(fragment.mid.utf8.count) else { return (422, "a mid of 1-32 characters") }
+        guard fragment.candidates.count <= maxCandidatesPerPatch else {
+            return (413, "\(fragment.candidates.count) candidates in one PATCH; at most \(maxCandidatesPerPatch)")
+        }
+        for candidate in fragment.candidates {
+            let fields = candidate.split(separator: " ")
+            guard candidate.utf8.count <= 512, fields.count >= 8, fields[6] == "typ" else {
+                return (422, "not an ICE candidate (candidate:FOUNDATION COMPONENT TRANSPORT PRIORITY ADDRESS PORT typ TYPE ...): \(candidate.prefix(80))")
+            }
+        }
+        return nil
+    }
+
+    /// SDP is text lines (RFC 8866 §9): control characters, which JSON escapes sixfold, are refused.
+    static func controlCharacterRefusal(_ body: String) -> String? {
+        body.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\r" && $0 != "\n" && $0 != "\t" || $0.value == 0x7f })
+            ? "the body has control characters: not SDP" : nil
+    }
+
+    private func post(_ id: ConnectionID, _ request: WebRTCHTTPRequest, claims: TokenClaims, now: Duration, wallClock: Int64) -> [Action] {
         guard request.contentType?.lowercased().hasPrefix("application/sdp") == true else {
             return reply(id, HTTPReply(status: 415, "the offer goes as application/sdp"))
         }
         guard request.body.hasPrefix("v=0") else { return reply(id, HTTPReply(status: 422, "the body is not an SDP offer")) }
-        // SDP is text lines (RFC 8866 §9): control characters, which JSON escapes sixfold, are refused.
-        guard !request.body.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\r" && $0 != "\n" && $0 != "\t" || $0.value == 0x7f }) else {
-            return reply(id, HTTPReply(status: 422, "the body has control characters: not SDP"))
-        }
+        if let bad = Self.controlCharacterRefusal(request.body) { return reply(id, HTTPReply(status: 422, bad)) }
         // The room's endpoint: its first participant on this node (a WHIP publisher becomes its peer).
         guard let endpoint = rooms[request.room]?.first else {
             return reply(id, HTTPReply(status: 404, "no endpoint is in room \(request.room)\(clustered ? " on this node" : "")"))
+        }
+        // One identity's sessions are capped in all rooms together: one token (a "*" one above all)
+        // cannot take the service's sessions from everyone else.
+        guard webRTCHTTPSessions.values.filter({ $0.owner == claims.identity }).count < limits.maxSessionsPerIdentity else {
+            return reply(id, HTTPReply(status: 429, "\(claims.identity) has \(limits.maxSessionsPerIdentity) sessions open; end one first", fields: [("Retry-After", "10")]))
         }
         guard webRTCHTTPSessions.count < Self.maxWebRTCHTTPSessions,
               webRTCHTTPSessions.values.filter({ $0.room == request.room }).count < Self.maxWebRTCHTTPSessionsPerRoom else {
             return reply(id, HTTPReply(status: 503, "too many sessions; try again later", fields: [("Retry-After", "10")]))
         }
         let sessionID = Crypto.hex(Crypto.randomBytes(12))
+        // A session lives as long as its token, and never past the service's maximum.
         let session = WebRTCHTTPSession(id: sessionID, kind: request.kind, room: request.room, endpoint: endpoint, owner: claims.identity,
-                                        expires: claims.expires, etag: "\"\(Crypto.hex(Crypto.randomBytes(6)))\"", waiting: (id, now, .post))
+                                        expires: min(claims.expires, wallClock + limits.maxSessionLifetime),
+                                        etag: "\"\(Crypto.hex(Crypto.randomBytes(6)))\"", waiting: (id, now, .post))
         webRTCHTTPSessions[sessionID] = session
         waitingHTTP[id] = sessionID
         let payload = JSONValue.object(["type": .string("offer"), "sdp": .string(request.body), "via": .string(request.kind.rawValue)])

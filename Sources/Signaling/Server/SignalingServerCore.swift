@@ -224,13 +224,19 @@ public final class SignalingServerCore {
             } else if now - connection.lastActivity > limits.keepaliveTimeout {
                 actions += [.send(id, .error(code: .keepaliveTimeout, message: "nothing received for \(limits.keepaliveTimeout); send ping", id: nil)), .close(id)]
             } else if let credential = connection.credential, let room = connection.room, let identity = connection.identity,
-                      let expires = Self.renewal(expiring: credential.expires, grant: credential.grant, at: wallClock) {
+                      credential.roomGrant != "*", let expires = Self.renewal(expiring: credential.expires, grant: credential.grant, at: wallClock) {
+                // A token for every room is not renewed: its holder's seat ends with it (below).
                 connections[id]?.credential?.expires = expires
                 var renewed = TokenClaims(identity: identity, room: credential.roomGrant, issuer: credential.issuer, issuedAt: wallClock, expires: expires)
                 renewed.renewal = true
                 renewed.seat = credential.seat
+                renewed.can = .join
                 actions.append(.send(id, .token(token: TokenIssuer(secret: verifier.secret).mint(renewed), expires: expires,
                                                 iceServers: iceServers?.servers(for: identity, room: room, now: wallClock, notAfter: expires) ?? [])))
+            } else if let credential = connection.credential, credential.expires + verifier.leeway < wallClock {
+                // Not renewed (a token for every room, or one presented at its very end): the
+                // session ends with the credential.
+                actions += [.send(id, .error(code: .tokenExpired, message: "this participant's credential expired at \(credential.expires); join again with a new token", id: nil)), .close(id)]
             }
         }
         seats.expire(now: now)
@@ -390,6 +396,9 @@ public final class SignalingServerCore {
             claims = try verifier.verify(token, room: room, now: wallClock)
         } catch {
             return [.send(id, .error(code: error.code, message: error.message, id: nil))]
+        }
+        guard claims.can.contains(.join) else {
+            return [.send(id, .error(code: .tokenScope, message: "this token allows \(claims.can.isEmpty ? "nothing" : claims.can.description), not joining as a peer", id: nil))]
         }
         // Names of WHIP/WHEP sessions are the service's: a participant under one could pass for a session.
         guard !Self.isSessionName(claims.identity) else {

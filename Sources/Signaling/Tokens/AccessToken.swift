@@ -6,6 +6,7 @@ import Glibc
 ///     header  {"alg":"HS256","typ":"JWT"}
 ///     payload {"sub": identity, "room": room name or "*", "iss": issuer,
 ///              "iat": issued at, "nbf": not before, "exp": expires}   (times in Unix seconds)
+///     "can": what the token allows, of "join", "publish", "watch" (absent: "join" only)
 ///     and, in a credential the service renewed, "rnw": true and "seat": the seat it takes back
 public struct TokenClaims: Sendable, Equatable {
     public var identity: String
@@ -21,6 +22,8 @@ public struct TokenClaims: Sendable, Equatable {
     public var renewal = false
     /// The seat a renewal belongs to (claim `seat`), named by the service when the seat was taken.
     public var seat: String?
+    /// What the token allows (claim `can`).
+    public var can: TokenScope = .join
 
     /// The largest time a claim may hold (9999-12-31T23:59:59Z): far beyond any real token, and
     /// small enough that no arithmetic on it can overflow.
@@ -34,6 +37,33 @@ public struct TokenClaims: Sendable, Equatable {
         self.notBefore = notBefore ?? issuedAt
         self.expires = expires
     }
+}
+
+/// What a token allows: joining a room as a peer (signaling), publishing into it (WHIP at
+/// /whip/ROOM), watching its endpoint (WHEP at /whep/ROOM). A token that names none (one minted
+/// by other tools, or before scopes) allows joining only: nothing it does not say.
+public struct TokenScope: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public static let join = TokenScope(rawValue: 1)
+    public static let publish = TokenScope(rawValue: 2)
+    public static let watch = TokenScope(rawValue: 4)
+
+    static let names: [(String, TokenScope)] = [("join", .join), ("publish", .publish), ("watch", .watch)]
+
+    /// "join,watch" (the claim's names, comma-separated); nil when a name is none of them.
+    public init?(names text: String) {
+        var scope: TokenScope = []
+        for name in text.split(separator: ",").map({ $0.trimmed() }) where !name.isEmpty {
+            guard let known = Self.names.first(where: { $0.0 == name })?.1 else { return nil }
+            scope.insert(known)
+        }
+        guard !scope.isEmpty else { return nil }
+        self = scope
+    }
+
+    public var claim: [String] { Self.names.filter { contains($0.1) }.map(\.0) }
+    public var description: String { claim.joined(separator: ",") }
 }
 
 extension TokenClaims {
@@ -95,6 +125,7 @@ public struct TokenIssuer: Sendable {
             "nbf": .number(Double(claims.notBefore)), "exp": .number(Double(claims.expires)),
         ]
         if let issuedAt = claims.issuedAt { fields["iat"] = .number(Double(issuedAt)) }
+        fields["can"] = .array(claims.can.claim.map(JSONValue.string))
         if claims.renewal { fields["rnw"] = .bool(true) }
         if let seat = claims.seat { fields["seat"] = .string(seat) }
         let payload: JSONValue = .object(fields)
@@ -133,8 +164,13 @@ public struct TokenVerifier: Sendable {
             throw malformed("the header is not base64url JSON")
         }
         // The algorithm is checked before anything is trusted: "none" and RS256/HS512 are refused.
+        // What the header says is not repeated: it is anyone's text, and it reaches logs.
         guard let algorithm = header["alg"]?.stringValue, algorithm == "HS256" else {
-            throw SignalingProtocolError(.tokenAlgorithm, "token algorithm \(header["alg"]?.stringValue ?? "missing") is not accepted; only HS256")
+            throw SignalingProtocolError(.tokenAlgorithm, "the token's algorithm (alg) is \(header["alg"] == nil ? "missing" : "not HS256"); only HS256 is accepted")
+        }
+        // Extensions that must be understood (RFC 7515 §4.1.11): this verifier understands none.
+        guard header["crit"] == nil else {
+            throw malformed("the header names extensions (crit) this service does not understand")
         }
         guard let signature = Base64URL.decode(parts[2]) else { throw malformed("the signature is not base64url") }
         let expected = Crypto.hmacSHA256(key: secret.bytes, data: Array("\(parts[0]).\(parts[1])".utf8))
@@ -178,6 +214,13 @@ public struct TokenVerifier: Sendable {
         claims.issuedAt = issuedAt
         claims.renewal = payload["rnw"]?.boolValue ?? false
         claims.seat = payload["seat"]?.stringValue
+        if let can = payload["can"] {
+            guard case .array(let names) = can, let list = Optional(names.compactMap(\.stringValue)), list.count == names.count else {
+                throw malformed("claim can is a list of names (join, publish, watch)")
+            }
+            // Names this service does not know grant nothing; none known grants nothing at all.
+            claims.can = TokenScope(TokenScope.names.filter { list.contains($0.0) }.map(\.1))
+        }
         if claims.renewal, claims.seat?.isEmpty != false {
             throw SignalingProtocolError(.tokenRenewal, "a renewed credential names its seat; this one does not")
         }

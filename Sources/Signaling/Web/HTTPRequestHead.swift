@@ -17,6 +17,16 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     public func field(_ name: String) -> String? { fields[name.lowercased()] }
 
+    public enum ContentLength: Equatable, Sendable { case none, invalid, length(Int) }
+
+    /// The Content-Length field: absent, one decimal number of at most 9 digits, or invalid (a
+    /// list, as two fields are joined; a sign; anything else).
+    public var contentLength: ContentLength {
+        guard let text = field("content-length") else { return .none }
+        guard !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(text) else { return .invalid }
+        return .length(n)
+    }
+
     /// Whether a comma-separated field holds `token`, case-insensitively ("Connection: keep-alive, Upgrade").
     public func field(_ name: String, contains token: String) -> Bool {
         field(name)?.split(separator: ",").contains { $0.trimmed().lowercased() == token.lowercased() } ?? false
