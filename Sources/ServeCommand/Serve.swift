@@ -15,6 +15,7 @@ public let serveHelp = """
     usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K | --insecure-plaintext]
                          [--max-participants N] [--max-connections N] [--max-connections-per-address N]
                          [--max-pending-per-address N] [--issuer ISS] [--max-token-lifetime D] [--seat-grace D]
+                         [--max-sessions-per-identity N] [--max-session-lifetime D]
                          [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
                          [--http HOST:PORT [--allowed-origin ORIGIN]... [--allowed-host NAME]...] [--metrics HOST:PORT]
                          [--redis redis://HOST:PORT[/DB] [--redis-password-file F] [--redis-lease D]] [--log-level L]
@@ -43,6 +44,10 @@ public let serveHelp = """
       --seat-grace D          how long a seat waits for its participant after the connection is
                               lost (default 60s): within it, the participant's token or the seat's
                               renewal takes it back; after it, a renewal is refused
+      --max-sessions-per-identity N  WHIP/WHEP sessions one identity holds at once, in every room
+                              together (default 4): past it, a POST gets 429
+      --max-session-lifetime D  the longest a WHIP/WHEP session lives (default 24h), however long
+                              its token does (it ends with its token, too)
       --ice-server URL        a STUN or TURN server handed to every participant in 'joined'
                               (stun:HOST:PORT, turn:HOST:PORT?transport=udp|tcp; repeatable)
       --turn-secret-file F    the secret shared with the TURN server (coturn's static-auth-secret):
@@ -191,6 +196,8 @@ public func runServe(_ args: inout Arguments) throws {
     let pendingPerAddress = try args.integer("--max-pending-per-address", in: 1...1_000_000)
     let maxTokenLifetime = try args.value("--max-token-lifetime").map { text throws(UsageError) in try parseDuration(text, option: "--max-token-lifetime") }
     let seatGrace = try args.value("--seat-grace").map { text throws(UsageError) in try parseDuration(text, option: "--seat-grace") }
+    let sessionsPerIdentity = try args.integer("--max-sessions-per-identity", in: 1...256)
+    let sessionLifetime = try args.value("--max-session-lifetime").map { text throws(UsageError) in try parseDuration(text, option: "--max-session-lifetime") }
     let metrics = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     let logger = try logWriter(program: "callend serve", &args)
     var redis = try args.value("--redis").map { text throws(UsageError) in
@@ -246,6 +253,8 @@ public func runServe(_ args: inout Arguments) throws {
     if let pendingPerAddress { configuration.limits.maxPendingPerAddress = pendingPerAddress }
     if let maxTokenLifetime { configuration.limits.maxTokenLifetime = maxTokenLifetime }
     if let seatGrace { configuration.limits.seatGrace = .seconds(seatGrace) }
+    if let sessionsPerIdentity { configuration.limits.maxSessionsPerIdentity = sessionsPerIdentity }
+    if let sessionLifetime { configuration.limits.maxSessionLifetime = sessionLifetime }
     configuration.insecurePlaintext = insecurePlaintext
     configuration.allowedOrigins = allowedOrigins
     configuration.allowedHosts = allowedHosts
