@@ -66,12 +66,35 @@ public struct LogWriter: Sendable {
         toJournal = Self.standardErrorIsJournal(environment)
     }
 
-    /// The line as written, or nil when it is below the threshold.
+    /// The line as written, or nil when it is below the threshold. Control characters in the
+    /// text are written escaped: log lines carry outside values (identities, reasons, request
+    /// lines), and a newline in one would start a line of its own, which journald would read
+    /// with whatever `<N>` priority followed it (a terminal, whatever escape sequence).
     public func format(_ message: LogMessage, at date: Date = Date()) -> String? {
         guard message.level <= threshold else { return nil }
-        if toJournal { return "<\(message.level.rawValue)>\(program): \(message.text)" }
+        let text = Self.escapingControlCharacters(message.text)
+        if toJournal { return "<\(message.level.rawValue)>\(program): \(text)" }
         let level = message.level == .info ? "" : "\(message.level.name): "
-        return "\(Self.timestamp(date)) \(program): \(level)\(message.text)"
+        return "\(Self.timestamp(date)) \(program): \(level)\(text)"
+    }
+
+    /// `text` with every C0 and C1 control character (and DEL) written as `\n`, `\r`, `\t` or
+    /// `\xHH` / `\u{HHHH}`, and the backslash of such an escape doubled where the text had one.
+    public static func escapingControlCharacters(_ text: String) -> String {
+        func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029 }
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            guard isControl(scalar) else { out.append(scalar); continue }
+            let escaped: String = switch scalar {
+            case "\n": "\\n"
+            case "\r": "\\r"
+            case "\t": "\\t"
+            default: scalar.value < 0x100 ? "\\x" + String(scalar.value, radix: 16).leftPadded(2) : "\\u{" + String(scalar.value, radix: 16) + "}"
+            }
+            out.append(contentsOf: escaped.unicodeScalars)
+        }
+        return String(out)
     }
 
     public func write(_ message: LogMessage) {
@@ -119,4 +142,8 @@ public struct LogWriter: Sendable {
         guard fstat(2, &status) == 0 else { return false }
         return UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
     }
+}
+
+private extension String {
+    func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }

@@ -35,6 +35,23 @@ struct LogWriterTests {
     }
 }
 
+/// An outside value in a log line cannot make a line of its own: a peer identity
+/// "x\n<3>forged" made a journald entry at priority 3.
+struct LogEscapingTests {
+    @Test func controlCharactersAreEscapedInEveryLine() {
+        var status = stat()
+        #expect(fstat(2, &status) == 0)
+        let journal = LogWriter(program: "callend serve", environment: ["JOURNAL_STREAM": "\(status.st_dev):\(status.st_ino)"])
+        let line = journal.format(LogMessage(.info, "signaling: peer x\n<3>forged joined"))
+        #expect(line == "<6>callend serve: signaling: peer x\\n<3>forged joined")
+        #expect(line.map { !$0.contains("\n") } == true)
+        let terminal = LogWriter(program: "callend join", environment: [:])
+        let escaped = terminal.format("a\u{1b}[31mred\r\tb\u{0}c\u{7f}\u{9b}d\u{2028}é✓")!
+        #expect(escaped.hasSuffix("a\\x1b[31mred\\r\\tb\\x00c\\x7f\\x9bd\\u{2028}é✓"), "\(escaped)")
+        #expect(LogWriter.escapingControlCharacters("plain text, ünïcode") == "plain text, ünïcode")
+    }
+}
+
 /// Platform's stand-ins for what FoundationEssentials lacks (the service links no Foundation).
 struct StringHelperTests {
     @Test func trimmedDropsSpacesAndTabsAndWithNewlinesTheLineEnds() {

@@ -156,4 +156,24 @@ import Testing
             #expect(error.code == .tokenAlgorithm && !error.message.contains("forged") && !error.message.contains("\n"), "\(error.message)")
         }
     }
+
+    /// Identities are kept in one form (NFC) and compared as bytes after that: a token for
+    /// "e\u{301}" is the identity "é", what Redis's scripts compare byte by byte; a relay to
+    /// either form reaches it; an identity with control characters is refused.
+    @Test func identitiesHaveOneCanonicalForm() throws {
+        let verifier = TokenVerifier(secret: testSecret)
+        let decomposed = try verifier.verify(mint(identity: "Jose\u{301}"), room: "lab", now: 1_000_100)
+        #expect(Array(decomposed.identity.utf8) == Array("José".utf8), "\(Array(decomposed.identity.utf8))")
+        #expect(CanonicalName.of("plain") == "plain" && CanonicalName.of("Å") == "\u{C5}")
+        expectRejection(mint(identity: "x\n<3>forged"), .tokenMalformed)
+        expectRejection(mint(identity: "bell\u{7}"), .tokenMalformed)
+        let h = CoreHarness()
+        _ = h.join(1, identity: "José", token: mint(identity: "Jose\u{301}"))
+        _ = h.join(2, identity: "b")
+        #expect(h.core.participants(in: "lab").map { Array($0.utf8) } == [Array("José".utf8), Array("b".utf8)])
+        let sent = h.send(2, .relay(RelayMessage(kind: .offer, id: "o", to: "Jose\u{301}")))
+        #expect(sent.contains { if case .send(1, .relay(let m)) = $0 { return m.from == "b" }; return false }, "\(sent)")
+        // The other form of the same name is the same identity: its seat is held, live.
+        #expect(errorCode(h.join(3, identity: "José", token: mint(identity: "José", issuedAt: 1_000_050)), to: 3) == .seatTaken)
+    }
 }

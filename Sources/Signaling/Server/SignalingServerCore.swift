@@ -481,6 +481,9 @@ public final class SignalingServerCore {
         guard let room = connections[id]?.room, let identity = connections[id]?.identity, let members = rooms[room] else {
             return [.send(id, .error(code: .notJoined, message: "join a room before sending \(message.kind.rawValue)", id: message.id))]
         }
+        // The target in the form identities are kept in (what Redis compares, byte by byte).
+        var message = message
+        message.to = message.to.map(CanonicalName.of)
         if let toSession = forwardToSession(message, from: id, identity: identity, now: now, wallClock: wallClock) { return toSession }
         let targets = members.filter { $0.connection != id && (message.to == nil || $0.identity == message.to) }
         var relayed = message

@@ -181,9 +181,11 @@ public struct TokenVerifier: Sendable {
               case .object = payload else {
             throw malformed("the payload is not base64url JSON")
         }
-        guard let identity = payload["sub"]?.stringValue, !identity.isEmpty, identity.utf8.count <= 256 else {
+        guard let written = payload["sub"]?.stringValue, !written.isEmpty, written.utf8.count <= 256 else {
             throw malformed("claim sub (identity) is missing")
         }
+        guard !CanonicalName.hasControlCharacters(written) else { throw malformed("claim sub (identity) has control characters") }
+        let identity = CanonicalName.of(written)
         /// A NumericDate (RFC 7519 §2) within 0 ... latestTime, in whole seconds (a fraction is dropped).
         func time(_ name: String) throws(SignalingProtocolError) -> Int64? {
             guard let value = payload[name] else { return nil }
