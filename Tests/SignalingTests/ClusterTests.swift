@@ -56,8 +56,7 @@ import TestSupport
         #expect(await received(benchLog, id: offer, from: "roof"))
         let broadcast = bench.send(RelayMessage(kind: .candidate, id: "", payload: .object(["candidate": .string("c")])))
         let got = await received(roofLog, id: broadcast, from: "bench")
-        if !got { print("DEBUG roof: \(roofLog.all)\nDEBUG bench: \(benchLog.all)") }
-        #expect(got)
+        #expect(got, "roof heard \(roofLog.all); bench heard \(benchLog.all)")
         // To someone in no node's room: the sender is told, as on one node.
         let lost = roof.send(RelayMessage(kind: .bye, id: "", to: "nobody"))
         #expect(await roofLog.wait { if case .undelivered(let m, .unknownPeer, _) = $0 { return m.id == lost }; return false } != nil)
