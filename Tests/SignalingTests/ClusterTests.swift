@@ -286,9 +286,11 @@ import TestSupport
     @Test func redisAddressesParseOrSayWhatIsWrong() throws {
         #expect(try RedisAddress(url: "redis://10.0.0.5") == RedisAddress(host: "10.0.0.5"))
         #expect(try RedisAddress(url: "redis://:pw@cache:6380/2") == RedisAddress(host: "cache", port: 6380, password: "pw", database: 2))
-        #expect(try RedisAddress(url: "redis://default:pw@[::1]:7000") == RedisAddress(host: "::1", port: 7000, password: "pw"))
+        #expect(try RedisAddress(url: "redis://default:pw@[::1]:7000") == RedisAddress(host: "::1", port: 7000, username: "default", password: "pw"))
+        #expect(try RedisAddress(url: "rediss://callend:s3cret@redis.example.org") == RedisAddress(host: "redis.example.org", username: "callend", password: "s3cret", tls: true))
         #expect(try RedisAddress(url: "redis://:pw@cache:6380/2").description == "redis://:***@cache:6380/2", "no password in logs")
-        for bad in ["http://x", "redis://", "redis://host:0", "redis://host:70000", "redis://host:x", "redis://[::1", "redis://h/db"] {
+        #expect(try RedisAddress(url: "rediss://callend:s3cret@cache").description == "rediss://callend:***@cache:6379", "no password in logs")
+        for bad in ["http://x", "redis://", "rediss://", "redis://host:0", "redis://host:70000", "redis://host:x", "redis://[::1", "redis://h/db"] {
             #expect(throws: RedisError.self, "\(bad)") { try RedisAddress(url: bad) }
         }
     }

@@ -2,24 +2,36 @@ internal import CHiredis
 import Glibc
 import FoundationEssentials
 
-/// Where the room directory lives: `redis://[:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default).
+/// Where the room directory lives: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`, or `rediss://`
+/// for Redis over TLS (port 6379 by default either way). A USER is a Redis 6 ACL user.
 public struct RedisAddress: Sendable, Equatable, CustomStringConvertible {
     public var host: String
     public var port: Int
+    public var username: String?
     public var password: String?
     public var database: Int
+    /// TLS to Redis (`rediss://`): Redis sees tokens' seats and every relayed offer, and the
+    /// path to it is as open to reading and rewriting as any other.
+    public var tls: Bool
+    /// PEM CAs that sign Redis's certificate (nil: the system's); its name is checked.
+    public var caFile: String?
 
-    public init(host: String, port: Int = 6379, password: String? = nil, database: Int = 0) {
+    public init(host: String, port: Int = 6379, username: String? = nil, password: String? = nil, database: Int = 0, tls: Bool = false, caFile: String? = nil) {
         self.host = host
         self.port = port
+        self.username = username
         self.password = password
         self.database = database
+        self.tls = tls
+        self.caFile = caFile
     }
 
-    /// Parses a `redis://` URL; the error says what is wrong with it.
+    /// Parses a `redis://` or `rediss://` URL; the error says what is wrong with it.
     public init(url: String) throws(RedisError) {
-        guard url.hasPrefix("redis://") else { throw RedisError("\(url): the Redis address is redis://[:PASSWORD@]HOST[:PORT][/DB]") }
-        var rest = Substring(url.dropFirst("redis://".count))
+        let form = "redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
+        let tls = url.hasPrefix("rediss://")
+        guard tls || url.hasPrefix("redis://") else { throw RedisError("\(url): the Redis address is \(form)") }
+        var rest = Substring(url.dropFirst(tls ? "rediss://".count : "redis://".count))
         var database = 0
         if let slash = rest.firstIndex(of: "/") {
             let text = rest[rest.index(after: slash)...]
@@ -27,11 +39,16 @@ public struct RedisAddress: Sendable, Equatable, CustomStringConvertible {
             database = Int(text) ?? 0
             rest = rest[..<slash]
         }
-        var password: String?
+        var username: String?, password: String?
         if let at = rest.lastIndex(of: "@") {
-            let user = rest[..<at]
-            // redis://:PASSWORD@ (no user) or redis://default:PASSWORD@ (Redis 6 ACL's default user).
-            password = String(user.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).last ?? "")
+            let credentials = rest[..<at].split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            // redis://:PASSWORD@ (the default user), redis://USER:PASSWORD@ (an ACL user).
+            if credentials.count == 2 {
+                username = credentials[0].isEmpty ? nil : String(credentials[0])
+                password = String(credentials[1])
+            } else {
+                password = String(credentials[0])
+            }
             rest = rest[rest.index(after: at)...]
         }
         var host = String(rest), port = 6379
@@ -49,13 +66,14 @@ public struct RedisAddress: Sendable, Equatable, CustomStringConvertible {
             port = p
         }
         guard !host.isEmpty else { throw RedisError("\(url): no host") }
-        self.init(host: host, port: port, password: password?.isEmpty == true ? nil : password, database: database)
+        self.init(host: host, port: port, username: username, password: password?.isEmpty == true ? nil : password, database: database, tls: tls)
     }
 
     /// The address without the password, for logs.
     public var description: String {
         let shown = host.contains(":") ? "[\(host)]" : host
-        return "redis://\(password == nil ? "" : ":***@")\(shown):\(port)\(database == 0 ? "" : "/\(database)")"
+        let user = username.map { "\($0):***@" } ?? (password == nil ? "" : ":***@")
+        return "\(tls ? "rediss" : "redis")://\(user)\(shown):\(port)\(database == 0 ? "" : "/\(database)")"
     }
 }
 
@@ -102,22 +120,30 @@ public enum RedisReply: Sendable, Equatable {
     }
 }
 
-/// One blocking connection to Redis (hiredis), used by one thread at a time. A failed command
-/// leaves the connection closed; the next one connects again, no sooner than `retryAfter` after
-/// the last failed attempt, so a Redis that is down costs a caller one timeout per interval, not
-/// one per command.
+/// One blocking connection to Redis, used by one thread at a time: a socket of its own, TLS
+/// over it for `rediss://` (OpenSSL, the server's name checked), hiredis's protocol writer and
+/// reader (hiredis 0.14, Debian's, has no TLS of its own). A failed command leaves the
+/// connection closed; the next one connects again, no sooner than `retryAfter` after the last
+/// failed attempt, so a Redis that is down costs a caller one timeout per interval, not one per
+/// command.
 ///
 /// Connecting waits half a second at most (a Redis that is down refuses at once, one on a host
 /// that is gone costs that); a reply 3 s: Redis's own work is under a millisecond, but a Redis
 /// forking for a dump or starved on a loaded host answers hundreds of milliseconds late, and a
 /// reply given up on is a relay lost (with half a second, two such stalls in a row lost a
-/// candidate under a loaded swift test).
+/// candidate under a loaded swift test). A reply over `maxReplyBytes` closes the connection:
+/// Redis is a trust boundary, and what it sends is bounded like any peer's.
 final class RedisConnection {
     let address: RedisAddress
     let connectTimeoutMs: Int32
     let replyTimeoutMs: Int32
     var retryAfter: Duration = .milliseconds(500)
-    private var context: UnsafeMutablePointer<redisContext>?
+    static let maxReplyBytes = 16 << 20
+    private var fd: Int32 = -1
+    private var tls: TLSSession?
+    private var reader: UnsafeMutablePointer<redisReader>?
+    /// Bytes fed to the reader since its last whole reply.
+    private var pendingBytes = 0
     private var lastFailure: ContinuousClock.Instant?
 
     init(address: RedisAddress, connectTimeoutMs: Int32 = 500, replyTimeoutMs: Int32 = 3000) {
@@ -128,56 +154,78 @@ final class RedisConnection {
 
     deinit { disconnect() }
 
-    var isConnected: Bool { context != nil }
-    var fileDescriptor: Int32 { context?.pointee.fd ?? -1 }
+    var isConnected: Bool { fd >= 0 }
+    var fileDescriptor: Int32 { fd }
 
     func disconnect() {
-        if let context { redisFree(context) }
-        context = nil
+        if let tls { tls.shutdown() }
+        tls = nil
+        if fd >= 0 { close(fd) }
+        fd = -1
+        if let reader { redisReaderFree(reader) }
+        reader = nil
+        pendingBytes = 0
     }
 
     /// The next command may connect at once: the failure was of a connection Redis had dropped
     /// (it restarted), not of Redis being away.
     func forgetFailure() { lastFailure = nil }
 
-    /// Connects (with AUTH and SELECT) unless connected; throws when Redis cannot be reached.
+    /// Connects (TLS, then AUTH and SELECT) unless connected; throws when Redis cannot be reached.
     func connect(waitingForever: Bool = false) throws(RedisError) {
-        guard context == nil else { return }
+        guard fd < 0 else { return }
         if let lastFailure, ContinuousClock.now - lastFailure < retryAfter {
             throw RedisError("\(address): unreachable (retrying)")
         }
-        guard let c = chiredis_connect(address.host, Int32(address.port), connectTimeoutMs, replyTimeoutMs) else {
-            lastFailure = .now
-            throw RedisError("\(address): cannot allocate a connection")
-        }
-        if c.pointee.err != 0 {
-            let reason = Self.errorText(c)
-            redisFree(c)
-            lastFailure = .now
-            throw RedisError("\(address): \(reason)")
-        }
-        context = c
         do {
-            if let password = address.password { try expectOK(["AUTH", password]) }
-            if address.database != 0 { try expectOK(["SELECT", String(address.database)]) }
+            fd = try TCPSocket.connect(host: address.host, port: address.port, timeout: .milliseconds(Int(connectTimeoutMs)))
+        } catch {
+            lastFailure = .now
+            throw RedisError("\(address): \(error.description)")
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        TCPSocket.setNoDelay(fd)
+        setTimeout(milliseconds: connectTimeoutMs + replyTimeoutMs)
+        reader = redisReaderCreate()
+        do throws(RedisError) {
+            if address.tls {
+                let session: TLSSession
+                do {
+                    session = try TLSSession(context: try TLSContext(trustedCAFile: address.caFile), fd: fd, serverName: address.host)
+                    try session.handshake()
+                } catch {
+                    throw RedisError("\(address): TLS: \(error.description)")
+                }
+                tls = session
+            }
+            setTimeout(milliseconds: replyTimeoutMs)
+            if let password = address.password {
+                try expectOK(address.username.map { ["AUTH", $0, password] } ?? ["AUTH", password], shown: "AUTH")
+            }
+            if address.database != 0 { try expectOK(["SELECT", String(address.database)], shown: "SELECT") }
         } catch {
             disconnect()
             lastFailure = .now
             throw error
         }
-        if waitingForever { chiredis_wait_forever(c) }
+        if waitingForever {
+            setTimeout(milliseconds: 0)
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         lastFailure = nil
     }
 
-    private func expectOK(_ arguments: [String]) throws(RedisError) {
-        let reply = try command(arguments)
-        if case .error(let text) = reply { throw RedisError("\(address): \(arguments[0]): \(text)") }
+    /// 0: wait for ever.
+    private func setTimeout(milliseconds: Int32) {
+        var tv = timeval(tv_sec: Int(milliseconds / 1000), tv_usec: Int(milliseconds % 1000) * 1000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    private static func errorText(_ c: UnsafeMutablePointer<redisContext>) -> String {
-        withUnsafeBytes(of: c.pointee.errstr) { raw in
-            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-        }
+    private func expectOK(_ arguments: [String], shown: String) throws(RedisError) {
+        let reply = try pipeline([arguments], connecting: false)[0]
+        if case .error(let text) = reply { throw RedisError("\(address): \(shown): \(text)") }
     }
 
     /// One command; a Redis error reply is returned, not thrown (scripts answer with them).
@@ -187,41 +235,85 @@ final class RedisConnection {
 
     /// Several commands in one write, their replies in order.
     func pipeline(_ commands: [[String]]) throws(RedisError) -> [RedisReply] {
-        try connect()
-        guard let context else { throw RedisError("\(address): not connected") }
+        try pipeline(commands, connecting: true)
+    }
+
+    private func pipeline(_ commands: [[String]], connecting: Bool) throws(RedisError) -> [RedisReply] {
+        if connecting { try connect() }
+        guard fd >= 0 else { throw RedisError("\(address): not connected") }
+        var out: [UInt8] = []
         for arguments in commands {
-            let status = Self.withArgv(arguments) { argc, argv, lengths in redisAppendCommandArgv(context, argc, argv, lengths) }
-            if status != REDIS_OK { try fail() }
+            var formatted: UnsafeMutablePointer<CChar>?
+            let length = Self.withArgv(arguments) { argc, argv, lengths in redisFormatCommandArgv(&formatted, argc, argv, lengths) }
+            guard length > 0, let formatted else { try fail("cannot format a command") }
+            out += UnsafeRawBufferPointer(start: formatted, count: Int(length))
+            redisFreeCommand(formatted)
         }
+        try writeAll(out)
         var replies: [RedisReply] = []
         replies.reserveCapacity(commands.count)
         for _ in commands {
-            guard let reply = try read() else { try fail() }
+            guard let reply = try read() else { try fail("connection lost") }
             replies.append(reply)
         }
         return replies
     }
 
-    /// The next reply on the connection (a subscriber's next message); nil when the connection failed.
-    func read() throws(RedisError) -> RedisReply? {
-        guard let context else { throw RedisError("\(address): not connected") }
-        var raw: UnsafeMutableRawPointer?
-        guard redisGetReply(context, &raw) == REDIS_OK, let raw else { return nil }
-        let typed = raw.assumingMemoryBound(to: redisReply.self)
-        defer { freeReplyObject(raw) }
-        return RedisReply(typed)
+    private func writeAll(_ bytes: [UInt8]) throws(RedisError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written: Int = bytes[offset...].withUnsafeBytes { raw in
+                if let tls {
+                    guard case .bytes(let n)? = try? tls.write(raw) else { return -1 }
+                    return n
+                }
+                return Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL))
+            }
+            if written < 0 && errno == EINTR && tls == nil { continue }
+            guard written > 0 else { try fail("writing: \(written < 0 ? String(cString: strerror(errno)) : "closed")") }
+            offset += written
+        }
     }
 
-    private func fail() throws(RedisError) -> Never {
-        let reason = context.map(Self.errorText) ?? "closed"
+    /// The next reply on the connection (a subscriber's next message); nil when the connection failed.
+    func read() throws(RedisError) -> RedisReply? {
+        guard fd >= 0, let reader else { throw RedisError("\(address): not connected") }
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            var raw: UnsafeMutableRawPointer?
+            guard redisReaderGetReply(reader, &raw) == REDIS_OK else { try fail("Redis's reply does not parse") }
+            if let raw {
+                defer { freeReplyObject(raw) }
+                pendingBytes = 0
+                return RedisReply(raw.assumingMemoryBound(to: redisReply.self))
+            }
+            let count: Int = buffer.withUnsafeMutableBytes { bytes in
+                if let tls {
+                    switch try? tls.read(into: bytes) {
+                    case .bytes(let n)?: return n
+                    case .closed?: return 0
+                    default: return -1
+                    }
+                }
+                return Glibc.read(fd, bytes.baseAddress, bytes.count)
+            }
+            if count < 0 && errno == EINTR && tls == nil { continue }
+            guard count > 0 else { return nil }
+            pendingBytes += count
+            guard pendingBytes <= Self.maxReplyBytes else { try fail("a reply over \(Self.maxReplyBytes) bytes") }
+            _ = buffer.withUnsafeBytes { redisReaderFeed(reader, $0.baseAddress!.assumingMemoryBound(to: CChar.self), count) }
+        }
+    }
+
+    private func fail(_ reason: String) throws(RedisError) -> Never {
         disconnect()
         lastFailure = .now
-        throw RedisError("\(address): \(reason.isEmpty ? "connection lost" : reason)")
+        throw RedisError("\(address): \(reason)")
     }
 
     /// Makes a blocked `read()` on another thread return (it fails).
     func interrupt() {
-        if let context { chiredis_shutdown(context) }
+        if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     /// The arguments as hiredis takes them: pointers into one buffer of NUL-ended strings, and lengths.
