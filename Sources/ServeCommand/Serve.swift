@@ -18,7 +18,8 @@ public let serveHelp = """
                          [--max-sessions-per-identity N] [--max-session-lifetime D]
                          [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
                          [--http HOST:PORT [--allowed-origin ORIGIN]... [--allowed-host NAME]...] [--metrics HOST:PORT]
-                         [--redis redis://HOST:PORT[/DB] [--redis-password-file F] [--redis-lease D]] [--log-level L]
+                         [--redis redis[s]://[USER@]HOST:PORT[/DB] [--redis-password-file F] [--redis-ca-file F] [--redis-lease D]]
+                         [--log-level L]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
     any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
@@ -83,8 +84,14 @@ public let serveHelp = """
       --redis URL             share rooms with every other node given the same Redis: two
                               participants of a room may be on different nodes; the room limit
                               holds across nodes, and a client that moves to another node (join
-                              --server A,B) keeps its seat. Without it the rooms are this node's own
+                              --server A,B) keeps its seat. Without it the rooms are this node's own.
+                              rediss:// reaches Redis over TLS (its certificate's name checked), and
+                              USER@ logs in as that ACL user. What nodes tell each other through
+                              Redis is sealed with a key derived from the token secret, which Redis
+                              never sees: a client of Redis cannot pass for a node
       --redis-password-file F the password Redis asks for (AUTH), kept off the command line
+      --redis-ca-file F       the CAs (PEM) that sign Redis's certificate, with rediss:// (default:
+                              the system's)
       --redis-lease D         how long a node that dies keeps its participants' seats (default 5s;
                               they leave, reason "timeout", after it unless they rejoin elsewhere)
       --log-level L           error, warning, info (default) or debug; lines go to standard error
@@ -209,6 +216,11 @@ public func runServe(_ args: inout Arguments) throws {
             throw UsageError(description: "cannot read a password from --redis-password-file \(file)")
         }
         redis?.password = text.trimmed(newlines: true)
+    }
+    if let file = try args.value("--redis-ca-file") {
+        guard redis?.tls == true else { throw UsageError(description: "--redis-ca-file goes with --redis rediss://...") }
+        guard FileManager.default.isReadableFile(atPath: file) else { throw UsageError(description: "cannot read --redis-ca-file \(file)") }
+        redis?.caFile = file
     }
     var redisLease: Int64?
     if let text = try args.value("--redis-lease") {

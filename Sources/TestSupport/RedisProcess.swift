@@ -11,11 +11,19 @@ public final class RedisProcess: @unchecked Sendable {  // used by one test at a
     private let directory: URL
     private var process: Process?
 
-    public init?() throws {
+    /// TLS only, on `port` (the certificate and key PEM files), when given.
+    private let tls: (certificate: String, key: String)?
+    /// ACL users: (name, password), each allowed the service's keys and channels (callend:*) and
+    /// every command but the administrator's; the default user is off when any is given.
+    private let users: [(name: String, password: String)]
+
+    public init?(tls: (certificate: String, key: String)? = nil, users: [(name: String, password: String)] = []) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else { return nil }
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("callend-redis-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         port = Self.freePort()
+        self.tls = tls
+        self.users = users
         try start()
     }
 
@@ -28,8 +36,18 @@ public final class RedisProcess: @unchecked Sendable {  // used by one test at a
     public func start() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.executable)
-        process.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", directory.path, "--loglevel", "warning"]
+        var arguments = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory.path, "--loglevel", "warning"]
+        if let tls {
+            arguments += ["--port", "0", "--tls-port", "\(port)", "--tls-cert-file", tls.certificate, "--tls-key-file", tls.key,
+                          "--tls-ca-cert-file", tls.certificate, "--tls-auth-clients", "no"]
+        } else {
+            arguments += ["--port", "\(port)"]
+        }
+        if !users.isEmpty {
+            arguments += ["--user", "default", "off"]
+            for user in users { arguments += ["--user", user.name, "on", ">" + user.password, "~callend:*", "&callend:*", "+@all", "-@admin"] }
+        }
+        process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

@@ -29,11 +29,47 @@ public struct ClusterEvent: Sendable, Equatable {
         (self.kind, self.room, self.to, self.who, self.detail) = (kind, room, to, who, detail)
     }
 
-    /// Decodes a published envelope: a JSON array [kind, room, to, who, detail].
-    init?(envelope: String) {
-        guard let fields = try? JSONDecoder().decode([String].self, from: Data(envelope.utf8)), fields.count == 5,
-              let kind = Kind(rawValue: fields[0]) else { return nil }
-        self.init(kind: kind, room: fields[1], to: fields[2], who: fields[3], detail: fields[4])
+}
+
+/// What nodes publish to each other through Redis, authenticated: Redis is a trust boundary (any
+/// client of it can PUBLISH, and an offer carries the DTLS fingerprint its call is secured by).
+/// An envelope is "MAC JSON": the JSON array [kind, room, to, who, detail, to-node, from-node,
+/// milliseconds] and, before it, the hex HMAC-SHA256 of those very bytes under the cluster key,
+/// which the nodes derive from the token secret they share and Redis never sees. A node takes an
+/// envelope only with the right MAC, addressed to itself, and within `maxAge` of its clock.
+public struct ClusterEnvelope: Sendable {
+    let key: [UInt8]
+    /// Clocks of nodes differ by this much at most (NTP), and an envelope takes no longer.
+    public static let maxAge: Int64 = 60_000
+
+    /// The cluster key of nodes that share `secret`.
+    public init(secret: TokenSecret) {
+        key = Crypto.hmacSHA256(key: secret.bytes, data: Array("callend cluster envelope key v1".utf8))
+    }
+
+    public func seal(_ event: ClusterEvent, to node: String, from sender: String, at milliseconds: Int64) -> String {
+        let fields: [JSONValue] = [event.kind.rawValue, event.room, event.to, event.who, event.detail, node, sender].map(JSONValue.string)
+            + [.number(Double(milliseconds))]
+        let json = JSONValue.array(fields).serialized
+        return Crypto.hex(Crypto.hmacSHA256(key: key, data: json)) + " " + String(decoding: json, as: UTF8.self)
+    }
+
+    public enum Refusal: Error, Equatable { case malformed, forged, misaddressed, stale }
+
+    /// The event an envelope carries for `node`, or why it is refused.
+    public func open(_ envelope: String, for node: String, at milliseconds: Int64) -> Result<ClusterEvent, Refusal> {
+        let bytes = Array(envelope.utf8)
+        guard let space = bytes.firstIndex(of: 0x20), space == 64 else { return .failure(.malformed) }
+        let json = Array(bytes[(space + 1)...])
+        guard Crypto.constantTimeEquals(Array(Crypto.hex(Crypto.hmacSHA256(key: key, data: json)).utf8), Array(bytes[..<space])) else {
+            return .failure(.forged)
+        }
+        guard case .array(let fields)? = try? JSONValue(parsing: json), fields.count == 8,
+              let text = Optional(fields.prefix(7).compactMap(\.stringValue)), text.count == 7,
+              let kind = ClusterEvent.Kind(rawValue: text[0]), let sent = fields[7].integer() as Int64? else { return .failure(.malformed) }
+        guard text[5] == node else { return .failure(.misaddressed) }
+        guard abs(milliseconds - sent) <= Self.maxAge else { return .failure(.stale) }
+        return .success(ClusterEvent(kind: kind, room: text[1], to: text[2], who: text[3], detail: text[4]))
     }
 }
 
@@ -59,6 +95,7 @@ public struct ClusterEvent: Sendable, Equatable {
 public final class RedisRoomDirectory: Sendable {
     public let address: RedisAddress
     public let node: String
+    private let envelope: ClusterEnvelope
     public let lease: Duration
     public let grace: Duration
     private let requests = BlockingQueue<DirectoryRequest>(capacity: 10_000)
@@ -81,6 +118,8 @@ public final class RedisRoomDirectory: Sendable {
         public var commands = 0
         public var failures = 0
         public var eventsReceived = 0
+        /// Envelopes dropped: a MAC that is not the cluster's, another node's, too old, malformed.
+        public var envelopesRefused = 0
     }
     private let countersLock = Mutex(Counters())
     public var counters: Counters { countersLock.withLock { $0 } }
@@ -89,9 +128,10 @@ public final class RedisRoomDirectory: Sendable {
 
     /// Connects (failing at once when Redis cannot be reached), starts the subscriber and waits
     /// until it listens (a node must hear the others before it seats anyone), then the worker.
-    public init(address: RedisAddress, node: String? = nil, lease: Duration = .seconds(5), grace: Duration = .seconds(60),
+    public init(address: RedisAddress, envelope: ClusterEnvelope, node: String? = nil, lease: Duration = .seconds(5), grace: Duration = .seconds(60),
                 log: @escaping @Sendable (LogMessage) -> Void = { _ in }, wake: @escaping @Sendable () -> Void) throws(RedisError) {
         self.address = address
+        self.envelope = envelope
         self.node = node ?? Self.randomNode()
         self.lease = lease
         self.grace = grace
@@ -126,6 +166,13 @@ public final class RedisRoomDirectory: Sendable {
     deinit { stop() }
 
     static func randomNode() -> String { Crypto.hex(Crypto.randomBytes(8)) }
+
+    /// Wall-clock time (a named edge: envelopes carry it for their age check), in milliseconds.
+    static var wallClockMilliseconds: Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
 
     static func channel(of node: String) -> String { "callend:node:\(node)" }
     static func keys(_ room: String) -> [String] {
@@ -193,11 +240,20 @@ public final class RedisRoomDirectory: Sendable {
                 }
                 while let message = try connection.read() {
                     let parts = message.elements
-                    guard parts.count == 3, parts[0].text == "message", let payload = parts[2].text,
-                          let event = ClusterEvent(envelope: payload) else { continue }
-                    inbox.withLock { $0.append(event) }
-                    countersLock.withLock { $0.eventsReceived += 1 }
-                    wake()
+                    guard parts.count == 3, parts[0].text == "message", let payload = parts[2].text else { continue }
+                    switch envelope.open(payload, for: node, at: Self.wallClockMilliseconds) {
+                    case .success(let event):
+                        inbox.withLock { $0.append(event) }
+                        countersLock.withLock { $0.eventsReceived += 1 }
+                        wake()
+                    case .failure(let refusal):
+                        // Someone but the nodes published on this node's channel: counted, and
+                        // logged once per power of two so that a flood cannot fill the log.
+                        let refused = countersLock.withLock { c in c.envelopesRefused += 1; return c.envelopesRefused }
+                        if refused & (refused - 1) == 0 {
+                            log(.warning("redis: dropped an envelope that is not the cluster's (\(refusal)); \(refused) so far"))
+                        }
+                    }
                 }
                 throw RedisError("\(address): connection lost")
             } catch {
@@ -265,6 +321,23 @@ public final class RedisRoomDirectory: Sendable {
                 _ = try connection.pipeline(Script.all.map { ["SCRIPT", "LOAD", $0.text] })
                 let again = try connection.pipeline(unknown.map { commands[$0] })
                 for (index, reply) in zip(unknown, again) { replies[index] = reply }
+            }
+            // What the scripts say to tell other nodes, sealed here (Redis never holds the key)
+            // and published in the order the scripts ran.
+            var told: [[String]] = []
+            for index in replies.indices {
+                guard case .array(let pair) = replies[index], pair.count == 2 else { continue }
+                let events = pair[1].elements.compactMap(\.text)
+                for at in stride(from: 0, to: events.count - events.count % 6, by: 6) {
+                    guard let kind = ClusterEvent.Kind(rawValue: events[at + 1]) else { continue }
+                    let event = ClusterEvent(kind: kind, room: events[at + 2], to: events[at + 3], who: events[at + 4], detail: events[at + 5])
+                    told.append(["PUBLISH", Self.channel(of: events[at]), envelope.seal(event, to: events[at], from: node, at: Self.wallClockMilliseconds)])
+                }
+                replies[index] = pair[0]
+            }
+            if !told.isEmpty {
+                countersLock.withLock { $0.commands += told.count }
+                _ = try connection.pipeline(told)
             }
             if !healthy.exchange(true, ordering: .relaxed) { log("redis: \(address) answers again") }
             return zip(batch, spans).map { request, span in (request.id, answer(request.work, Array(replies[span]))) }
@@ -365,8 +438,9 @@ public final class RedisRoomDirectory: Sendable {
         local seats, nodes, grace, info = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local told = {}
         local function tell(node, kind, room, to, who, detail)
-          redis.call('PUBLISH', 'callend:node:' .. node, cjson.encode({kind, room, to, who, detail}))
+          for _, v in ipairs({node, kind, room, to, who, detail}) do told[#told + 1] = v end
         end
         local function expire(room, graceMs)
           for _, who in ipairs(redis.call('ZRANGEBYSCORE', grace, '-inf', now)) do
@@ -407,12 +481,12 @@ public final class RedisRoomDirectory: Sendable {
         local previous = 'none'
         if seat and at then previous = 'live' elseif seat and redis.call('ZSCORE', grace, identity) then previous = 'lost' end
         if kind == 'renewal' then
-          if previous == 'none' or seat ~= proof then return {'renewal'} end
+          if previous == 'none' or seat ~= proof then return {{'renewal'}, told} end
           grant = held
         else
-          if previous == 'live' and holder ~= proof then return {'taken'} end
+          if previous == 'live' and holder ~= proof then return {{'taken'}, told} end
           if previous == 'none' then
-            if redis.call('ZCARD', seats) + redis.call('ZCARD', grace) >= most then return {'full'} end
+            if redis.call('ZCARD', seats) + redis.call('ZCARD', grace) >= most then return {{'full'}, told} end
             seat = fresh
           elseif previous == 'lost' and holder ~= proof then
             seat = fresh
@@ -434,14 +508,14 @@ public final class RedisRoomDirectory: Sendable {
           end
         end
         if previous == 'live' and at ~= node then tell(at, 'replaced', room, identity, identity, '') end
-        return result
+        return {result, told}
         """)
 
         /// ARGV: room, identity, node, lease (ms), grace (ms), reason. The seat's grace starts,
         /// only when this node still holds it.
         static let leave = Script(prelude + """
         local room, identity, node, lease, graceMs, reason = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-        if redis.call('HGET', nodes, identity) ~= node then return 0 end
+        if redis.call('HGET', nodes, identity) ~= node then return {0, told} end
         redis.call('ZREM', seats, identity)
         redis.call('HDEL', nodes, identity)
         redis.call('ZADD', grace, now + graceMs, identity)
@@ -450,7 +524,7 @@ public final class RedisRoomDirectory: Sendable {
         for i = 1, #all, 2 do
           if all[i + 1] ~= node then tell(all[i + 1], 'left', room, all[i], identity, reason) end
         end
-        return 1
+        return {1, told}
         """)
 
         /// ARGV: room, from, to ("" for everyone), node, message. Returns how many on other nodes got it.
@@ -468,7 +542,7 @@ public final class RedisRoomDirectory: Sendable {
             end
           end
         end
-        return count
+        return {count, told}
         """)
 
         /// ARGV: room, node, lease (ms), grace (ms), then identity, seat, holder, grant for each
@@ -491,7 +565,7 @@ public final class RedisRoomDirectory: Sendable {
           end
         end
         keep(lease, graceMs)
-        return lost
+        return {lost, told}
         """)
     }
 }

@@ -67,6 +67,8 @@ public struct ServerMetrics: Sendable {
             metric("callend_signaling_redis_commands_total", "counter", "Commands and scripts sent to Redis.", [("", "\(directory.counters.commands)")])
             metric("callend_signaling_redis_failures_total", "counter", "Commands that failed: Redis unreachable, or an error reply.", [("", "\(directory.counters.failures)")])
             metric("callend_signaling_redis_events_total", "counter", "Messages from other nodes: joins, departures, relays, seats taken.", [("", "\(directory.counters.eventsReceived)")])
+            metric("callend_signaling_redis_envelopes_refused_total", "counter", "Messages on this node's channel dropped: not sealed with the cluster's key, for another node, too old or malformed.",
+                   [("", "\(directory.counters.envelopesRefused)")])
         }
         return out
     }

@@ -114,7 +114,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         do {
             let wakeFD = epoll.wakeFD
             directory = try configuration.redis.map { address throws(RedisError) in
-                try RedisRoomDirectory(address: address, lease: configuration.redisLease, grace: configuration.limits.seatGrace, log: log) { Epoll.wake(wakeFD) }
+                try RedisRoomDirectory(address: address, envelope: ClusterEnvelope(secret: configuration.secret), lease: configuration.redisLease,
+                                       grace: configuration.limits.seatGrace, log: log) { Epoll.wake(wakeFD) }
             }
         } catch {
             for fd in bound { close(fd) }
