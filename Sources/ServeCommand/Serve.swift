@@ -231,6 +231,11 @@ public func runServe(_ args: inout Arguments) throws {
     let secret = try loadSecret(&args)
     try args.finish(command: "serve")
     if certificate != nil && insecurePlaintext { throw UsageError(description: "--insecure-plaintext and --tls-cert are alternatives; give one") }
+    // Redis holds every seat and carries every relayed offer: in plain TCP only on loopback,
+    // unless told so, as the service's own listeners.
+    if let redis, !redis.tls, !insecurePlaintext, !PlaintextPolicy.isLoopback(host: redis.host) {
+        throw UsageError(description: PlaintextPolicy.refusal("serve --redis \(redis)") + " (or use rediss://)")
+    }
     if certificate == nil && !insecurePlaintext {
         for (option, address) in [("--listen", (host, port)), ("--http", web)] {
             guard let address, !PlaintextPolicy.isLoopback(host: address.host) else { continue }
