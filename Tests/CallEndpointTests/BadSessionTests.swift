@@ -156,7 +156,11 @@ import RTPTransport
         server.start()
         defer { server.stop() }
         let now = Int64(Date().timeIntervalSince1970)
-        func token(_ who: String) -> String { TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "lab", issuedAt: now, expires: now + 600)) }
+        func token(_ who: String, can: TokenScope = .join) -> String {
+            var claims = TokenClaims(identity: who, room: "lab", issuedAt: now, expires: now + 600)
+            claims.can = can
+            return TokenIssuer(secret: secret).mint(claims)
+        }
         let alice = try Room.connect(options: try ConnectOptions(token: token("alice")) { $0.roomName = "lab" }, server: ("127.0.0.1", server.port),
                                      media: try Call.Media.synthetic(width: 160, height: 120), duration: .seconds(60))
         defer { alice.disconnect() }
@@ -164,7 +168,7 @@ import RTPTransport
         let url = try HTTPURL(parsing: "http://127.0.0.1:\(try #require(server.webPort))/whip/lab")
         for body in ["v=0\r\nthis is no offer\r\n", "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 VP8/90000\r\n"] {
             let response = try HTTPClient(timeout: .seconds(15)).send(HTTPRequest(method: "POST", url: url, fields: [
-                ("Host", "127.0.0.1"), ("Content-Type", "application/sdp"), ("Authorization", "Bearer \(token("publisher"))")], body: Array(body.utf8)))
+                ("Host", "127.0.0.1"), ("Content-Type", "application/sdp"), ("Authorization", "Bearer \(token("publisher", can: .publish))")], body: Array(body.utf8)))
             #expect(response.status == 422, "\(response.status) \(response.text)")
         }
         // The endpoint is still in its room: a peer gets a call.
