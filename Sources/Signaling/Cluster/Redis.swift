@@ -1,4 +1,5 @@
 internal import CHiredis
+internal import CLinux
 import Glibc
 import FoundationEssentials
 
