@@ -1,4 +1,5 @@
 import Dispatch
+internal import CLinux
 import FoundationEssentials
 import Platform
 import Synchronization
