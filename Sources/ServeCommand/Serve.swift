@@ -15,7 +15,7 @@ public let serveHelp = """
     usage: callend serve --listen HOST:PORT (--secret-file F | CALLEND_SECRET=...) [--tls-cert C --tls-key K | --insecure-plaintext]
                          [--max-participants N] [--max-connections N] [--max-connections-per-address N]
                          [--max-pending-per-address N] [--issuer ISS] [--max-token-lifetime D] [--seat-grace D]
-                         [--max-sessions-per-identity N] [--max-session-lifetime D]
+                         [--max-sessions-per-identity N] [--max-session-lifetime D] [--first-byte-timeout D]
                          [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
                          [--http HOST:PORT [--allowed-origin ORIGIN]... [--allowed-host NAME]...] [--metrics HOST:PORT]
                          [--redis redis[s]://[USER@]HOST:PORT[/DB] [--redis-password-file F] [--redis-ca-file F] [--redis-lease D]]
@@ -39,6 +39,8 @@ public let serveHelp = """
       --max-connections N     connections in total (default 20000)
       --max-connections-per-address N  connections from one IP address, or one IPv6 /64 (default 1000)
       --max-pending-per-address N  of those, connections that have not joined yet (default 32)
+      --first-byte-timeout D  how long a new connection may wait before its first byte (default 3s;
+                              a TLS ClientHello, a request line, a join: clients send at once)
       --issuer ISS            accept only tokens whose iss claim is ISS
       --max-token-lifetime D  the longest a renewed credential lives (default 24h): a participant's
                               renewals live what its token had left when it joined, at most this
@@ -204,6 +206,7 @@ public func runServe(_ args: inout Arguments) throws {
     let maxTokenLifetime = try args.value("--max-token-lifetime").map { text throws(UsageError) in try parseDuration(text, option: "--max-token-lifetime") }
     let seatGrace = try args.value("--seat-grace").map { text throws(UsageError) in try parseDuration(text, option: "--seat-grace") }
     let sessionsPerIdentity = try args.integer("--max-sessions-per-identity", in: 1...256)
+    let firstByte = try args.value("--first-byte-timeout").map { text throws(UsageError) in try parseDuration(text, option: "--first-byte-timeout") }
     let sessionLifetime = try args.value("--max-session-lifetime").map { text throws(UsageError) in try parseDuration(text, option: "--max-session-lifetime") }
     let metrics = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     let logger = try logWriter(program: "callend serve", &args)
@@ -271,6 +274,7 @@ public func runServe(_ args: inout Arguments) throws {
     if let maxTokenLifetime { configuration.limits.maxTokenLifetime = maxTokenLifetime }
     if let seatGrace { configuration.limits.seatGrace = .seconds(seatGrace) }
     if let sessionsPerIdentity { configuration.limits.maxSessionsPerIdentity = sessionsPerIdentity }
+    if let firstByte { configuration.limits.firstByteTimeout = .seconds(firstByte) }
     if let sessionLifetime { configuration.limits.maxSessionLifetime = sessionLifetime }
     configuration.insecurePlaintext = insecurePlaintext
     configuration.allowedOrigins = allowedOrigins
