@@ -77,12 +77,17 @@ import RTPTransport
         let second = try #require(mallory.refusal(from: "alice"), "alice refuses the data-channel-only offer")
         #expect(second.status == 422 && second.reason.contains("nothing in the offer that callend speaks"), "\(second)")
         // Alice is still there, waiting: a real peer gets a call.
+        try expectACall(with: service, "bob decodes alice's video after the refusals")
+    }
+
+    /// A peer joins `service`'s room and decodes the video of the endpoint already there.
+    func expectACall(with service: TestService, _ comment: Comment, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let renderer = RecordingRenderer()
         var bobMedia = try Call.Media.synthetic(width: 160, height: 120)
         bobMedia.renderers = [renderer]
         let bob = try service.connect("bob", media: bobMedia, seconds: 30)
         defer { bob.disconnect() }
-        #expect(eventually(20) { renderer.frames > 10 }, "bob decodes alice's video after the refusals")
+        #expect(eventually(20) { renderer.frames > 10 }, comment, sourceLocation: sourceLocation)
     }
 
     /// A peer whose answer callend cannot use: the offer it answered ends and the peer hears
@@ -100,12 +105,7 @@ import RTPTransport
         // Mallory leaves (a newcomer offers to the first of the room's others).
         mallory.client.stop()
         #expect(eventually(10) { service.server.statistics.connections == 1 }, "mallory gone")
-        let renderer = RecordingRenderer()
-        var bobMedia = try Call.Media.synthetic(width: 160, height: 120)
-        bobMedia.renderers = [renderer]
-        let bob = try service.connect("bob", media: bobMedia, seconds: 30)
-        defer { bob.disconnect() }
-        #expect(eventually(20) { renderer.frames > 10 }, "bob decodes alice's video")
+        try expectACall(with: service, "bob decodes alice's video")
     }
 
     /// In a mesh, a participant's bad offers are refused to it alone, and the mesh takes the next peer.
