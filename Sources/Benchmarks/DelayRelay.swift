@@ -11,38 +11,16 @@ import Glibc
 public final class DelayRelay {
     public let device: String
     public let delay: Duration
-    private let fd: Int32
-
-    // linux/if_tun.h, which Glibc does not bring in.
-    private static let tunSetInterface: UInt = 0x4004_54ca  // TUNSETIFF = _IOW('T', 202, int)
-    private static let tunFlags: Int16 = 0x0001 | 0x1000  // IFF_TUN | IFF_NO_PI
+    private let tun: TUNDevice
+    private var fd: Int32 { tun.fd }
 
     public init(device: String, delay: Duration) throws {
-        guard !device.isEmpty, device.utf8.count < Int(IFNAMSIZ) else {
-            throw RelayError(description: "delay relay: device name '\(device)' must be 1-\(IFNAMSIZ - 1) characters")
-        }
-        let fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw RelayError(description: "delay relay: open /dev/net/tun: \(String(cString: strerror(errno))) (needs root)") }
-        var request = ifreq()
-        withUnsafeMutableBytes(of: &request.ifr_ifrn.ifrn_name) { name in
-            for (i, byte) in device.utf8.enumerated() { name[i] = byte }
-        }
-        request.ifr_ifru.ifru_flags = Self.tunFlags
-        guard ioctl(fd, Self.tunSetInterface, &request) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw RelayError(description: "delay relay: create TUN device \(device): \(reason)")
-        }
-        self.fd = fd
+        tun = try TUNDevice(name: device, user: "delay relay")
         self.device = device
         self.delay = delay
     }
 
-    deinit { close(fd) }
-
-    public struct RelayError: Error, CustomStringConvertible {
-        public let description: String
-    }
+    public typealias RelayError = TUNDevice.Failure
 
     /// Holds every packet read from the device for `delay`, then writes it back, in order, until
     /// `shouldStop` says so (checked at least every 100 ms).
@@ -67,4 +45,42 @@ public final class DelayRelay {
             if count > 0 { held.append((ContinuousClock.now + delay, Array(buffer[0..<count]))) }
         }
     }
+}
+
+/// A TUN device (layer 3, no packet information header) a relay reads the router's forwarded
+/// packets from and writes them back to; closed with its owner.
+public final class TUNDevice {
+    public let name: String
+    public let fd: Int32
+
+    // linux/if_tun.h, which Glibc does not bring in.
+    private static let tunSetInterface: UInt = 0x4004_54ca  // TUNSETIFF = _IOW('T', 202, int)
+    private static let tunFlags: Int16 = 0x0001 | 0x1000  // IFF_TUN | IFF_NO_PI
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// `user` names who wants it, in errors ("delay relay", "cellular link").
+    public init(name: String, user: String) throws {
+        guard !name.isEmpty, name.utf8.count < Int(IFNAMSIZ) else {
+            throw Failure(description: "\(user): device name '\(name)' must be 1-\(IFNAMSIZ - 1) characters")
+        }
+        let fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure(description: "\(user): open /dev/net/tun: \(String(cString: strerror(errno))) (needs root)") }
+        var request = ifreq()
+        withUnsafeMutableBytes(of: &request.ifr_ifrn.ifrn_name) { raw in
+            for (i, byte) in name.utf8.enumerated() { raw[i] = byte }
+        }
+        request.ifr_ifru.ifru_flags = Self.tunFlags
+        guard ioctl(fd, Self.tunSetInterface, &request) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw Failure(description: "\(user): create TUN device \(name): \(reason)")
+        }
+        self.fd = fd
+        self.name = name
+    }
+
+    deinit { close(fd) }
 }

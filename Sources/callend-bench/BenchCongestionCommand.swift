@@ -83,8 +83,53 @@ func runBenchDelayRelay(_ args: inout Arguments) throws {
     guard let device, let delay else { throw UsageError(description: "bench delay-relay needs --device NAME and --delay-ms MS") }
     let relay: DelayRelay
     do { relay = try DelayRelay(device: device, delay: .milliseconds(delay)) } catch { fail(error, code: .failure) }
-    // Stopped by a signal: make sure the default action holds even when the parent spawned this
-    // from a thread that blocks signals (the mask is inherited; a test runner's threads do).
+    unblockStopSignals()
+    relay.run()
+}
+
+let benchCellularLinkHelp = """
+    usage: callend bench cellular-link --device NAME --uplink TRACE --downlink TRACE --uplink-to NET
+                                       [--delay-ms 30] [--queue 150] [--log FILE]
+
+    Needs root. Creates the TUN device NAME and carries every packet read from it over an emulated
+    cellular link, writing it back when the link delivers it: packets to the network NET
+    (10.71.2.0/24: the far host) over the uplink, every other over the downlink. Each direction
+    is a drop-tail queue of --queue packets (default 150) drained at its trace's delivery
+    opportunities, then --delay-ms (default 30) of delay. A trace is a file in the format of the
+    public mahimahi cellular traces: one line per opportunity for a 1500-byte packet, its time in
+    ms from the trace's start (repeated for several in one ms); it repeats. With --log, one line
+    per second and direction: capacity and delivered bit/s, drops, the longest queue wait (ms).
+    Runs until stopped (SIGTERM or SIGINT). scripts/cellular/bench.sh runs it in its router.
+    """
+
+func runBenchCellularLink(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(benchCellularLinkHelp); return }
+    let device = try args.value("--device")
+    let uplink = try args.value("--uplink"), downlink = try args.value("--downlink")
+    let destination = try args.value("--uplink-to")
+    let delay = try args.integer("--delay-ms", in: 0...1000) ?? 30
+    let queue = try args.integer("--queue", in: 1...100_000) ?? 150
+    let log = try args.value("--log")
+    try args.finish(command: "bench cellular-link")
+    guard let device, let uplink, let downlink, let destination else {
+        throw UsageError(description: "bench cellular-link needs --device NAME, --uplink TRACE, --downlink TRACE and --uplink-to NET")
+    }
+    func trace(_ path: String) throws -> CapacityTrace {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw UsageError(description: "cannot read the trace \(path)") }
+        do { return try CapacityTrace(parsing: text) } catch { throw UsageError(description: "\(path): \(error.description)") }
+    }
+    let relay: CellularRelay
+    do {
+        relay = try CellularRelay(device: device, uplink: try trace(uplink), downlink: try trace(downlink), delay: .milliseconds(delay),
+                                  queueLimit: queue, uplinkDestination: destination, log: log)
+    } catch let error as UsageError { throw error } catch { fail(error, code: .failure) }
+    unblockStopSignals()
+    relay.run()
+}
+
+/// A relay stopped by a signal: the default action must hold even when the parent spawned it
+/// from a thread that blocks signals (the mask is inherited; a test runner's threads do).
+func unblockStopSignals() {
     var stopSignals = sigset_t()
     sigemptyset(&stopSignals)
     for stop in [SIGTERM, SIGINT] {
@@ -92,7 +137,6 @@ func runBenchDelayRelay(_ args: inout Arguments) throws {
         sigaddset(&stopSignals, stop)
     }
     pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
-    relay.run()
 }
 
 func runBenchCongestion(_ args: inout Arguments) throws {

@@ -97,7 +97,8 @@ let joinHelp = """
                             freezes), then a summary. Takes no recording, data socket, video or
                             audio output, control socket, metrics or viewers
       --measure-latency     read the capture stamps in a peer's test pattern and tone: glass-to-
-                            glass latency in the stats (latencyMs, audioLatencyMs) and the summary
+                            glass latency in the stats (latencyMs, audioLatencyMs) and the summary;
+                            a --video-source clip's pictures carry the same stamps
       --ice-server URL      a STUN or TURN server of this endpoint's own (stun:HOST:PORT,
                             turn:HOST:PORT?transport=udp|tcp), beside those the service hands out
       --turn-username U     the username for this endpoint's TURN servers; the credential comes
@@ -394,7 +395,7 @@ func runJoin(_ args: inout Arguments) throws {
         try audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
     }
     let audioTrack = try microphoneDevice.map { LocalAudioTrack(device: $0) } ?? audio.makeTrack(loopFiles: true)
-    var media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: audioTrack,
+    var media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true, stamped: measureLatency), audioTrack: audioTrack,
                            renderers: videoOutput.map { [VideoRenderers.forPath($0)] } ?? [],
                            audioPlayout: playout)
     media.measuresLatency = measureLatency

@@ -37,6 +37,8 @@ let mainHelp = """
                       few minutes: memory growth, CPU, frames lost, freezes, A/V offset, outages
       bench delay-relay (root) a TUN device that holds every packet for a fixed delay (used by
                       'bench congestion --delay')
+      bench cellular-link (root) a TUN device that carries packets over a cellular link replayed
+                      from capacity traces (used by scripts/cellular/bench.sh)
       bench voice     join --voice's echo cancellation, noise suppression and gain control over WAV
                       files (scripts/echo/bench.sh measures it beside GStreamer's webrtcdsp)
       bench codecs    encode the same clips with callend's VP8 encoder and libvpx's vpxenc, and

@@ -1,6 +1,7 @@
 import Codecs
 import MediaCore
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 @testable import Devices
@@ -110,6 +111,31 @@ import TestSupport
         var count = 0
         while try unpaced.nextFrame() != nil { count += 1 }
         #expect(count == 5)
+    }
+
+    /// A clip read with `stamped` carries each picture's capture time and number in the pattern's
+    /// marks, read back as the pattern's are (what `join --measure-latency` measures a clip with).
+    @Test func aStampedClipCarriesItsCaptureTimes() throws {
+        let dir = try ScratchFolder()
+        let path = dir.path + "/clip.y4m"
+        let writer = try Y4MWriter(path: path, width: 320, height: 240, frameRate: 30)
+        for i in 0..<3 { try writer.write(VideoFrame(width: 320, height: 240, luma: UInt8(60 + i * 20))) }
+        try writer.close()
+        let capturer = try FileCapturer(path: path, loop: true, stamped: true)
+        let frames = Mutex<[VideoFrame]>([])
+        let five = DispatchSemaphore(value: 0)
+        capturer.start { output in
+            guard case .frame(let frame) = output else { return }
+            if frames.withLock({ $0.append(frame); return $0.count }) == 5 { five.signal() }
+        }
+        #expect(five.wait(timeout: .now() + 10) == .success)
+        capturer.stop()
+        for (index, frame) in frames.withLock({ $0 }).prefix(5).enumerated() {
+            #expect(TestPatternSource.frameNumber(in: frame) == index)
+            let age = try #require(TestPatternSource.captureAge(of: frame))
+            #expect(age < .seconds(10) && TestPatternSource.captureTime(in: frame) == .milliseconds(frame.timestamp.inMilliseconds & 0xffff_ffff))
+        }
+        #expect(TestPatternSource.captureTime(in: VideoFrame(width: 320, height: 240, luma: 60)) == nil, "an unstamped picture has none")
     }
 
     @Test func wavFileIsPacedAndPadded() throws {

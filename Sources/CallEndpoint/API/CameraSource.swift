@@ -84,10 +84,14 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     private let health = Mutex<(lost: (reason: String, at: ContinuousClock.Instant)?, events: [CameraDeviceEvent])>((nil, []))
     /// Whether a Y4M file starts again at its end (a call) or ends the source (`callend send`).
     public let loopFiles: Bool
+    /// Whether a Y4M file's pictures carry their capture time in the test pattern's marks, for a
+    /// peer that measures glass-to-glass latency on a clip (`join --measure-latency`).
+    public let stampsFiles: Bool
 
-    public init(_ input: CameraInput, loopFiles: Bool = true) throws {
+    public init(_ input: CameraInput, loopFiles: Bool = true, stampsFiles: Bool = false) throws {
         self.loopFiles = loopFiles
-        let opened = try Self.open(input, loop: loopFiles)
+        self.stampsFiles = stampsFiles
+        let opened = try Self.open(input, loop: loopFiles, stamped: stampsFiles)
         capturer.withLock { $0 = opened }
         record(input, opened)
     }
@@ -118,7 +122,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
             current.withLock { $0 = (input, mode.width, mode.height, mode.frameRate.value, $0.modes) }
             return
         }
-        let opened = try Self.open(input, loop: loopFiles)
+        let opened = try Self.open(input, loop: loopFiles, stamped: stampsFiles)
         let old = capturer.withLock { c in defer { c = opened }; return c }
         record(input, opened)
         if running.load(ordering: .relaxed) {
@@ -173,7 +177,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
         current.withLock { $0 = (input, f.width, f.height, f.frameRate, c.modes) }
     }
 
-    private static func open(_ input: CameraInput, loop: Bool) throws -> any VideoCapturer {
+    private static func open(_ input: CameraInput, loop: Bool, stamped: Bool) throws -> any VideoCapturer {
         switch input {
         case .device(let path, let request):
             guard let described = try CameraDevices.describe(path: path) else {
@@ -181,7 +185,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
             }
             return try CameraCapturer(device: described, mode: try mode(of: described, request))
         case .pattern(let w, let h, let f): return try PatternCapturer(width: w, height: h, frameRate: f)
-        case .file(let path): return try FileCapturer(path: path, loop: loop)
+        case .file(let path): return try FileCapturer(path: path, loop: loop, stamped: stamped)
         }
     }
 

@@ -150,8 +150,9 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
 }
 
 extension MediaSenderConfiguration.VideoSource {
-    /// Opens this source as a track (nil for `.none`).
-    public func makeTrack(loopFiles: Bool) throws -> LocalVideoTrack? {
+    /// Opens this source as a track (nil for `.none`); `stamped`: a file's pictures carry their
+    /// capture time for a peer that measures latency.
+    public func makeTrack(loopFiles: Bool, stamped: Bool = false) throws -> LocalVideoTrack? {
         let input: CameraInput
         switch self {
         case .none: return nil
@@ -159,7 +160,7 @@ extension MediaSenderConfiguration.VideoSource {
         case .y4m(let path): input = .file(path: path)
         case .camera(let path, let mode): input = .device(path: path, mode: mode)
         }
-        return LocalVideoTrack(source: try CameraSource(input, loopFiles: loopFiles))
+        return LocalVideoTrack(source: try CameraSource(input, loopFiles: loopFiles, stampsFiles: stamped))
     }
 }
 

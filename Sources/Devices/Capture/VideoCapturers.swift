@@ -80,20 +80,32 @@ public final class PatternCapturer: PacedCapturer, VideoCapturer, @unchecked Sen
     }
 }
 
-/// A Y4M file at its frame rate, looped or not.
+/// A Y4M file at its frame rate, looped or not; with `stamped`, each picture carries its capture
+/// time and number in the test pattern's marks (`TestPatternSource.stamp`), for a receiver that
+/// measures latency on a clip.
 public final class FileCapturer: PacedCapturer, VideoCapturer, @unchecked Sendable {  // the file source is behind its Mutex; the rest is let or PacedCapturer's (see there)
     let source: Mutex<Y4MFileSource>
+    let stamped: Bool
     public let format: (width: Int, height: Int, frameRate: Double)
     public var modes: [CameraMode] { [] }
 
-    public init(path: String, loop: Bool) throws(MediaError) {
+    public init(path: String, loop: Bool, stamped: Bool = false) throws(MediaError) {
         let file = try Y4MFileSource(path: path, paced: false, loop: loop)
         format = (file.width, file.height, max(1, file.frameRate))
         source = Mutex(file)
+        self.stamped = stamped
     }
 
     public func start(_ deliver: @escaping @Sendable (CameraOutput) -> Void) {
-        run(name: "y4m", frameRate: format.frameRate, produce: { [self] _ in try source.withLock { try $0.nextFrame() } }, deliver: deliver)
+        run(name: "y4m", frameRate: format.frameRate, produce: { [self] index in
+            guard var frame = try source.withLock({ try $0.nextFrame() }) else { return nil }
+            if stamped {
+                let now = MonotonicClock.now
+                frame.timestamp = now
+                TestPatternSource.stamp(&frame, number: index, captureTime: now)
+            }
+            return frame
+        }, deliver: deliver)
     }
 }
 

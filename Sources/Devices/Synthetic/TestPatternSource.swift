@@ -25,10 +25,23 @@ public struct TestPatternSource: Sendable {
     public mutating func nextFrame(captureTime: Duration) -> VideoFrame {
         var frame = nextFrame()
         frame.timestamp = captureTime
-        let millis = UInt32(truncatingIfNeeded: captureTime.inMilliseconds)
-        Self.writeBits(Int(millis >> 16), row: 1, into: &frame)
-        Self.writeBits(Int(millis & 0xffff), row: 2, into: &frame)
+        Self.stampCaptureTime(captureTime, into: &frame)
         return frame
+    }
+
+    /// Writes the marks a receiver reads back into any picture: its capture time (block rows 1
+    /// and 2), and with `number` the frame number (row 0) and the sync row. A clip's pictures
+    /// get them this way, so that latency is measured on the same content another stack sends.
+    public static func stamp(_ frame: inout VideoFrame, number: Int, captureTime: Duration) {
+        writeBits(number & 0xffff, row: 0, into: &frame)
+        writeBits(syncBits, row: syncRow, into: &frame)
+        stampCaptureTime(captureTime, into: &frame)
+    }
+
+    static func stampCaptureTime(_ captureTime: Duration, into frame: inout VideoFrame) {
+        let millis = UInt32(truncatingIfNeeded: captureTime.inMilliseconds)
+        writeBits(Int(millis >> 16), row: 1, into: &frame)
+        writeBits(Int(millis & 0xffff), row: 2, into: &frame)
     }
 
     /// The capture time stamped into a (decoded) picture, in milliseconds modulo 2^32.
