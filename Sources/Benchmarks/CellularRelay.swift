@@ -7,14 +7,17 @@ import Glibc
 /// a TUN device (as `DelayRelay`), and this relay carries each packet over the `TraceLink` of its
 /// direction, the uplink for packets to `uplinkDestination` (the far host: A's uplink carries
 /// A's packets to B) and the downlink for every other. Each second it writes a line per
-/// direction to `log` (when given): the second, the direction, the trace's capacity then
-/// (bit/s), what it delivered (bit/s), packets dropped at the full queue, and the longest a
-/// packet it delivered waited in the queue (ms).
+/// direction to `log` (when given): the second, its start in Unix time (ms: a named edge, for
+/// lining the link up with endpoints' logs), the direction, the trace's capacity then (bit/s),
+/// what it delivered (bit/s), packets dropped at the full queue, and the longest a packet it
+/// delivered waited in the queue (ms).
 public final class CellularRelay {
     public let tun: TUNDevice
     private var links: [TraceLink<[UInt8]>]
     private let uplinkDestination: (address: UInt32, mask: UInt32)
     private let log: FileHandle?
+    /// Unix time (ms) of the link's start.
+    private let startedAt: Int64
 
     /// `uplinkDestination` is an IPv4 network, "10.71.2.0/24".
     public init(device: String, uplink: CapacityTrace, downlink: CapacityTrace, delay: Duration, queueLimit: Int,
@@ -28,10 +31,13 @@ public final class CellularRelay {
         self.uplinkDestination = (UInt32(bigEndian: address.s_addr) & mask, mask)
         tun = try TUNDevice(name: device, user: "cellular link")
         let start = Self.now
+        var wall = timespec()
+        clock_gettime(CLOCK_REALTIME, &wall)
+        startedAt = Int64(wall.tv_sec) * 1000 + Int64(wall.tv_nsec) / 1_000_000
         let delayMicroseconds = delay.components.seconds * 1_000_000 + delay.components.attoseconds / 1_000_000_000_000
         links = [uplink, downlink].map { TraceLink(trace: $0, queueLimit: queueLimit, delay: delayMicroseconds, start: start) }
         if let log {
-            guard FileManager.default.createFile(atPath: log, contents: Data("second direction capacity_bps delivered_bps dropped max_queue_ms\n".utf8)),
+            guard FileManager.default.createFile(atPath: log, contents: Data("second unix_ms direction capacity_bps delivered_bps dropped max_queue_ms\n".utf8)),
                   let handle = FileHandle(forWritingAtPath: log) else {
                 throw TUNDevice.Failure(description: "cellular link: cannot write the log \(log)")
             }
@@ -128,7 +134,7 @@ public final class CellularRelay {
         for d in 0..<2 {
             let opportunities = links[d].counters.opportunities - counting[d].opportunitiesBefore
             let dropped = links[d].counters.dropped - counting[d].droppedBefore
-            lines += "\(second) \(d == 0 ? "up" : "down") \(opportunities * CapacityTrace.opportunityBytes * 8) \(counting[d].delivered * 8) \(dropped) \(counting[d].longestWait / 1000)\n"
+            lines += "\(second) \(startedAt + second * 1000) \(d == 0 ? "up" : "down") \(opportunities * CapacityTrace.opportunityBytes * 8) \(counting[d].delivered * 8) \(dropped) \(counting[d].longestWait / 1000)\n"
             counting[d] = Second(opportunitiesBefore: links[d].counters.opportunities, droppedBefore: links[d].counters.dropped)
         }
         log?.write(Data(lines.utf8))

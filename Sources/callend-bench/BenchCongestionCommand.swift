@@ -98,7 +98,8 @@ let benchCellularLinkHelp = """
     opportunities, then --delay-ms (default 30) of delay. A trace is a file in the format of the
     public mahimahi cellular traces: one line per opportunity for a 1500-byte packet, its time in
     ms from the trace's start (repeated for several in one ms); it repeats. With --log, one line
-    per second and direction: capacity and delivered bit/s, drops, the longest queue wait (ms).
+    per second and direction: its start (Unix ms), capacity and delivered bit/s, drops, the
+    longest queue wait (ms).
     Runs until stopped (SIGTERM or SIGINT). scripts/cellular/bench.sh runs it in its router.
     """
 

@@ -60,7 +60,13 @@ run = None
 RECORD = """
 const c = window.callend, v = document.getElementById('remote');
 c.shown = []; c.ice = [[performance.now(), c.pc ? c.pc.iceConnectionState : 'none']];
-const frame = (now, meta) => { c.shown.push([Math.round(now * 10) / 10, meta.width, meta.height]); v.requestVideoFrameCallback(frame); };
+const frame = (now, meta) => {
+  // The sender's capture time of the picture, on this page's clock (Chromium maps it from the
+  // RTCP sender reports), and when it is shown: the frame's delay from capture to display.
+  c.shown.push([Math.round(now * 10) / 10, meta.width, meta.height,
+                meta.captureTime === undefined ? null : Math.round(meta.captureTime * 10) / 10, Math.round(meta.expectedDisplayTime * 10) / 10]);
+  v.requestVideoFrameCallback(frame);
+};
 v.requestVideoFrameCallback(frame);
 if (c.pc) c.pc.addEventListener('iceconnectionstatechange', () => c.ice.push([performance.now(), c.pc.iceConnectionState]));
 """

@@ -10,18 +10,27 @@
 # gaps >= 300 ms after the first 5 s, counted the same way for both.
 #
 # usage: scripts/loss/bench.sh [--seconds S] [--runs N] [--cases "5@1 10@100 ge@1 ..."]
-#                              [--stacks "callend chromium"] [--out DIR]
+#                              [--stacks "callend chromium"] [--traces DIR] [--out DIR]
 #   a case is LOSS@RTT: LOSS a percentage or ge (Gilbert-Elliott bursts: 1 % loss for 2 s on
 #   average, then 40 % for 0.2 s, about 4.5 % in all); RTT 1 (the path's own) or 100 (50 ms
 #   each way). Default: 5@1 10@1 20@1 5@100 10@100 20@100 ge@1 ge@100, 120 s each, one run.
+#   Or TRACE@cell, a cellular link (att, tmobile, verizon: mahimahi's ATT-LTE-driving-2016,
+#   TMobile-LTE-short and Verizon-LTE-short traces, read from --traces DIR, a copy of the
+#   traces folder of https://github.com/ravinet/mahimahi, or $CELLULAR_TRACES): R carries every
+#   packet over 'callend bench cellular-link', A's uplink the trace's .up and its downlink its
+#   .down, each a 150-packet drop-tail queue, with 30 ms each way.
 # Prints a table per case (frames shown per second, freezes per minute, the longest gap, mean
 # resolution, ICE restarts, audio concealed) and the goal: callend shows >= Chromium's frames per
-# second, no more freezes than Chromium, <= 0.2 freezes per minute and no ICE restart.
-# Writes results.csv and each run's logs and JSON to DIR (default loss-bench).
+# second, no more freezes than Chromium, <= 0.2 freezes per minute and no ICE restart. A
+# cellular case is judged per direction (up: what B shows of A; down: what A shows of B) and adds
+# frame delay from capture to display (p50, p95), the link's utilization, and callend's seconds
+# at the video floor while the trace offered >= 1 Mbit/s; its goal: no more freezes than
+# Chromium, frames shown >= Chromium's - 1, delay p95 <= 0.5x Chromium's, 0 s at the floor, no
+# ICE restart. Writes results.csv and each run's logs and JSON to DIR (default loss-bench).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/stage.sh
-seconds=120 runs=1 out=loss-bench stacks="callend chromium"
+seconds=120 runs=1 out=loss-bench stacks="callend chromium" traces=${CELLULAR_TRACES:-}
 cases="5@1 10@1 20@1 5@100 10@100 20@100 ge@1 ge@100"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -29,6 +38,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --cases) cases=$2; shift 2 ;;
     --stacks) stacks=$2; shift 2 ;;
+    --traces) traces=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "loss bench: unknown argument $1 (--help)" >&2; exit 2 ;;
@@ -36,8 +46,14 @@ while [ $# -gt 0 ]; do
 done
 [[ $seconds =~ ^[0-9]+$ ]] && [ "$seconds" -ge 20 ] || { echo "loss bench: --seconds must be a whole number >= 20" >&2; exit 2; }
 [[ $runs =~ ^[0-9]+$ ]] && [ "$runs" -ge 1 ] || { echo "loss bench: --runs must be >= 1" >&2; exit 2; }
+declare -A trace_file=([att]=ATT-LTE-driving-2016 [tmobile]=TMobile-LTE-short [verizon]=Verizon-LTE-short)
 for c in $cases; do
-  [[ $c =~ ^([0-9]+|ge)@(1|100)$ ]] || { echo "loss bench: a case is LOSS@RTT (5@1, ge@100): $c" >&2; exit 2; }
+  [[ $c =~ ^([0-9]+|ge)@(1|100)$ || $c =~ ^(att|tmobile|verizon)@cell$ ]] || { echo "loss bench: a case is LOSS@RTT (5@1, ge@100) or TRACE@cell (att@cell): $c" >&2; exit 2; }
+  if [[ $c == *@cell ]]; then
+    for d in up down; do
+      [ -r "$traces/${trace_file[${c%@*}]}.$d" ] || { echo "loss bench: $c needs $traces/${trace_file[${c%@*}]}.$d: give --traces DIR (mahimahi's traces folder)" >&2; exit 2; }
+    done
+  fi
 done
 for s in $stacks; do
   case $s in callend|chromium) ;; *) echo "loss bench: stacks are callend and chromium: $s" >&2; exit 2 ;; esac
@@ -67,8 +83,10 @@ loss_rules() {  # loss_rules PERCENT: replaces both rules
   done
 }
 delay_pid=""
-delay_on() {
-  ip netns exec "$r" "$bin" bench delay-relay --device "${tag}d" --delay-ms 50 > /dev/null 2>&1 &
+delay_on() {  # delay_on [BENCH ARGS...]: a relay on TUN device ${tag}d (default: 50 ms of delay) carries what R forwards
+  local relay=("$@")
+  [ ${#relay[@]} -gt 0 ] || relay=(delay-relay --delay-ms 50)
+  ip netns exec "$r" "$bin" bench "${relay[@]}" --device "${tag}d" > "$work/relay.log" 2>&1 &
   delay_pid=$!; pids+=($delay_pid)
   local deadline=$((SECONDS + 10))
   until ip -n "$r" link show dev "${tag}d" > /dev/null 2>&1; do
@@ -97,7 +115,7 @@ run_callend() {
   for who in a b; do
     ns=${!who}
     ip netns exec "$ns" env CALLEND_TOKEN="$("$bin" token --room loss --identity "$who" --secret-file "$work/secret")" \
-      "$bin" join loss --server tls://10.71.1.2:7000 "${join_tls[@]}" --video-source "$clip" --video-size 640x480 \
+      "$bin" join loss --server tls://10.71.1.2:7000 "${join_tls[@]}" --video-source "$clip" --video-size 640x480 --measure-latency \
       --duration $((seconds + 10)) --no-stdin > "$dir/$who.out" 2> "$dir/$who.log" &
     joins+=($!); pids+=($!)
     [ $who = a ] && { wait_for "$dir/a.log" "joined room" 30 || return 1; }
@@ -129,8 +147,9 @@ run_chromium() {
 rtt_now=1
 for c in $cases; do
   loss=${c%@*} rtt=${c#*@}
-  if [ "$rtt" != "$rtt_now" ]; then
-    if [ "$rtt" = 100 ]; then delay_on; else delay_off; fi
+  if [ "$rtt" != "$rtt_now" ] || [ "$rtt" = cell ]; then
+    delay_off
+    [ "$rtt" = 100 ] && delay_on
     rtt_now=$rtt
   fi
   for stack in $stacks; do
@@ -138,7 +157,13 @@ for c in $cases; do
       dir=$out/$stack-$loss-$rtt-$run
       rm -rf "$dir"; mkdir -p "$dir"
       ge=""
-      if [ "$loss" = ge ]; then
+      if [ "$rtt" = cell ]; then
+        # A fresh link for each run: both stacks start at the trace's beginning.
+        delay_off
+        loss_rules 0
+        delay_on cellular-link --uplink "$traces/${trace_file[$loss]}.up" --downlink "$traces/${trace_file[$loss]}.down" \
+          --uplink-to 10.71.2.0/24 --delay-ms 30 --queue 150 --log "$dir/link.log"
+      elif [ "$loss" = ge ]; then
         loss_rules 0
         ip netns exec "$r" "$py" scripts/loss/gilbert.py "${tag}ra" "${tag}rb" > "$dir/gilbert.log" 2>&1 &
         ge=$!; pids+=($ge)
