@@ -140,6 +140,51 @@ func unblockStopSignals() {
     pthread_sigmask(SIG_UNBLOCK, &stopSignals, nil)
 }
 
+let benchCellularHelp = """
+    usage: callend bench cellular --traces DIR [--trace att,tmobile,verizon] [--seconds 120] [--per-second]
+
+    A call over each emulated cellular link in virtual time (CellularSimulation): two media session
+    cores with the real estimator, pacer, retransmissions, FEC and encoding controller, over the
+    traces' links (A's uplink the trace's .up, its downlink its .down; 150-packet drop-tail
+    queues, 30 ms each way), the codec a model whose pictures are as big as the target allows.
+    Prints per direction: frames shown per second, freezes (>= 300 ms) per minute, frame delay
+    p50/p95 from capture to display, the longest gap, the link's utilization and the seconds the
+    sender's video target sat at its floor while the trace offered >= 1 Mbit/s. Seconds of CPU for
+    minutes of calls: for trying an estimator change on every trace before the real bench
+    (scripts/loss/bench.sh --cases "att@cell ...") judges it. DIR holds mahimahi's traces
+    (ATT-LTE-driving-2016, TMobile-LTE-short, Verizon-LTE-short; .up and .down).
+    --per-second prints each second: capacity, delivered, estimate, target, mode.
+    """
+
+func runBenchCellular(_ args: inout Arguments) throws {
+    if args.flag("--help") || args.flag("-h") { print(benchCellularHelp); return }
+    let directory = try args.value("--traces")
+    let names = try args.value("--trace").map { $0.split(separator: ",").map(String.init) } ?? ["att", "tmobile", "verizon"]
+    let seconds = try args.integer("--seconds", in: 10...3600) ?? 120
+    let perSecond = args.flag("--per-second")
+    try args.finish(command: "bench cellular")
+    guard let directory else { throw UsageError(description: "bench cellular needs --traces DIR (mahimahi's traces folder)") }
+    let files = ["att": "ATT-LTE-driving-2016", "tmobile": "TMobile-LTE-short", "verizon": "Verizon-LTE-short"]
+    for name in names {
+        guard let file = files[name] else { throw UsageError(description: "--trace takes att, tmobile and verizon, not '\(name)'") }
+        func trace(_ direction: String) throws -> CapacityTrace {
+            let path = "\(directory)/\(file).\(direction)"
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw UsageError(description: "cannot read the trace \(path)") }
+            do { return try CapacityTrace(parsing: text) } catch { throw UsageError(description: "\(path): \(error.description)") }
+        }
+        var options = CellularSimulation.Options(uplink: try trace("up"), downlink: try trace("down"))
+        options.seconds = Double(seconds)
+        let (up, down) = CellularSimulation(options: options).run()
+        for (direction, figures) in [("up", up), ("down", down)] {
+            print(CellularSimulation.line("\(name) \(direction)", figures))
+            guard perSecond else { continue }
+            for (i, s) in figures.seconds.enumerated() {
+                print("  \(i) capacity \((s.capacity / 1e6).fixed(2)) delivered \((s.delivered / 1e6).fixed(2)) estimate \(s.estimate / 1000)k target \(s.target / 1000)k \(s.mode)")
+            }
+        }
+    }
+}
+
 func runBenchCongestion(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(benchCongestionHelp); return }
     let schedule = try args.value("--schedule")

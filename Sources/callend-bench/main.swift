@@ -140,6 +140,7 @@ do {
     case "congestion": try runBenchCongestion(&args)
     case "delay-relay": try runBenchDelayRelay(&args)
     case "cellular-link": try runBenchCellularLink(&args)
+    case "cellular": try runBenchCellular(&args)
     case "voice": try runBenchVoice(&args)
     case "soak":
         if args.flag("--help") || args.flag("-h") { print(benchSoakHelp); break }
@@ -165,7 +166,7 @@ do {
         let packets = try args.integer("--packets", in: 1000...10_000_000) ?? 200_000
         try args.finish(command: "bench rtp")
         print(RTPBenchmark.format(try RTPBenchmark(packets: packets).run()))
-    default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, congestion, delay-relay, cellular-link, signaling, soak, rtp")
+    default: throw UsageError(description: "unknown bench '\(what)'; available: call, codecs, congestion, cellular, delay-relay, cellular-link, signaling, soak, rtp")
     }
 } catch let error as UsageError {
     fail(error, code: .usage)

@@ -163,6 +163,11 @@ public struct RTPSessionCore: Sendable {
     /// How long the oldest packet in the pacer has waited (µs): encoder pushback reads it.
     public func pacerQueueDelay(at now: MediaTime) -> Int64 { pacer.queueDelay(now: now.microseconds) }
     public var pacerIsEmpty: Bool { pacer.isEmpty }
+    /// The RTP timestamp of a video frame captured at `capturedAt` (nil without video): what a
+    /// receiver's frame carries, for a shell that matches frames to their capture.
+    public func videoRTPTimestamp(capturedAt: MediaTime) -> UInt32? {
+        video.map { $0.timestampBase &+ UInt32(truncatingIfNeeded: capturedAt.microseconds * 9 / 100) }
+    }
     /// The round trip by the peer's reports, or by how long retransmissions take.
     public var roundTripTime: Duration? { reports.roundTripTime }
     public var peerVideoLoss: Double? { reports.peerVideoLoss }
