@@ -10,11 +10,12 @@ import Testing
 
     /// 1 Mbit/s with 30 ms of feedback delay: the window is 1e6 x 0.1 s / 8 = 12.5 kB.
     @Test func videoWaitsWhileThePathHoldsMoreThanTheWindow() {
-        func holds(_ bytes: Int, feedbackAge: Int64 = 20_000, base: Int64? = 30_000, queue: Double = 20) -> Bool {
+        func holds(_ bytes: Int, feedbackAge: Int64 = 20_000, base: Int64? = 30_000, queue: Double = 20, bursty: Bool = false) -> Bool {
             SendPolicy.holdsVideo(estimate: 1_000_000, outstandingBytes: bytes, newestFeedbackAt: 1_000_000 - feedbackAge, shortestFeedbackDelay: base,
-                                  queueDelay: queue, now: 1_000_000)
+                                  queueDelay: queue, burstyLink: bursty, now: 1_000_000)
         }
         #expect(!holds(12_500) && holds(12_501))
+        #expect(!holds(50_000, queue: 200, bursty: true), "a bursty link: outstanding bytes are the link's hold, not a queue")
         #expect(!holds(50_000, feedbackAge: 500_000), "no feedback for half a second: video goes on")
         #expect(!holds(50_000, base: nil), "no feedback delay known yet")
         #expect(!holds(50_000, queue: 19.9), "no queue on the path: the bytes are outstanding because feedback was lost")

@@ -75,7 +75,7 @@ struct CongestionPacer: Sendable {
             let roundTrip = estimator.competing ? adapter.recentFeedbackDelay : adapter.shortestFeedbackDelay
             pacer.holdVideo = SendPolicy.holdsVideo(estimate: estimator.estimate, outstandingBytes: adapter.outstandingBytes,
                                                     newestFeedbackAt: adapter.newestReported?.at, shortestFeedbackDelay: roundTrip,
-                                                    queueDelay: estimator.pathQueueDelay, now: now)
+                                                    queueDelay: estimator.pathQueueDelay, burstyLink: estimator.burstyLink, now: now)
             if !pacer.probing, let probe = self.estimator?.probeToSend(now: now) { pacer.startProbe(probe, now: now) }
         } else if let reported {
             let pacing = SendPolicy.pacing(estimate: reported.estimate, lastDecrease: nil, now: now)

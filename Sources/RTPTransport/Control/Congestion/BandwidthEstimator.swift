@@ -71,6 +71,31 @@ public struct BandwidthEstimator: Sendable {
     /// keeps 640x480. A policer that drops without queueing is read as inherent loss too, up to
     /// the 20 % where cuts begin again.
     public private(set) var inherentLoss = 0.0
+    /// The path holds packets and hands them over in bursts: a cellular link's scheduler (tens to
+    /// hundreds of ms between grants, seconds in a fade) or Wi-Fi's aggregation. Seen as holds:
+    /// a packet arriving `holdThreshold` or more later after the one sent before it than it was
+    /// sent after it, at least `burstyHolds` times within `burstyMemory`. A wired bottleneck
+    /// spaces packets by their size at its rate (16 ms for 1200 bytes at 600 kbit/s), never
+    /// that far. On such a path the delay a hold adds is not a queue this sender built: cuts
+    /// are bounded by the smoothed throughput (`throughput`), none is made in an outage, the rate
+    /// comes back by recovery probes, and the congestion window does not hold video (feedback
+    /// comes in bursts too).
+    public var burstyLink: Bool { holds.count >= Self.burstyHolds }
+    private var holds: [Int64] = []
+    private var previousArrival: (sent: Int64, arrived: Int64)?
+    static let holdThreshold: Int64 = 40_000
+    static let burstyHolds = 3
+    static let burstyMemory: Int64 = 10_000_000
+    /// What the receiver acknowledged over the last second of arrivals, bit/s: over a second a
+    /// cellular link's holds and the bursts after them average out to its rate (over 100-250 ms
+    /// a hold read as a rate near zero). Nil before a second's arrivals.
+    public private(set) var throughput: Double?
+    private var longArrivals: [(time: Int64, size: Int)] = []
+    static let throughputSpan: Int64 = 1_000_000
+    /// Acknowledged throughput under this share of the estimate on a bursty link is an outage.
+    static let outageShare = 0.1
+    /// Where a bursty link's rate returns after a deep cut, as a share of the rate before it.
+    static let burstyRecovery = 0.6
     static let inherentLossCeiling = 0.2
     public private(set) var changes: [Change] = []
 
@@ -92,6 +117,7 @@ public struct BandwidthEstimator: Sendable {
     private var pendingProbes: [ProbeCluster] = []
     private var nextProbeID = 1
     private var lastProbeAt: Int64?
+    private var lastRecoveryProbe: Int64?
     private var probeBackoff: Int64 = 1
     /// Bytes of each probe after its first packet (the span from first to last send carries
     /// those), the first and last send times, and the cluster.
@@ -172,6 +198,7 @@ public struct BandwidthEstimator: Sendable {
             lastProbeAt = now
             return pendingProbes.removeFirst()
         }
+        if let probe = recoveryProbe(now: now) { return probe }
         guard estimate < configuration.maxBitrate, delay.usage == .normal, lossFraction < 0.02 + inherent else { return nil }
         if let last = lastProbeAt, now - last < configuration.probeInterval * probeBackoff { return nil }
         if let decrease = lastDecrease, now - decrease < 1_000_000 { return nil }
@@ -180,6 +207,26 @@ public struct BandwidthEstimator: Sendable {
         let gentle = configuration.gentleProbeMultiples
         let multiple = nearCapacity && gentleLevel < gentle.count ? gentle[gentleLevel] : configuration.probeMultiple
         let cluster = Self.cluster(id: nextProbeID, bitrate: min(configuration.maxBitrate * 6 / 5, Int(Double(estimate) * multiple)), configuration)
+        nextProbeID += 1
+        probeQueueUntil = now + cluster.duration + 150_000
+        return cluster
+    }
+
+    /// On a bursty link, after the estimate fell below two thirds of its highest of the last
+    /// few seconds (a fade, an outage, cuts for holds): a probe at twice the estimate (at most
+    /// 0.85 of that highest), once the cuts have stopped for half a second and the queue no
+    /// longer grows, and again each second while the estimate stays down. Without it the rate
+    /// came back by the additive 8 % a second and by the probes' backoff: from 50 kbit/s after a
+    /// 4 s outage, with 1.4 Mbit/s offered again, it took 7 s to leave the floor. (A probe
+    /// straight to 0.85 of the highest overshot a link still in its fade and was cut again:
+    /// more freezes on the ATT trace in `bench cellular`.)
+    private mutating func recoveryProbe(now: Int64) -> ProbeCluster? {
+        guard burstyLink, let high = recentEstimates.map(\.estimate).max(), Double(estimate) < 2.0 / 3 * Double(high),
+              delay.usage != .overusing, lastDecrease.map({ now - $0 >= 500_000 }) ?? true,
+              lastRecoveryProbe.map({ now - $0 >= 1_000_000 }) ?? true else { return nil }
+        lastRecoveryProbe = now
+        lastProbeAt = now
+        let cluster = Self.cluster(id: nextProbeID, bitrate: min(Int(0.85 * Double(high)), 2 * estimate), configuration)
         nextProbeID += 1
         probeQueueUntil = now + cluster.duration + 150_000
         return cluster
@@ -221,6 +268,7 @@ public struct BandwidthEstimator: Sendable {
             guard let arrived = r.arrived else { continue }
             delay.update(sent: r.sent, arrived: arrived, size: r.size)
             arrivals.append((arrived, r.size))
+            noteArrival(sent: r.sent, arrived: arrived, size: r.size)
         }
         if let newest = arrivals.last?.time {
             arrivals.removeAll { $0.time < newest - 250_000 }
@@ -265,6 +313,20 @@ public struct BandwidthEstimator: Sendable {
         if cause != .increase { changes.append(change) }
         if changes.count > 200 { changes.removeFirst(changes.count - 200) }
         return change
+    }
+
+    /// Holds (for `burstyLink`) and the smoothed throughput, one received packet at a time.
+    private mutating func noteArrival(sent: Int64, arrived: Int64, size: Int) {
+        if let previous = previousArrival, sent > previous.sent {
+            if (arrived - previous.arrived) - (sent - previous.sent) >= Self.holdThreshold { holds.append(arrived) }
+            if let first = holds.first, first < arrived - Self.burstyMemory { holds.removeAll { $0 < arrived - Self.burstyMemory } }
+        }
+        if previousArrival.map({ sent > $0.sent }) ?? true { previousArrival = (sent, arrived) }
+        longArrivals.append((arrived, size))
+        if let first = longArrivals.first, first.time < arrived - Self.throughputSpan {
+            longArrivals.removeFirst(longArrivals.prefix { $0.time < arrived - Self.throughputSpan }.count)
+            throughput = Double(longArrivals.dropFirst().reduce(0) { $0 + $1.size } * 8) * 1_000_000 / Double(Self.throughputSpan)
+        }
     }
 
     /// A finished probe that found more room than the estimate: the rate to take, and whether
@@ -368,7 +430,7 @@ public struct BandwidthEstimator: Sendable {
         }
         if delay.queueDelay > Self.standingQueue {
             if standingSince == nil { (standingSince, cutsWhileStanding, estimateBeforeStanding) = (now, 0, estimate) }
-            if !competing, let since = standingSince, now - since >= 2_000_000, cutsWhileStanding >= 2 {
+            if !competing, !burstyLink, let since = standingSince, now - since >= 2_000_000, cutsWhileStanding >= 2 {
                 // The cuts drained nothing: the queue is another sender's. Back to half the rate
                 // before it (two flows' fair share, when this one filled the link), from where
                 // loss rules.
@@ -462,7 +524,18 @@ public struct BandwidthEstimator: Sendable {
             // capacity. A standing queue is drained within about half a second: the deeper it
             // is, the deeper the cut, and once it has drained the rate returns to 90 % of what
             // got through.
-            let factor = min(basis < 0.7 * Double(estimate) ? 0.85 : 0.92, max(0.35, 1 - delay.queueDelay / 400))
+            if burstyLink, let throughput {
+                // An outage (under a tenth of the estimate acknowledged over the last second):
+                // the delay is the link's hold, not a queue this rate built; cutting for it left
+                // the rate at the floor when the link came back with megabits (ATT uplink).
+                if throughput < Self.outageShare * Double(estimate) { return nil }
+                // A hold read over 100-250 ms looks like a rate near zero; over a second it is
+                // the link's.
+                basis = max(basis, throughput)
+            }
+            // On a bursty link a cut is one step of 0.85: the queue depth measured there is the
+            // scheduler's hold, and cutting deeper for it halved the rate each fade.
+            let factor = burstyLink ? 0.85 : min(basis < 0.7 * Double(estimate) ? 0.85 : 0.92, max(0.35, 1 - delay.queueDelay / 400))
             var target = Int(factor * basis)
             // The creep just past the link: a short queue, a trend barely over its threshold and
             // nearly all of what is sent arriving, a second or more after the last cut (not a
@@ -476,6 +549,11 @@ public struct BandwidthEstimator: Sendable {
             }
             guard target < estimate else { return nil }
             if factor < 0.85 { recoverTo = Int(0.9 * basis) }
+            if burstyLink, Double(target) < 0.5 * Double(estimate) {
+                // Cut to under half on a bursty link (the throughput over a fade): back to 0.6 of
+                // the rate before as soon as the queue has drained.
+                recoverTo = max(recoverTo ?? 0, Int(Self.burstyRecovery * Double(estimate)))
+            }
             estimate = target
             // The capacity is what got through at best: the cut is from the lower figure, to be
             // safe; the capacity from the higher one (an overuse spike while the sender was not
