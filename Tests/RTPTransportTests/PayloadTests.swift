@@ -192,6 +192,39 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(buffer.framesDropped == 0 && !buffer.keyframeNeeded)
     }
 
+    /// A link that delivers in bursts (a cellular scheduler: everything held for 100 ms, then
+    /// at once) makes frames late by up to a burst's length; `recentLateness` measures it (a
+    /// smooth path measures none), and a playout delay of that much shows the frames evenly
+    /// instead of three at once after each hold.
+    @Test func burstyDeliveryIsMeasuredAndAPlayoutDelayOfItShowsFramesEvenly() {
+        func play(burst: Int64?, delay: Duration) -> (lateness: Duration, largestGap: Duration) {
+            var buffer = VideoJitterBuffer(minimumDelay: .milliseconds(20))
+            buffer.playoutDelay = delay
+            var events: [(at: Duration, packet: RTPPacket?)] = videoPackets(frames: 150).map { p in
+                let time = Int64(p.timestamp) * 1_000 / 90 + 20_000  // µs: its time + 20 ms of path
+                let arrival = burst.map { (time + $0 - 1) / $0 * $0 } ?? time
+                return (.microseconds(arrival), p)
+            }
+            for t in stride(from: 0, through: 5_400, by: 1) { events.append((.milliseconds(t), nil)) }
+            events.sort { $0.at < $1.at }
+            var shown: [Duration] = []
+            for (at, packet) in events {
+                if let packet { _ = buffer.insert(packet, arrival: at) }
+                shown += buffer.popFrames(now: at).map { _ in at }
+            }
+            #expect(shown.count == 150)
+            let gaps = zip(shown.dropFirst(30), shown.dropFirst(31)).map { $1 - $0 }
+            return (buffer.recentLateness(0.9), gaps.max()!)
+        }
+        let smooth = play(burst: nil, delay: .zero)
+        #expect(smooth.lateness < .milliseconds(5) && smooth.largestGap < .milliseconds(40), "\(smooth)")
+        let bursty = play(burst: 100_000, delay: .zero)
+        #expect(bursty.lateness >= .milliseconds(60) && bursty.lateness <= .milliseconds(100), "\(bursty)")
+        #expect(bursty.largestGap >= .milliseconds(90), "shown in bursts: \(bursty)")
+        let smoothed = play(burst: 100_000, delay: bursty.lateness)
+        #expect(smoothed.largestGap < .milliseconds(45), "shown evenly: \(smoothed)")
+    }
+
     @Test func targetDelayFollowsJitterAndRTT() {
         var calm = VideoJitterBuffer(minimumDelay: .milliseconds(10))
         var rough = VideoJitterBuffer(minimumDelay: .milliseconds(10))

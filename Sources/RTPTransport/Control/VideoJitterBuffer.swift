@@ -83,6 +83,12 @@ public struct VideoJitterBuffer: Sendable {
         = (nil, nil, nil)
     static let fastestWindow: Duration = .seconds(5)
 
+    /// How late each recent frame was complete after its render time's base (its RTP time on
+    /// the fastest packet's clock), over the last `latenessWindow`: what a playout delay would
+    /// have to cover for those frames to show evenly.
+    private var lateness: [(at: Duration, late: Duration)] = []
+    static let latenessWindow: Duration = .seconds(10)
+
     public private(set) var keyframeNeeded = false
     public private(set) var framesReleased = 0
     public private(set) var framesDropped = 0
@@ -160,9 +166,22 @@ public struct VideoJitterBuffer: Sendable {
     /// When the frame of `timestamp` is due to show: its RTP time on the fastest packet's clock,
     /// plus the playout delay. Nil without a delay (or before any packet).
     public func renderTime(_ timestamp: UInt32) -> Duration? {
-        guard playoutDelay > .zero, let current = fastest.current else { return nil }
+        guard playoutDelay > .zero else { return nil }
+        return renderBase(timestamp).map { $0 + playoutDelay }
+    }
+
+    /// A frame's RTP time on the fastest packet's clock (nil before any packet).
+    private func renderBase(_ timestamp: UInt32) -> Duration? {
+        guard let current = fastest.current else { return nil }
         let base = fastest.previous.map { faster($0, than: current) ? $0 : current } ?? current
-        return base.arrival + .seconds(Double(Int32(bitPattern: timestamp &- base.timestamp)) / clockRate) + playoutDelay
+        return base.arrival + .seconds(Double(Int32(bitPattern: timestamp &- base.timestamp)) / clockRate)
+    }
+
+    /// The lateness (see `lateness`) that the fraction `q` of recent frames did not exceed.
+    public func recentLateness(_ q: Double) -> Duration {
+        guard !lateness.isEmpty else { return .zero }
+        let sorted = lateness.map(\.late).sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
     }
 
     /// When the next frame, complete and in order, waits only for its render time: the caller
@@ -235,6 +254,12 @@ public struct VideoJitterBuffer: Sendable {
     }
 
     private mutating func release(_ frame: Frame) {
+        if let base = renderBase(frame.rtpTimestamp) {
+            lateness.append((frame.completedAt, max(.zero, frame.completedAt - base)))
+            if let first = lateness.first, frame.completedAt - first.at > Self.latenessWindow {
+                lateness.removeFirst(lateness.prefix { frame.completedAt - $0.at > Self.latenessWindow }.count)
+            }
+        }
         for sequence in packets.keys where sequence <= frame.lastSequence { packets[sequence] = nil }
         keyframeStarts = keyframeStarts.filter { $0 > frame.lastSequence }
         lastReleased = frame.lastSequence
