@@ -3,8 +3,8 @@ import Testing
 @testable import CallEndpoint
 
 @Suite struct EncodingControllerTests {
-    /// The scaled ladder of a 640x480@30 source: 640x480@30 (needs 737 kbit/s), 640x360@15
-    /// (276 kbit/s), 320x240@15 (92 kbit/s).
+    /// The scaled ladder of a 640x480@30 source: 640x480@30 (needs 737 kbit/s), 480x360@30
+    /// (415 kbit/s), 320x240@30 (184 kbit/s), 320x240@15 (92 kbit/s).
     let ladder = ModeLadder.forScaling(native: VideoMode(width: 640, height: 480, frameRate: 30))
 
     /// Feeds `estimate` every 100 ms for `seconds`, from `start`; returns the time after.
@@ -22,7 +22,7 @@ import Testing
     }
 
     @Test func theLadderIsTheNativeModeAndTheStandardRungsBelowIt() {
-        #expect(ladder.rungs.map(\.description) == ["640x480@30", "640x360@15", "320x240@15"])
+        #expect(ladder.rungs.map(\.description) == ["640x480@30", "480x360@30", "320x240@30", "320x240@15"])
         #expect(!ladder.usesCameraModes)
         // A camera offering the standard modes gets them as camera modes; one with a single mode
         // gets the scaled ladder.
@@ -31,7 +31,7 @@ import Testing
                        CameraMode(fourCC: "YUYV", width: 320, height: 240, frameRate: FrameRate(frames: 30))]
         let camera = ModeLadder.forCamera(offered, native: VideoMode(width: 1280, height: 720, frameRate: 30))
         #expect(camera.usesCameraModes)
-        #expect(camera.rungs.map(\.description) == ["1280x720@30", "640x480@30", "320x240@15"])
+        #expect(camera.rungs.map(\.description) == ["1280x720@30", "640x480@30", "320x240@30", "320x240@15"])
         #expect(!ModeLadder.forCamera([offered[1]], native: VideoMode(width: 640, height: 480, frameRate: 30)).usesCameraModes)
     }
 
@@ -92,14 +92,14 @@ import Testing
         // 2.0 -> 0.4 Mbit/s: far below what 640x480@30 needs; down within one update.
         let drop = now
         now = feed(&controller, estimate: 400_000, from: now, seconds: 0.1)
-        #expect(controller.mode.description == "640x360@15")
+        #expect(controller.mode.description == "480x360@30")
         #expect(controller.decisions.last { $0.change == "mode" }!.time <= (drop + .milliseconds(100)).inSeconds)
         now = feed(&controller, estimate: 400_000, from: now, seconds: 10)
-        #expect(modeChanges(controller) == ["640x360@15"], "no further step while the estimate holds")
+        #expect(modeChanges(controller) == ["480x360@30"], "no further step while the estimate holds")
         // Back to 2 Mbit/s: up only after three seconds above 110 % of the better mode's need.
         let rise = now
         now = feed(&controller, estimate: 2_000_000, from: now, seconds: 2.5)
-        #expect(controller.mode.description == "640x360@15", "still dwelling")
+        #expect(controller.mode.description == "480x360@30", "still dwelling")
         now = feed(&controller, estimate: 2_000_000, from: now, seconds: 1)
         #expect(controller.mode.description == "640x480@30")
         let up = controller.decisions.last { $0.change == "mode" }!
@@ -119,7 +119,7 @@ import Testing
         #expect(modeChanges(controller).isEmpty, "\(modeChanges(controller))")
         // The same level held past the hold is a step down.
         now = feed(&controller, estimate: 540_000, from: now, seconds: 1)
-        #expect(modeChanges(controller) == ["640x360@15"])
+        #expect(modeChanges(controller) == ["480x360@30"])
     }
 
     /// A step down taken when the hold ends names the cut that began it: the update that
@@ -134,7 +134,7 @@ import Testing
             controller.update(estimate: 545_000, lossFraction: 0, cause: "increase", now: now)
         }
         let step = controller.decisions.last { $0.change == "mode" }
-        #expect(step?.to == "640x360@15")
+        #expect(step?.to == "480x360@30")
         #expect(step?.cause == "loss", "\(String(describing: step))")
     }
 
@@ -195,10 +195,10 @@ import Testing
         // 30 ms of 33 (90 %) for two seconds: down, cause cpu.
         now = encode(&controller, quantizer: 30, encodeTime: .milliseconds(30), estimate: 2_000_000, from: now, seconds: 2.5)
         let down = controller.decisions.filter { $0.change == "mode" }
-        #expect(down.map(\.cause) == ["cpu"] && down.map(\.to) == ["640x360@15"], "\(down)")
+        #expect(down.map(\.cause) == ["cpu"] && down.map(\.to) == ["480x360@30"], "\(down)")
         // The rate would carry 640x480@30 again, but not for the ceiling's 30 s...
         now = encode(&controller, quantizer: 30, encodeTime: .milliseconds(20), estimate: 2_000_000, from: now, seconds: 20)
-        #expect(controller.mode.description == "640x360@15")
+        #expect(controller.mode.description == "480x360@30")
         // ...after which the bitrate rule steps back up.
         now = encode(&controller, quantizer: 30, encodeTime: .milliseconds(20), estimate: 2_000_000, from: now, seconds: 15)
         #expect(controller.mode.description == "640x480@30")
@@ -210,21 +210,21 @@ import Testing
         #expect(modeChanges(controller).isEmpty, "a high but not extreme quantizer is kept")
         now = encode(&controller, quantizer: 56, encodeTime: .milliseconds(5), estimate: 900_000, from: now, seconds: 3)
         let down = controller.decisions.filter { $0.change == "mode" }
-        #expect(down.map(\.cause) == ["qp"] && down.map(\.to) == ["640x360@15"], "\(down)")
+        #expect(down.map(\.cause) == ["qp"] && down.map(\.to) == ["480x360@30"], "\(down)")
         now = encode(&controller, quantizer: 40, encodeTime: .milliseconds(5), estimate: 900_000, from: now, seconds: 10)
-        #expect(controller.mode.description == "640x360@15", "held by the ceiling")
+        #expect(controller.mode.description == "480x360@30", "held by the ceiling")
     }
 
     /// A quantizer at its limit because the rate had collapsed (right after a capacity drop): once
     /// the rate has grown by half, the bitrate rule may step back up before the ceiling's 20 s.
     @Test func aQPCeilingLiftsWhenTheRateRecovers() {
-        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 300_000)
-        #expect(controller.mode.description == "640x360@15")
-        var now = encode(&controller, quantizer: 56, encodeTime: .milliseconds(5), estimate: 260_000, from: .zero, seconds: 3)
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: 2_500_000, startBitrate: 200_000)
+        #expect(controller.mode.description == "320x240@30")
+        var now = encode(&controller, quantizer: 56, encodeTime: .milliseconds(5), estimate: 180_000, from: .zero, seconds: 3)
         #expect(modeChanges(controller) == ["320x240@15"])
-        // 260 -> 500 kbit/s: the target (about 440k) covers 110 % of 640x360@15's 276k and is more
-        // than half again the 216k of the step down.
-        now = encode(&controller, quantizer: 40, encodeTime: .milliseconds(5), estimate: 500_000, from: now, seconds: 4)
-        #expect(controller.mode.description == "640x360@15", "\(modeChanges(controller))")
+        // 180 -> 330 kbit/s: the target (about 237k) covers 110 % of 320x240@30's 184k and is
+        // more than half again the 95k of the step down.
+        now = encode(&controller, quantizer: 40, encodeTime: .milliseconds(5), estimate: 330_000, from: now, seconds: 4)
+        #expect(controller.mode.description == "320x240@30", "\(modeChanges(controller))")
     }
 }

@@ -29,8 +29,8 @@ public struct ModeLadder: Sendable, Equatable {
     public var usesCameraModes: Bool
 
     public static let standard = [VideoMode(width: 1280, height: 720, frameRate: 30), VideoMode(width: 960, height: 540, frameRate: 30),
-                                  VideoMode(width: 640, height: 480, frameRate: 30), VideoMode(width: 640, height: 360, frameRate: 15),
-                                  VideoMode(width: 320, height: 240, frameRate: 15)]
+                                  VideoMode(width: 640, height: 480, frameRate: 30), VideoMode(width: 480, height: 360, frameRate: 30),
+                                  VideoMode(width: 320, height: 240, frameRate: 30), VideoMode(width: 320, height: 240, frameRate: 15)]
 
     /// The standard rungs a camera really offers (same size, at least the rate), plus its
     /// smallest mode as the floor. A camera that offers only one mode gets a scaled ladder.

@@ -105,7 +105,7 @@ public struct TestPatternSource: Sendable {
     }
 
     /// Block row 3 alternates white and black: found at a scale, it says the marks are there and
-    /// how the picture was scaled (the sender's ladder scales 640x480 to 640x360, 1280x720 to
+    /// how the picture was scaled (the sender's ladder scales 640x480 to 480x360, 1280x720 to
     /// 640x480, and so on: the two directions need not match).
     static let syncRow = 3
     static let syncBits = 0xAAAA
