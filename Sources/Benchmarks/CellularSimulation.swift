@@ -17,6 +17,11 @@ public struct CellularSimulation {
         public var seconds: Double = 120
         public var delay: Duration = .milliseconds(30)
         public var queue = 150
+        /// Where in the traces the call starts, seconds (they repeat).
+        public var offset: Double = 0
+        /// Collect a decision log per direction: each cut of the estimate with the detector's
+        /// state, and each freeze with what the sender and the link did in it.
+        public var events = false
         public init(uplink: CapacityTrace, downlink: CapacityTrace) { (self.uplink, self.downlink) = (uplink, downlink) }
     }
 
@@ -32,6 +37,8 @@ public struct CellularSimulation {
         /// Per second: capacity offered and delivered (bit/s), the sender's estimate and video target.
         public var seconds: [(capacity: Double, delivered: Double, estimate: Int, target: Int, mode: String)] = []
         public var minutes = 0.0
+        /// The decision log (`Options.events`).
+        public var events: [String] = []
 
         public func percentile(_ p: Double) -> Duration? {
             guard !delays.isEmpty else { return nil }
@@ -64,6 +71,8 @@ public struct CellularSimulation {
         /// Capture times of the pictures it sent, by RTP timestamp.
         var captured: [UInt32: MediaTime] = [:]
         var frameNumber = 0
+        /// When pictures were skipped for the pacer's backlog (`Options.events`).
+        var skipped: [(at: MediaTime, held: Bool)] = []
     }
 
     static func configuration(_ base: UInt32) -> SessionConfiguration {
@@ -95,16 +104,33 @@ public struct CellularSimulation {
             return Side(core: RTPSessionCore(configuration: Self.configuration(base)), encoding: encoding, nextFrame: start, nextAudio: start)
         }
         var sides = [side(0x1000), side(0x2000)]
+        let traceStart = start.microseconds - Int64(options.offset * 1_000_000)
         // Link 0 carries A's packets to B (A's uplink), link 1 B's to A.
-        var links = [TraceLink<[UInt8]>(trace: options.uplink, queueLimit: options.queue, delay: Int64(options.delay.inMicroseconds), start: start.microseconds),
-                     TraceLink<[UInt8]>(trace: options.downlink, queueLimit: options.queue, delay: Int64(options.delay.inMicroseconds), start: start.microseconds)]
+        var links = [TraceLink<[UInt8]>(trace: options.uplink, queueLimit: options.queue, delay: Int64(options.delay.inMicroseconds), start: traceStart),
+                     TraceLink<[UInt8]>(trace: options.downlink, queueLimit: options.queue, delay: Int64(options.delay.inMicroseconds), start: traceStart)]
         var inFlight: [[(at: MediaTime, bytes: [UInt8])]] = [[], []]
         var directions = [Direction(), Direction()]
         var lastShown: [MediaTime?] = [nil, nil]
         var now = start
         var second = 0
         var delivered = [0, 0], opportunitiesBefore = [0, 0]
+        for d in 0..<2 {
+            // The trace before the call's start passes unused.
+            _ = links[d].departures(until: start.microseconds - 1)
+            opportunitiesBefore[d] = links[d].counters.opportunities
+        }
 
+        func clock(_ t: MediaTime) -> String { (t - start).inSeconds.fixed(3) }
+        /// What the sender did and the link offered over a freeze.
+        func freezeNote(from last: MediaTime, gap: Duration, sender d: Int) -> String {
+            let skips = sides[d].skipped.filter { $0.at >= last - .milliseconds(100) && $0.at <= now }
+            let skipped = "\(skips.count) (\(skips.filter(\.held).count) held by the window)"
+            let trace = d == 0 ? options.uplink : options.downlink
+            let shift = Int64(options.offset * 1000)
+            let offered = trace.opportunities(from: (last - start).inMilliseconds + shift, to: (now - start).inMilliseconds + shift)
+            return "\(clock(last)) FREEZE \(gap.inMilliseconds) ms: \(skipped) pictures skipped, link offered \(offered) packets, "
+                + "sender estimate \(sides[d].estimate / 1000)k target \(sides[d].encoding.videoBitrate / 1000)k, link queue \(links[d].queued)"
+        }
         func handle(_ event: SessionEvent, on s: Int) {
             var actions = sides[s].core.handle(event, at: now)
             var i = 0
@@ -120,7 +146,10 @@ public struct CellularSimulation {
                             directions[d].framesShown += 1
                             if let last = lastShown[d] {
                                 let gap = now - last
-                                if gap >= Self.freeze { directions[d].freezes += 1 }
+                                if gap >= Self.freeze {
+                                    directions[d].freezes += 1
+                                    if options.events { directions[d].events.append(freezeNote(from: last, gap: gap, sender: d)) }
+                                }
                                 directions[d].longestGap = max(directions[d].longestGap, gap)
                             }
                             if let captured = sides[d].captured[frame.rtpTimestamp] { directions[d].delays.append(now - captured) }
@@ -129,6 +158,12 @@ public struct CellularSimulation {
                         actions += sides[s].core.handle(.videoShown(rtpTimestamp: frame.rtpTimestamp, at: now), at: now)
                     }
                 case .estimate(let bitrate, let loss, let cause):
+                    if options.events, cause != "increase", bitrate != sides[s].estimate, let e = sides[s].core.estimatorState {
+                        let d = e.delay
+                        directions[s].events.append("\(clock(now)) \(cause) \(sides[s].estimate / 1000)k -> \(bitrate / 1000)k: queue \(d.queueDelay.fixed(0)) ms, "
+                            + "trend \(d.trend.fixed(1))/\(d.threshold.fixed(1)), acknowledged \(e.acknowledgedBitrate.map { "\($0 / 1000)k" } ?? "-"), "
+                            + "recent \(e.recentBitrate.map { "\($0 / 1000)k" } ?? "-"), loss \(loss.fixed(2))")
+                    }
                     sides[s].estimate = bitrate
                     sides[s].encoding.update(estimate: bitrate, lossFraction: loss, cause: cause, now: now.sinceOrigin)
                 case .videoProtection(let share):
@@ -179,7 +214,9 @@ public struct CellularSimulation {
                     let rate = sides[s].encoding.mode.frameRate
                     sides[s].nextFrame = sides[s].nextFrame + .microseconds(1_000_000 / Int64(rate))
                     // Pushback: a picture would only wait behind what the pacer still holds.
-                    if !SendPolicy.skipsPicture(pacerQueueDelay: sides[s].core.pacerQueueDelay(at: now)) {
+                    if SendPolicy.skipsPicture(pacerQueueDelay: sides[s].core.pacerQueueDelay(at: now)) {
+                        if options.events { sides[s].skipped.append((now, sides[s].core.windowHoldsVideo)) }
+                    } else {
                         let key = sides[s].keyframeWanted
                         sides[s].keyframeWanted = false
                         let size = max(200, sides[s].encoding.videoBitrate / rate / 8 * (key ? 5 : 1))

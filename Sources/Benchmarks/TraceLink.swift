@@ -69,6 +69,26 @@ public struct CapacityTrace: Sendable, Equatable {
         return counts.map { Double($0 * Self.opportunityBytes * 8) }
     }
 
+    /// Opportunities from `from` ms after the trace's start up to (not including) `to`, the
+    /// trace repeated.
+    public func opportunities(from: Int64, to: Int64) -> Int {
+        func before(_ ms: Int64) -> Int {
+            // Opportunities at times < ms.
+            guard ms > 0 else { return 0 }
+            let (repetitions, rest) = (ms / period, ms % period)
+            var (low, high) = (0, times.count)
+            while low < high {
+                let mid = (low + high) / 2
+                if times[mid] < rest { low = mid + 1 } else { high = mid }
+            }
+            // Repetition k's times are k x period + t, its last on the next one's start: with
+            // no rest, that last one (at ms) is not before ms.
+            let atPeriod = rest == 0 ? times.reversed().prefix { $0 == period }.count : 0
+            return Int(repetitions) * times.count + low - atPeriod
+        }
+        return max(0, before(to) - before(from))
+    }
+
     /// The mean capacity over one period, bit/s.
     public var meanBitrate: Double { Double(times.count * Self.opportunityBytes * 8) * 1000 / Double(period) }
 }

@@ -141,7 +141,7 @@ func unblockStopSignals() {
 }
 
 let benchCellularHelp = """
-    usage: callend bench cellular --traces DIR [--trace att,tmobile,verizon] [--seconds 120] [--per-second]
+    usage: callend bench cellular --traces DIR [--trace att,tmobile,verizon] [--seconds 120] [--offset 0] [--per-second] [--events]
 
     A call over each emulated cellular link in virtual time (CellularSimulation): two media session
     cores with the real estimator, pacer, retransmissions, FEC and encoding controller, over the
@@ -153,7 +153,11 @@ let benchCellularHelp = """
     minutes of calls: for trying an estimator change on every trace before the real bench
     (scripts/loss/bench.sh --cases "att@cell ...") judges it. DIR holds mahimahi's traces
     (ATT-LTE-driving-2016, TMobile-LTE-short, Verizon-LTE-short; .up and .down).
+    --offset S starts the call S seconds into the traces (they repeat): the same links from
+    another moment, for a change's effect beyond one sequence of events.
     --per-second prints each second: capacity, delivered, estimate, target, mode.
+    --events prints each direction's decision log: every cut of the estimate with the delay
+    detector's state, and every freeze with what the sender skipped and the link offered.
     """
 
 func runBenchCellular(_ args: inout Arguments) throws {
@@ -161,7 +165,9 @@ func runBenchCellular(_ args: inout Arguments) throws {
     let directory = try args.value("--traces")
     let names = try args.value("--trace").map { $0.split(separator: ",").map(String.init) } ?? ["att", "tmobile", "verizon"]
     let seconds = try args.integer("--seconds", in: 10...3600) ?? 120
+    let offset = try args.integer("--offset", in: 0...3600) ?? 0
     let perSecond = args.flag("--per-second")
+    let events = args.flag("--events")
     try args.finish(command: "bench cellular")
     guard let directory else { throw UsageError(description: "bench cellular needs --traces DIR (mahimahi's traces folder)") }
     let files = ["att": "ATT-LTE-driving-2016", "tmobile": "TMobile-LTE-short", "verizon": "Verizon-LTE-short"]
@@ -174,9 +180,12 @@ func runBenchCellular(_ args: inout Arguments) throws {
         }
         var options = CellularSimulation.Options(uplink: try trace("up"), downlink: try trace("down"))
         options.seconds = Double(seconds)
+        options.events = events
+        options.offset = Double(offset)
         let (up, down) = CellularSimulation(options: options).run()
         for (direction, figures) in [("up", up), ("down", down)] {
             print(CellularSimulation.line("\(name) \(direction)", figures))
+            for event in figures.events { print("  \(event)") }
             guard perSecond else { continue }
             for (i, s) in figures.seconds.enumerated() {
                 print("  \(i) capacity \((s.capacity / 1e6).fixed(2)) delivered \((s.delivered / 1e6).fixed(2)) estimate \(s.estimate / 1000)k target \(s.target / 1000)k \(s.mode)")

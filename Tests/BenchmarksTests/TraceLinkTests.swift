@@ -15,6 +15,16 @@ import Testing
         }
     }
 
+    /// Opportunities in a span, the trace repeated: 0, 3, 3, 10 | 10, 13, 13, 20 | ...
+    @Test func opportunitiesAreCountedInASpanAcrossRepetitions() throws {
+        let trace = try CapacityTrace(parsing: "0\n3\n3\n10\n")
+        #expect(trace.opportunities(from: 0, to: 10) == 3)
+        #expect(trace.opportunities(from: 0, to: 11) == 5)
+        #expect(trace.opportunities(from: 0, to: 20) == 7)
+        #expect(trace.opportunities(from: 4, to: 14) == 4)
+        #expect(trace.opportunities(from: 14, to: 4) == 0)
+    }
+
     @Test func eachOpportunityCarriesOnePacketsWorthInOrderAfterTheDelay() throws {
         // Opportunities at 1, 2 and 2 ms, repeating every 2 ms; 10 ms of delay.
         var link = TraceLink<Int>(trace: try CapacityTrace(times: [1, 2, 2]), queueLimit: 10, delay: 10_000, start: 0)
