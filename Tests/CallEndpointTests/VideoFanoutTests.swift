@@ -37,6 +37,20 @@ import Testing
         #expect(VideoFanout.servedEstimate([900_000, 1_000_000, 1_100_000, 950_000], pattern: pattern) == 900_000)
     }
 
+    /// A viewer is judged thin on what its feedback says, never on its start estimate (a WHEP
+    /// viewer was given an encoder of its own 2 s in on its 800 kbit/s start, for 10-14 s).
+    @Test func aStartEstimateIsNoBudgetToJudgeAViewerBy() {
+        var e = MediaSender.Encoding()
+        e.controller = EncodingController(ladder: .forScaling(native: VideoMode(width: 640, height: 480, frameRate: 30)),
+                                          maxVideoBitrate: 2_500_000, startBitrate: 800_000)
+        e.estimated(bitrate: 800_000, lossFraction: 0, cause: "start")
+        #expect(e.judgedVideoBudget == nil)
+        e.estimated(bitrate: 820_000, lossFraction: 0, cause: "increase")
+        #expect(e.judgedVideoBudget == e.controller?.videoBitrate && e.judgedVideoBudget != nil)
+        e.estimated(bitrate: 800_000, lossFraction: 0, cause: "start")
+        #expect(e.judgedVideoBudget != nil, "once judged, judged")
+    }
+
     /// Nothing before a keyframe; a drop in room is taken at once, a rise one layer at a time at
     /// the next sync frame of that layer.
     @Test func layersAreLeftAtOnceAndTakenUpAtSyncFrames() {

@@ -7,7 +7,7 @@ extension MediaSender {
     /// A new estimate, from the loop's thread.
     func estimated(bitrate: Int, lossFraction: Double, cause: String) {
         let made = encoding.withLock { e -> [EncodingDecision] in
-            e.estimate = (bitrate, lossFraction)
+            e.estimated(bitrate: bitrate, lossFraction: lossFraction, cause: cause)
             e.stats.estimateBitrate = bitrate
             guard var controller = e.controller else { return [] }
             let made = controller.update(estimate: bitrate, lossFraction: lossFraction, cause: cause, now: elapsed)

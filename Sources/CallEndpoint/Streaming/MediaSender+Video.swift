@@ -223,7 +223,7 @@ extension MediaSender {
                            controller: controller, in: &e)
         }
         report(made)
-        let budget = { [self] in encoding.withLock { e in e.estimate == nil ? nil : e.controller?.videoBitrate } }
+        let budget = { [self] in encoding.withLock { $0.judgedVideoBudget } }
         func announce(_ from: String, _ to: String) {
             let estimate = encoding.withLock { $0.estimate?.bitrate } ?? 0
             report([EncodingDecision(time: elapsed.inSeconds, cause: "thin", estimateKbps: estimate / 1000, change: "encoder", from: from, to: to)])

@@ -37,7 +37,21 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
         var controller: EncodingController?
         /// The latest estimate and loss, for a controller built anew (a new input).
         var estimate: (bitrate: Int, lossFraction: Double)?
+        /// Whether the peer's feedback has moved the estimate yet (its start is a guess: a WHEP
+        /// viewer was judged too thin for the shared stream on its 800 kbit/s start, 2 s in, and
+        /// encoded for itself for 10-14 s).
+        var estimateJudged = false
         var stats = SenderStatistics()
+
+        /// A new estimate from the session's estimator, for `cause`.
+        mutating func estimated(bitrate: Int, lossFraction: Double, cause: String) {
+            estimate = (bitrate, lossFraction)
+            if cause != BandwidthEstimator.Cause.start.rawValue { estimateJudged = true }
+        }
+
+        /// The video budget a shared encoder judges this peer by: none (never thin) until the
+        /// peer's feedback has judged the estimate.
+        var judgedVideoBudget: Int? { estimate == nil || !estimateJudged ? nil : controller?.videoBitrate }
     }
     let encoding = Mutex(Encoding())
     /// What the core has counted, as of the loop's last turn.
