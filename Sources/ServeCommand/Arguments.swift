@@ -7,8 +7,29 @@ public struct UsageError: Error, CustomStringConvertible {
 /// The words after the command, consumed flag by flag; whatever is left at the end is an error.
 public struct Arguments {
     private var words: [String]
+    /// Every option taken so far, in order, with its value (nil for a flag): what `--check`
+    /// shows.
+    public private(set) var taken: [(name: String, value: String?, origin: String?)] = []
+    /// Where the options that came from a config file were written ("F line N"), in the order
+    /// of their lines (a repeatable option's values are taken in that order).
+    var origins: [String: [String]] = [:]
+    /// The values a config file gave, by value, for the error when a flag was given one.
+    var configValues: [String: (option: String, origin: String)] = [:]
 
     public init(_ words: [String]) { self.words = words }
+
+    /// True if `--name` (or `--name=VALUE`) is still among the words.
+    func contains(_ name: String) -> Bool { words.contains { $0 == name || $0.hasPrefix(name + "=") } }
+
+    mutating func append(_ more: [String]) { words += more }
+
+    /// The config line of the option `name` taken now (nil: from the command line).
+    private mutating func takeOrigin(_ name: String) -> String? {
+        guard var lines = origins[name], !lines.isEmpty else { return nil }
+        let first = lines.removeFirst()
+        origins[name] = lines
+        return first
+    }
 
     public var isEmpty: Bool { words.isEmpty }
 
@@ -23,6 +44,7 @@ public struct Arguments {
     public mutating func flag(_ name: String) -> Bool {
         guard let index = words.firstIndex(of: name) else { return false }
         words.remove(at: index)
+        taken.append((name, nil, takeOrigin(name)))
         return true
     }
 
@@ -31,12 +53,17 @@ public struct Arguments {
         if let index = words.firstIndex(where: { $0.hasPrefix(name + "=") }) {
             let value = String(words[index].dropFirst(name.count + 1))
             words.remove(at: index)
+            taken.append((name, value, takeOrigin(name)))
             return value
         }
         guard let index = words.firstIndex(of: name) else { return nil }
-        guard index + 1 < words.count else { throw UsageError(description: "\(name) needs a value") }
+        guard index + 1 < words.count, origins[name] == nil || !words[index + 1].hasPrefix("--") else {
+            if let origin = origins[name]?.first { throw UsageError(description: "\(origin): '\(name.dropFirst(2))' needs a value ('\(name.dropFirst(2)) = VALUE')") }
+            throw UsageError(description: "\(name) needs a value")
+        }
         let value = words[index + 1]
         words.removeSubrange(index...(index + 1))
+        taken.append((name, value, takeOrigin(name)))
         return value
     }
 
@@ -59,6 +86,10 @@ public struct Arguments {
     public func finish(command: String) throws(UsageError) {
         guard let first = words.first else { return }
         let kind = first.hasPrefix("-") ? "unknown option" : "unexpected argument"
+        if let given = configValues[first] {
+            throw UsageError(description: "\(given.origin): '\(given.option)' takes no value: write it alone (or '\(given.option) = true')")
+        }
+        if let origin = origins[first]?.first { throw UsageError(description: "\(origin): unknown option '\(first.dropFirst(2))' for '\(command)'; see 'callend \(command) --help'") }
         if command.isEmpty { throw UsageError(description: "\(kind) '\(first)'; see 'callend --help'") }
         throw UsageError(description: "\(kind) '\(first)' for '\(command)'; see 'callend \(command) --help'")
     }

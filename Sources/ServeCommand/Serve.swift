@@ -19,7 +19,7 @@ public let serveHelp = """
                          [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
                          [--http HOST:PORT [--allowed-origin ORIGIN]... [--allowed-host NAME]...] [--metrics HOST:PORT]
                          [--redis redis[s]://[USER@]HOST:PORT[/DB] [--redis-password-file F] [--redis-ca-file F] [--redis-lease D]]
-                         [--log-level L]
+                         [--log-level L] [--config F [--check]]
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
     any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
@@ -99,6 +99,7 @@ public let serveHelp = """
       --log-level L           error, warning, info (default) or debug; lines go to standard error
                               with the time (UTC) and the level, or under systemd with the priority
                               journald files them by (journalctl -p warning)
+    \(configHelp(file: "/etc/callend/serve.conf", column: 26))
     """
 
 
@@ -181,6 +182,8 @@ let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 
 public func runServe(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(serveHelp); return }
+    _ = try args.applyConfig()
+    let check = args.flag("--check")
     guard let listen = try args.value("--listen") else { throw UsageError(description: "serve needs --listen HOST:PORT") }
     let (host, port) = try parseHostPort(listen, option: "--listen")
     let certificate = try args.value("--tls-cert"), key = try args.value("--tls-key")
@@ -263,6 +266,10 @@ public func runServe(_ args: inout Arguments) throws {
         throw UsageError(description: "TURN servers given with --ice-server need --turn-secret-file (the secret coturn checks credentials with)")
     }
     if let turnTTL { policy.credentialLifetime = turnTTL }
+    if check {
+        printCheckedSettings(command: "serve", args, subject: "listening on \(host):\(port)")
+        return
+    }
 
     raiseFileLimit()
     var configuration = SignalingServerConfiguration(host: host, port: port, secret: secret)

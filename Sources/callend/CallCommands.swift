@@ -18,7 +18,7 @@ let joinHelp = """
                         [--record-dir D [--record-quota SIZE] [--record-keep AGE] [--record-segment S]]
                         [--data-socket PATH [--data-label L] [--data-mode lines|bytes] [--data-unreliable]]
                         [--measure-latency] [--max-viewers N] [--ice-server URL]... [--turn-username U --turn-credential-file F]
-                        [--ice-transport all|relay] [--mesh]
+                        [--ice-transport all|relay] [--mesh] [--config F [--check]]
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
     participant to join sends the offer (SDP, trickled ICE candidates), and media flows both ways
@@ -111,6 +111,7 @@ let joinHelp = """
       --log-level L         error, warning, info (default) or debug. Log lines go to standard
                             error with the time (UTC) and the level; under systemd, with the
                             priority journald files them by (journalctl -p warning)
+    \(configHelp(file: "/etc/callend/join/ROOM.conf", column: 24, more: ["(ROOM may be given there as 'room = NAME')"]))
 
     Commands (standard input and --control), during the call, with no new join:
       stats | mute [audio|video] | unmute [audio|video] | camera DEV [WxH[@FPS][/FOURCC]] | camera pattern [WxH[@FPS]]
@@ -298,7 +299,12 @@ func parseICEOptions(_ args: inout Arguments) throws -> ([ICEServer], ICETranspo
 
 func runJoin(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(joinHelp); return }
-    guard let room = args.popOperand() else { throw UsageError(description: "join needs a ROOM") }
+    let operand = args.popOperand()
+    _ = try args.applyConfig()
+    let check = args.flag("--check")
+    // The ROOM operand, or 'room = NAME' in a config file (a unit's instance names its file).
+    let configuredRoom = try args.value("--room")
+    guard let room = operand ?? configuredRoom else { throw UsageError(description: "join needs a ROOM (or 'room = NAME' in its --config file)") }
     let token = try readToken(&args)
     let serverArgument = try args.value("--server") ?? "127.0.0.1:7000"
     let overTLS = serverArgument.hasPrefix("tls://")
@@ -374,6 +380,10 @@ func runJoin(_ args: inout Arguments) throws {
         throw UsageError(description: "\(error)")
     }
     if let encoding, encoding != "auto" && encoding != "manual" { throw UsageError(description: "--encoding takes auto or manual, not '\(encoding)'") }
+    if check {
+        printCheckedSettings(command: "join", args, subject: "room \(room)")
+        return
+    }
     // Devices are opened before joining, so a missing camera or microphone fails at once.
     var microphoneDevice: ALSAAudioDevice?
     if microphone.given || !routes.microphones.isEmpty {
