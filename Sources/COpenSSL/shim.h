@@ -13,6 +13,8 @@
 #include <openssl/srtp.h>
 #include <openssl/pem.h>
 #include <string.h>
+#include <stdint.h>
+#include <time.h>
 
 /* Macros and variadic calls of OpenSSL that Swift cannot use directly. */
 static inline const char *copenssl_version_text(void) { return OpenSSL_version(OPENSSL_VERSION); }
@@ -76,6 +78,15 @@ static inline size_t copenssl_ctx_dns_names(SSL_CTX *ctx, char *buf, size_t cap)
     }
     GENERAL_NAMES_free(names);
     return used;
+}
+/* When the context's certificate stops being valid, in seconds since 1970 UTC (0: no certificate,
+   or a time OpenSSL cannot read). */
+static inline int64_t copenssl_ctx_not_after(SSL_CTX *ctx) {
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
+    if (!cert) return 0;
+    struct tm tm;
+    if (ASN1_TIME_to_tm(X509_get0_notAfter(cert), &tm) != 1) return 0;
+    return (int64_t)timegm(&tm);
 }
 static inline int copenssl_handshake_done(SSL *ssl) { return SSL_is_init_finished(ssl); }
 /* Adds a v3 extension written as OpenSSL's configuration text ("DNS:a,IP:1.2.3.4",

@@ -82,7 +82,8 @@ public let serveHelp = """
                               token: bind it to an address only the monitoring reaches):
                               connections, rooms, joins, errors sent by code (refused joins
                               among them), messages relayed and a histogram of relay times
-                              (with --redis, also Redis's health)
+                              (with --redis, also Redis's health; with --tls-cert, when the
+                              certificate ends)
       --redis URL             share rooms with every other node given the same Redis: two
                               participants of a room may be on different nodes; the room limit
                               holds across nodes, and a client that moves to another node (join

@@ -2,6 +2,7 @@ import CallEndpoint
 import Dispatch
 import FoundationEssentials
 import Glibc
+import MediaCore
 import Platform
 import RTPTransport
 import ServeCommand
@@ -106,8 +107,10 @@ let joinHelp = """
       --ice-transport relay only relayed candidates: media goes through TURN (default all)
       --metrics HOST:PORT   Prometheus metrics of the call at http://HOST:PORT/metrics (plain
                             HTTP: bind it where only the monitoring reaches): bitrates, fps, sizes,
-                            RTT, loss, estimate, mode, candidate pair, outages, decoder errors, and
-                            a network-quality score 0-5 per direction
+                            RTT, loss, estimate, mode, candidate pair, outages, decoder errors, a
+                            network-quality score 0-5 per direction, and with --record-dir the
+                            recording's bytes, free disk and whether it is written (alert rules:
+                            deploy/prometheus/callend-alerts.yml)
       --log-level L         error, warning, info (default) or debug. Log lines go to standard
                             error with the time (UTC) and the level; under systemd, with the
                             priority journald files them by (journalctl -p warning)
@@ -442,15 +445,21 @@ func runJoin(_ args: inout Arguments) throws {
             }
         }
     }
-    let latest = Mutex<CallStatus?>(nil)
+    let latest = Mutex<(status: CallStatus, at: MediaTime)?>(nil)
+    let clock = MonotonicClock()
     call.onStatus = { status in
-        latest.withLock { $0 = status }
+        latest.withLock { $0 = (status, clock.now) }
         emit(terminal ? status.line : status.json, status: true)
     }
+    let recording = media.recording
     let metrics = try metricsAddress.map { address in
         try MetricsEndpoint(host: address.host, port: address.port) {
-            "# HELP callend_call_up Whether media flows (a status in the last second).\n# TYPE callend_call_up gauge\n"
-                + (latest.withLock { $0 }.map { "callend_call_up 1\n" + $0.prometheus } ?? "callend_call_up 0\n")
+            // A call's statuses come each second while media flows; the last one of a call that
+            // ended (the peer left, the network went) is not a call that is up.
+            let current = latest.withLock { $0 }.flatMap { clock.now - $0.at <= .seconds(3) ? $0.status : nil }
+            return "# HELP callend_call_up Whether media flows (a status in the last 3 s).\n# TYPE callend_call_up gauge\n"
+                + (current.map { "callend_call_up 1\n" + $0.prometheus } ?? "callend_call_up 0\n")
+                + (recording.map { $0.health.prometheus(quotaBytes: $0.options.quotaBytes) } ?? "")
         }
     }
     if let metrics, let metricsAddress {

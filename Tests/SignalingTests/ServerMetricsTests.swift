@@ -46,4 +46,42 @@ import TestSupport
             #expect(status == 0 && said.isEmpty, "promtool: \(said)")
         }
     }
+
+    /// A service on TLS says when its certificate ends, as openssl reads it, for the alert that
+    /// warns before endpoints start refusing it; a plain service has no such metric.
+    @Test func theCertificatesEndIsAMetric() throws {
+        let cert = try TestCertificate()
+        defer { try? FileManager.default.removeItem(atPath: cert.directory) }
+        var configuration = SignalingServerConfiguration(port: 0, secret: testSecret, tls: try TLSContext(certificateFile: cert.certificate, privateKeyFile: cert.key))
+        configuration.metrics = ("127.0.0.1", 0)
+        let server = try SignalingServer(configuration: configuration)
+        server.start()
+        defer { server.stop() }
+        let text = try scrape(try #require(server.metricsPort))
+        let served = try #require(value(text, "callend_signaling_certificate_expiry_timestamp_seconds"), "\(text)")
+        // openssl's own reading of the certificate's notAfter, in seconds since 1970.
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["x509", "-in", cert.certificate, "-noout", "-dateopt", "iso_8601", "-enddate"]
+        let out = Pipe()
+        openssl.standardOutput = out
+        try openssl.run()
+        let said = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        openssl.waitUntilExit()
+        let text8601 = try #require(said.split(separator: "=").last?.trimmingCharacters(in: .whitespacesAndNewlines), "openssl said \(said)")
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss'Z'"
+        let end = try #require(formatter.date(from: text8601), "openssl said \(said)")
+        #expect(served == end.timeIntervalSince1970, "served \(served), openssl \(said)")
+
+        var plain = SignalingServerConfiguration(port: 0, secret: testSecret)
+        plain.metrics = ("127.0.0.1", 0)
+        plain.insecurePlaintext = true
+        let plainServer = try SignalingServer(configuration: plain)
+        plainServer.start()
+        defer { plainServer.stop() }
+        #expect(!(try scrape(try #require(plainServer.metricsPort))).contains("certificate_expiry"))
+    }
 }

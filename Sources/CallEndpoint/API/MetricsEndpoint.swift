@@ -200,3 +200,21 @@ extension CallStatus {
         return out
     }
 }
+
+extension CallRecording.Health {
+    /// The recording's metrics (`join --record-dir` with `--metrics`): for an alert on a disk
+    /// that fills, or a direction no longer written.
+    public func prometheus(quotaBytes: Int64?) -> String {
+        var out = ""
+        func metric(_ name: String, _ help: String, _ value: Int64?) {
+            guard let value else { return }
+            out += "# HELP callend_call_recording_\(name) \(help)\n# TYPE callend_call_recording_\(name) gauge\ncallend_call_recording_\(name) \(value)\n"
+        }
+        metric("bytes", "What the recording directory's segments hold.", heldBytes)
+        metric("quota_bytes", "The most they may hold (--record-quota).", quotaBytes)
+        metric("free_bytes", "Room left on the directory's filesystem for this user.", freeBytes)
+        metric("failing", "1 while a direction is not being written (no room in the quota or on the disk, a failed write) until its next segment starts.",
+               failing ? 1 : 0)
+        return out
+    }
+}

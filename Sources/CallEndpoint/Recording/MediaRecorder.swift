@@ -1,4 +1,5 @@
 import Codecs
+import Glibc
 import MediaCore
 import Synchronization
 
@@ -55,6 +56,12 @@ public final class MediaRecorder: VideoRenderer, @unchecked Sendable {  // `stat
     func takeKeyframeRequest() -> Bool { state.withLock { s in defer { s.wantsKeyframe = false }; return s.wantsKeyframe } }
 
     var segmentsWritten: Int { state.withLock { $0.segments } }
+
+    /// True while this direction is not being written (no room in the quota or on the disk, a write
+
+    /// that failed) until its next segment starts.
+
+    var failing: Bool { state.withLock { $0.failed } }
 
     func video(_ data: [UInt8], stamp: Stamp, isKeyframe: Bool) {
         guard !data.isEmpty else { return }
@@ -178,6 +185,20 @@ public final class CallRecording: Sendable {
     public func finish() {
         sent.finish()
         received.finish()
+    }
+
+    /// The state of the recording for an operator (`join --metrics`): what its segments hold, the
+    /// room left on the directory's filesystem, and whether a direction is not being written.
+    public struct Health: Sendable, Equatable {
+        public var heldBytes: Int64
+        public var freeBytes: Int64?
+        public var failing: Bool
+    }
+
+    public var health: Health {
+        var info = statvfs()
+        let free = statvfs(options.directory, &info) == 0 ? Int64(clamping: UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue) : nil
+        return Health(heldBytes: store.heldBytes, freeBytes: free, failing: sent.failing || received.failing)
     }
 
     /// Segments started in each direction, and those deleted for the quota or age.

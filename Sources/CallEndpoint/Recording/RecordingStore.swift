@@ -132,6 +132,9 @@ final class RecordingStore: Sendable {
         for victim in victims { unlink(victim) }
     }
 
+    /// What the directory's segments hold, those being written counted by what they reserved.
+    var heldBytes: Int64 { state.withLock { s in s.closed.reduce(0) { $0 + $1.bytes } + s.active.values.reduce(0, +) } }
+
     /// Segments deleted for the quota or their age.
     var deletedCount: Int { state.withLock { $0.deleted } }
 }

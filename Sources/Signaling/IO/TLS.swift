@@ -68,6 +68,12 @@ public final class TLSContext: @unchecked Sendable {  // SSL_CTX is safe to shar
 
     deinit { SSL_CTX_free(context) }
 
+    /// When the certificate stops being valid (seconds since 1970 UTC), nil without one.
+    public var certificateNotAfter: Int64? {
+        let seconds = copenssl_ctx_not_after(context)
+        return seconds > 0 ? seconds : nil
+    }
+
     /// The DNS names the server certificate is for (its subjectAltName), lowercased.
     public var dnsNames: [String] {
         let needed = copenssl_ctx_dns_names(context, nil, 0)

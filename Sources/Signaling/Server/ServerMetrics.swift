@@ -40,7 +40,7 @@ public struct ServerMetrics: Sendable {
         public init() {}
     }
 
-    public func render(connections: Int, rooms: Int, counters: SignalingServerCore.Counters, refusals: Refusals = Refusals(), directory: Directory? = nil) -> String {
+    public func render(connections: Int, rooms: Int, counters: SignalingServerCore.Counters, refusals: Refusals = Refusals(), directory: Directory? = nil, certificateNotAfter: Int64? = nil) -> String {
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -62,6 +62,10 @@ public struct ServerMetrics: Sendable {
         out += "# TYPE callend_signaling_relay_seconds histogram\n"
         for (labels, value) in buckets { out += "callend_signaling_relay_seconds_bucket\(labels) \(value)\n" }
         out += "callend_signaling_relay_seconds_sum \(relaySum)\ncallend_signaling_relay_seconds_count \(relayTotal)\n"
+        if let certificateNotAfter {
+            metric("callend_signaling_certificate_expiry_timestamp_seconds", "gauge", "When the TLS certificate the service presents stops being valid (seconds since 1970 UTC): alert well before it.",
+                   [("", "\(certificateNotAfter)")])
+        }
         if let directory {
             metric("callend_signaling_redis_up", "gauge", "1 when the last Redis command succeeded and the node's subscription is live.", [("", directory.healthy ? "1" : "0")])
             metric("callend_signaling_redis_commands_total", "counter", "Commands and scripts sent to Redis.", [("", "\(directory.counters.commands)")])

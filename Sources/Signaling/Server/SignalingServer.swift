@@ -503,7 +503,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
             }
             // The scrape itself is one of the connections it counts.
             let text = metrics.render(connections: core.connectionCount, rooms: core.roomCount, counters: core.counters, refusals: refusals,
-                                      directory: directory.map { ServerMetrics.Directory(healthy: $0.isHealthy, counters: $0.counters) })
+                                      directory: directory.map { ServerMetrics.Directory(healthy: $0.isHealthy, counters: $0.counters) },
+                                      certificateNotAfter: configuration.tls?.certificateNotAfter)
             respond(connection, HTTPResponse.make(status: 200, body: Array(text.utf8), contentType: "text/plain; version=0.0.4; charset=utf-8"))
             return
         }
