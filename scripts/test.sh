@@ -115,6 +115,10 @@ unit_tests() {
   fi
 }
 stage "swift test" unit_tests
+# The five slowest tests of that run (wall time; tests run side by side, so a test's time includes
+# what it waited for the others): where the test command's minutes go.
+grep -aE '^✔ Test .* passed after [0-9.]+ seconds' "$log" | grep -v '^✔ Test run with' | sed -E 's/^✔ Test (.*) passed after ([0-9.]+) seconds.*/\2 \1/' \
+  | sort -rn | head -5 | awk '{ time = $1; $1 = ""; printf "test.sh: slowest tests: %6.1f s %s\n", time, $0 }'
 stage leak-check scripts/leak-check.sh
 # Every network- and user-fed parser under libFuzzer with AddressSanitizer, 3 s each from the
 # seed corpora (the corpora and past crashes also replay in swift test).
