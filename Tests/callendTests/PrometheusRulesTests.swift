@@ -9,17 +9,7 @@ import Testing
 
     /// promtool with `arguments` in `directory`: its exit status and everything it said.
     static func promtool(_ arguments: [String], in directory: URL = folder) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: promtool)
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, said)
+        try runTool(promtool, arguments, in: directory)
     }
 
     @Test func theAlertRulesAreValidAndPassTheirTests() throws {

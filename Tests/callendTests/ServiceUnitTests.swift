@@ -33,17 +33,7 @@ import Testing
 
     /// systemd-analyze with `arguments`: its exit status and everything it said.
     static func analyze(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: analyzer)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+        try runTool(analyzer, arguments, environment: environment)
     }
 
     /// systemd-analyze exits 0 on a setting it cannot parse (it says so and ignores it), so a
@@ -98,4 +88,21 @@ import Testing
             #expect(score.map { $0 <= 2.0 } == true, "\(name): \(line)")
         }
     }
+}
+
+/// Runs `tool` with `arguments` (in `directory`, with `environment` added): its exit status and
+/// everything it wrote to standard output and error.
+func runTool(_ tool: String, _ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) throws -> (Int32, String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    if let directory { process.currentDirectoryURL = directory }
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return (process.terminationStatus, text)
 }
