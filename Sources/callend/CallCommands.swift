@@ -451,6 +451,9 @@ func runJoin(_ args: inout Arguments) throws {
         latest.withLock { $0 = (status, clock.now) }
         emit(terminal ? status.line : status.json, status: true)
     }
+    // The peer's session ended (it left, the network went): no call is up from that moment. The
+    // staleness above covers a status thread that stopped without it.
+    call.onEvent = { event in if case .participantLeft = event { latest.withLock { $0 = nil } } }
     let recording = media.recording
     let metrics = try metricsAddress.map { address in
         try MetricsEndpoint(host: address.host, port: address.port) {
