@@ -5,7 +5,7 @@ public struct UsageError: Error, CustomStringConvertible {
 }
 
 /// The words after the command, consumed flag by flag; whatever is left at the end is an error.
-public struct Arguments {
+public struct Arguments: Sendable {
     private var words: [String]
     /// Every option taken so far, in order, with its value (nil for a flag): what `--check`
     /// shows.

@@ -330,7 +330,12 @@ nonisolated(unsafe) var signalSources: [any DispatchSourceSignal] = []  // writt
 /// SIGINT and SIGTERM run `action` (on a dispatch queue) instead of killing the process, so a
 /// command can stop cleanly: leave its call, remove its namespaces, print what it measured.
 public func onTerminationSignals(_ action: @escaping @Sendable () -> Void) {
-    for sig in [SIGINT, SIGTERM] {
+    onSignals([SIGINT, SIGTERM], action)
+}
+
+/// Each of `signals` runs `action` on a dispatch queue instead of its default (SIGHUP: a reload).
+public func onSignals(_ signals: [Int32], _ action: @escaping @Sendable () -> Void) {
+    for sig in signals {
         signal(sig, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         source.setEventHandler(handler: action)

@@ -114,7 +114,9 @@ let joinHelp = """
       --log-level L         error, warning, info (default) or debug. Log lines go to standard
                             error with the time (UTC) and the level; under systemd, with the
                             priority journald files them by (journalctl -p warning)
-    \(configHelp(file: "/etc/callend/join/ROOM.conf", column: 24, more: ["(ROOM may be given there as 'room = NAME')"]))
+    \(configHelp(file: "/etc/callend/join/ROOM.conf", column: 24, more: ["(ROOM may be given there as 'room = NAME'). SIGHUP (systemctl reload) reads",
+                                                                              "the command line and F again during the call and takes the token, the",
+                                                                              "ICE servers and the record quota; the rest waits for a restart"]))
 
     Commands (standard input and --control), during the call, with no new join:
       stats | mute [audio|video] | unmute [audio|video] | camera DEV [WxH[@FPS][/FOURCC]] | camera pattern [WxH[@FPS]]
@@ -302,6 +304,7 @@ func parseICEOptions(_ args: inout Arguments) throws -> ([ICEServer], ICETranspo
 
 func runJoin(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(joinHelp); return }
+    let commandLine = args  // what a reload (SIGHUP) reads again, the config file with it
     let operand = args.popOperand()
     _ = try args.applyConfig()
     let check = args.flag("--check")
@@ -420,6 +423,7 @@ func runJoin(_ args: inout Arguments) throws {
         media.recording = try CallRecording(recording) { logger.write(.warning($0)) }
     }
     if mesh {
+        onSignals([SIGHUP]) { logger.write(.warning("reload: a mesh endpoint reads its config file again on restart only; nothing changed")) }
         try runMesh(options: options, server: server, media: media, duration: duration, noStdin: noStdin, logger: logger)
         return
     }
@@ -462,7 +466,7 @@ func runJoin(_ args: inout Arguments) throws {
             let current = latest.withLock { $0 }.flatMap { clock.now - $0.at <= .seconds(3) ? $0.status : nil }
             return "# HELP callend_call_up Whether media flows (a status in the last 3 s).\n# TYPE callend_call_up gauge\n"
                 + (current.map { "callend_call_up 1\n" + $0.prometheus } ?? "callend_call_up 0\n")
-                + (recording.map { $0.health.prometheus(quotaBytes: $0.options.quotaBytes) } ?? "")
+                + (recording.map { $0.health.prometheus(quotaBytes: $0.quotaBytes) } ?? "")
         }
     }
     if let metrics, let metricsAddress {
@@ -471,6 +475,19 @@ func runJoin(_ args: inout Arguments) throws {
     }
     defer { metrics?.stop() }
     onTerminationSignals { call.stop() }
+    let running = Mutex(JoinReload(token: token, iceServers: iceServers, recordQuota: recordQuota))
+    onSignals([SIGHUP]) {
+        do {
+            let reloaded = try JoinReload(commandLine)
+            if recording == nil && reloaded.recordQuota != nil { throw UsageError(description: "record-quota applies to a recording, and this call records nothing") }
+            let changes = running.withLock { old in defer { old = reloaded }; return reloaded.changes(from: old) }
+            call.reload(token: reloaded.token, iceServers: reloaded.iceServers)
+            recording?.quotaBytes = reloaded.recordQuota
+            logger.write("reload: \(changes.isEmpty ? "nothing changed" : changes.joined(separator: ", ")); the call goes on (other settings take effect on restart)")
+        } catch {
+            logger.write(.warning("reload refused: \(error); the call goes on with the settings it had"))
+        }
+    }
     let socket = try control.map { path in try ControlSocket(path: path) { call.perform($0) } }
     defer { socket?.stop() }
     if !noStdin {
@@ -487,6 +504,38 @@ func runJoin(_ args: inout Arguments) throws {
     if let recording = media.recording {
         let counts = recording.counts
         logger.write("recording: \(counts.sent) sent and \(counts.received) received segments in \(recording.options.directory), \(counts.deleted) deleted for the quota or their age")
+    }
+}
+
+/// What `join` takes again from its command line and config file on a reload (SIGHUP,
+/// `systemctl reload`) while the call goes on: the token, its own ICE servers, the recording quota.
+struct JoinReload: Equatable {
+    var token: String
+    var iceServers: [ICEServer]
+    var recordQuota: Int64?
+
+    init(token: String, iceServers: [ICEServer], recordQuota: Int64?) {
+        (self.token, self.iceServers, self.recordQuota) = (token, iceServers, recordQuota)
+    }
+
+    /// The command line read again, its config file with it (checked as at start: a
+    /// world-readable token file, a bad value or a file gone is an error that changes nothing).
+    init(_ commandLine: Arguments) throws {
+        var args = commandLine
+        _ = args.popOperand()
+        _ = try args.applyConfig()
+        token = try readToken(&args)
+        iceServers = try parseICEOptions(&args).0
+        recordQuota = try args.value("--record-quota").map { text throws(UsageError) in try parseByteSize(text, option: "--record-quota", minimum: 1 << 20) }
+    }
+
+    /// What differs from `old`, for the log (a token's value never appears).
+    func changes(from old: JoinReload) -> [String] {
+        var changed: [String] = []
+        if token != old.token { changed.append("a new token") }
+        if iceServers != old.iceServers { changed.append("ICE servers \(iceServers.isEmpty ? "none" : iceServers.map(\.description).joined(separator: " "))") }
+        if recordQuota != old.recordQuota { changed.append("record quota \(recordQuota.map(String.init) ?? "none")") }
+        return changed
     }
 }
 

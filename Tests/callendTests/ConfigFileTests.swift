@@ -131,4 +131,56 @@ import TestSupport
         let refused = try runCallend(["serve", "--config", config, "--check"])
         #expect(refused.status == 2 && refused.stderr.contains("secret-file \(secret.path) is readable by every user (mode 0644)"), "\(refused.stderr)")
     }
+
+    /// SIGHUP (`systemctl reload`) reads the config file again while the call goes on: a new
+    /// token, ICE servers and recording quota are taken (the quota shows in the metrics); a file
+    /// that became unsafe is refused and changes nothing.
+    @Test func aReloadTakesTheNewTokenICEServersAndQuotaWithoutEndingTheCall() throws {
+        let folder = try Folder()
+        let secret = try SecretFile()
+        let (server, port) = try startServe(secret)
+        defer { terminate(server) }
+        let recordings = folder.path + "/recordings"
+        let tokenFile = try folder.write("roof.token", try token("roof", secret, room: "deck"))
+        func configure(quota: String, iceServer: String?) throws -> String {
+            try folder.write("roof.conf", """
+                room = deck
+                token-file = \(tokenFile)
+                server = 127.0.0.1:\(port)
+                video-size = 320x240
+                record-dir = \(recordings)
+                record-quota = \(quota)
+                metrics = 127.0.0.1:0
+                no-stdin
+                """ + (iceServer.map { "\nice-server = \($0)\n" } ?? "\n"), mode: 0o644)
+        }
+        let config = try configure(quota: "8M", iceServer: nil)
+        let roof = try launchJoined(["join", "--config", config])
+        let lab = try launchJoined(["join", "deck", "--token", try token("lab", secret, room: "deck"), "--server", "127.0.0.1:\(port)",
+                                    "--video-size", "320x240", "--no-stdin"])
+        defer { terminate(roof.process); terminate(lab.process) }
+        #expect(roof.log.wait(for: "metrics at http://127.0.0.1:", seconds: 10))
+        let metricsPort = try #require(Int(roof.log.text.components(separatedBy: "metrics at http://127.0.0.1:").last?.split(separator: "/").first ?? ""))
+        #expect(roof.out.wait(for: "\"receivedFps\"", seconds: 20), "no media: \(roof.log.text.suffix(400))")
+        #expect(try get(metricsPort, "/metrics").1.contains("callend_call_recording_quota_bytes 8388608"))
+
+        _ = try runCallend(["token", "--room", "deck", "--identity", "roof", "--secret-file", secret.path, "--ttl", "2h"]).stdout
+            .write(toFile: tokenFile, atomically: false, encoding: .utf8)
+        _ = try configure(quota: "16M", iceServer: "stun:127.0.0.1:3478")
+        kill(roof.process.processIdentifier, SIGHUP)
+        let taken = "reload: a new token, ICE servers stun:127.0.0.1:3478, record quota 16777216; the call goes on"
+        #expect(roof.log.wait(for: taken, seconds: 10), "\(roof.log.text.suffix(600))")
+        let metrics = try get(metricsPort, "/metrics").1
+        #expect(metrics.contains("callend_call_recording_quota_bytes 16777216") && metrics.contains("callend_call_up 1"), "\(metrics)")
+
+        // A token file everyone can read: refused, the running settings stay, the call goes on.
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: tokenFile)
+        _ = try configure(quota: "32M", iceServer: nil)
+        kill(roof.process.processIdentifier, SIGHUP)
+        #expect(roof.log.wait(for: "reload refused: \(config) line 2: token-file \(tokenFile) is readable by every user", seconds: 10), "\(roof.log.text.suffix(600))")
+        let still = try get(metricsPort, "/metrics").1
+        #expect(still.contains("callend_call_recording_quota_bytes 16777216") && still.contains("callend_call_up 1"), "\(still)")
+        #expect(roof.process.isRunning && lab.process.isRunning)
+        #expect(!roof.log.text.contains("ended:"), "\(roof.log.text.suffix(600))")
+    }
 }

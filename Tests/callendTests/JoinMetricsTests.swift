@@ -2,19 +2,20 @@ import Foundation
 import Testing
 import TestSupport
 
+/// GET on a loopback port: the status and body.
+func get(_ port: Int, _ path: String) throws -> (Int, String) {
+    let fd = connectLoopback(port: port)
+    defer { close(fd) }
+    try #require(fd >= 0)
+    let request = Array("GET \(path) HTTP/1.1\r\nHost: t\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+    let response = readUntilClosed(fd)
+    let text = String(decoding: response, as: UTF8.self)
+    let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+    return (status, text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n"))
+}
+
 @Suite(.serialized) struct JoinMetricsTests {
-    /// GET on a loopback port: the status and body.
-    func get(_ port: Int, _ path: String) throws -> (Int, String) {
-        let fd = connectLoopback(port: port)
-        defer { close(fd) }
-        try #require(fd >= 0)
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: t\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        let response = readUntilClosed(fd)
-        let text = String(decoding: response, as: UTF8.self)
-        let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
-        return (status, text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n"))
-    }
 
     /// A running call's metrics: media figures, the quality score, the candidate pair; and
     /// promtool (Debian's prometheus package), where installed, finds nothing to say.

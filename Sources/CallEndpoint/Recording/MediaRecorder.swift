@@ -71,7 +71,7 @@ public final class MediaRecorder: VideoRenderer, @unchecked Sendable {  // `stat
             if let file = s.file {
                 let age = now - s.started
                 let sizeChanged = size.map { $0 != (file.width, file.height) } ?? false
-                let tooBig = store.options.quotaBytes.map { file.size >= $0 / Self.quotaShare } ?? false
+                let tooBig = store.quotaBytes.map { file.size >= $0 / Self.quotaShare } ?? false
                 let due = age >= store.options.segmentLength || tooBig
                 if isKeyframe, due || sizeChanged {
                     closeFile(&s)
@@ -180,6 +180,13 @@ public final class CallRecording: Sendable {
         store = try RecordingStore(options)
         sent = MediaRecorder(store: store, direction: "sent", log: log)
         received = MediaRecorder(store: store, direction: "received", log: log)
+    }
+
+    /// The most the directory may hold from now on (a reloaded config file's `record-quota`):
+    /// the next segment's room is made under it.
+    public var quotaBytes: Int64? {
+        get { store.quotaBytes }
+        set { store.quotaBytes = newValue }
     }
 
     public func finish() {

@@ -28,6 +28,7 @@ final class RecordingStore: Sendable {
         var closed: [Segment] = []  // oldest first
         var active: [String: Int64] = [:]  // path -> bytes reserved
         var deleted = 0
+        var quotaBytes: Int64?
     }
     private let state = Mutex(State())
     static let prefix = "callend-"
@@ -47,7 +48,7 @@ final class RecordingStore: Sendable {
         }
         if let why = WebMFile.unavailableReason() { throw RecordingError("WebM recording needs libavformat: \(why)") }
         let found = Self.segments(in: options.directory)
-        state.withLock { $0.closed = found }
+        state.withLock { $0.closed = found; $0.quotaBytes = options.quotaBytes }
         expire()
     }
 
@@ -83,6 +84,12 @@ final class RecordingStore: Sendable {
         return path
     }
 
+    /// The quota now (`options.quotaBytes` until a reload replaces it).
+    var quotaBytes: Int64? {
+        get { state.withLock { $0.quotaBytes } }
+        set { state.withLock { $0.quotaBytes = newValue } }
+    }
+
     /// Makes room for `bytes` more in the segment at `path` (deleting the oldest closed segments
     /// as the quota needs); false when even then it would not fit.
     func reserve(_ bytes: Int64, for path: String) -> Bool {
@@ -90,7 +97,7 @@ final class RecordingStore: Sendable {
         let fits: Bool
         (victims, fits) = state.withLock { s -> ([String], Bool) in
             let wanted = (s.active[path] ?? 0) + bytes
-            guard let quota = options.quotaBytes else {
+            guard let quota = s.quotaBytes else {
                 s.active[path] = wanted
                 return ([], true)
             }

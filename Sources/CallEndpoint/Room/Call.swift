@@ -156,11 +156,14 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     private let signalingTLS: TLSContext?
     /// ICE servers the signaling service handed out in its last `joined`.
     private let serviceICEServers = Mutex<[ICEServer]>([])
+    /// The endpoint's own token and ICE servers: the options' until `reload` replaces them.
+    private let reloadable: Mutex<(token: String, iceServers: [ICEServer])>
 
     /// `media` nil: `Media.synthetic()`.
     public init(options: ConnectOptions, server: (host: String, port: Int), media: Media? = nil, duration: Duration?,
                 log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws {
         self.options = options
+        reloadable = Mutex((options.token, options.iceServers))
         signalingTLS = try Self.signalingTLS(options, server: server)
         self.server = server
         self.media = try media ?? .synthetic()
@@ -241,11 +244,20 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
     /// The servers an ICE restart's agent uses now: the service's latest (their TURN credentials
     /// are renewed with the participant's), then the caller's own.
-    private var currentICEServers: [ICEServer] { serviceICEServers.withLock { $0 } + options.iceServers }
+    private var currentICEServers: [ICEServer] { serviceICEServers.withLock { $0 } + reloadable.withLock { $0.iceServers } }
+
+    /// New settings from a reloaded config file (`systemctl reload`, SIGHUP), without ending the
+    /// call: the token the next join to the service presents (a rejoin after the service or the
+    /// connection went), and the endpoint's own ICE servers for the next ICE restart and viewer.
+    public func reload(token: String, iceServers: [ICEServer]) {
+        reloadable.withLock { $0 = (token, iceServers) }
+    }
 
     /// The ICE configuration of a round: the service's servers, then the caller's own.
     private func iceConfiguration(controlling: Bool) -> ICEAgent.Configuration {
-        Self.iceConfiguration(controlling: controlling, serviceServers: serviceICEServers.withLock { $0 }, options: options)
+        var options = options
+        options.iceServers = reloadable.withLock { $0.iceServers }
+        return Self.iceConfiguration(controlling: controlling, serviceServers: serviceICEServers.withLock { $0 }, options: options)
     }
 
     /// An agent's configuration: the service's STUN/TURN servers and the endpoint's own, its
@@ -262,8 +274,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let start = ContinuousClock.now
         let deadline = duration.map { start + $0 }
         var summary = CallSummary()
-        let token = options.token
-        var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token },
+        var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName,
+                                                        token: { [self] in reloadable.withLock { $0.token } },
                                                         tls: signalingTLS)
         configuration.alternates = options.fallbackServers
         let queue = events
