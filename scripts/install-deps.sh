@@ -26,6 +26,9 @@ packages=(
   systemd prometheus
   # the two-container call: a Docker engine, compose, and debootstrap for the debian:12 base
   docker.io docker-compose debootstrap
+  # the Debian package (scripts/package.sh) and its stage: dpkg-shlibdeps, man pages from --help,
+  # lintian, and systemd-nspawn to boot a fresh Debian 12 tree that installs it
+  dpkg-dev help2man lintian systemd-container
   # the Redis that several signaling nodes share rooms through (serve --redis), for the fleet test
   redis-server
   # a WHIP publisher of another stack (GStreamer webrtcbin) for serve --http's /whip/ROOM, with

@@ -168,6 +168,10 @@ stage browser scripts/browser/test.sh
 stage datachannel scripts/datachannel/test.sh
 # docker-compose.yml with a private Docker engine: two containers call each other (root).
 stage containers scripts/containers/test.sh
+# The Debian package (scripts/package.sh, lintian) in a fresh Debian 12 tree booted under
+# systemd-nspawn: installed with apt, a service and two endpoints from config files calling each
+# other through a reload, a restart and an upgrade, a whole recording, then remove and purge (root).
+stage package scripts/package/test.sh
 # Three serve nodes on one redis-server: racing joins, a call across nodes, a node killed mid-call
 # and Redis restarted without the call noticing.
 stage fleet scripts/fleet/test.sh

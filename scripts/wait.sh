@@ -20,3 +20,15 @@ wait_port() {
     sleep 0.05
   done
 }
+
+# wait_until SECONDS WHAT COMMAND...: waits until COMMAND succeeds (a state reached: a unit
+# active, a counter grown); fails, saying WHAT it waited for, after SECONDS.
+wait_until() {
+  local seconds=$1 what=$2
+  local deadline=$((SECONDS + seconds))
+  shift 2
+  until "$@" > /dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || { echo "$(basename "$0"): $what did not happen within $seconds s" >&2; return 1; }
+    sleep 0.2
+  done
+}

@@ -25,7 +25,7 @@ public struct ConfigFile: Sendable {
     /// Options whose value is a file holding a secret: the file must not be world-readable.
     public static let secretFileOptions: Set<String> = [
         "token-file", "secret-file", "turn-secret-file", "turn-credential-file", "api-secret-file", "bearer-token-file",
-        "redis-password-file",
+        "redis-password-file", "tls-key",
     ]
     /// Options that carry a secret inline: refused in a file (they belong in a secret file).
     static let inlineSecretOptions: [String: String] = ["token": "token-file"]

@@ -130,6 +130,12 @@ import TestSupport
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: secret.path)
         let refused = try runCallend(["serve", "--config", config, "--check"])
         #expect(refused.status == 2 && refused.stderr.contains("secret-file \(secret.path) is readable by every user (mode 0644)"), "\(refused.stderr)")
+        // A TLS key is a secret too.
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secret.path)
+        let key = try folder.write("server-key.pem", "not a key\n", mode: 0o644)
+        let keyConfig = try folder.write("tls.conf", "listen = 127.0.0.1:0\nsecret-file = \(secret.path)\ntls-cert = /dev/null\ntls-key = \(key)\n")
+        let keyRefused = try runCallend(["serve", "--config", keyConfig, "--check"])
+        #expect(keyRefused.status == 2 && keyRefused.stderr.contains("line 4: tls-key \(key) is readable by every user (mode 0644)"), "\(keyRefused.stderr)")
     }
 
     /// SIGHUP (`systemctl reload`) reads the config file again while the call goes on: a new
