@@ -152,6 +152,10 @@ apt_get remove callend || fail "apt-get remove"
 left=$(inside sh -c 'ls /lib/systemd/system/callend* /etc/systemd/system/*.wants/callend* /usr/bin/callend* 2>/dev/null; getent passwd callend; getent group callend; systemctl list-units --all --plain --no-legend "callend*"')
 [ -z "$left" ] || fail "apt-get remove left: $left"
 [ -e "$root/etc/callend/serve.conf" ] && [ -e "$root/etc/callend/join/a.conf" ] || fail "apt-get remove took the configuration"
+# Anything else named callend on the box, but dpkg's own records of a removed package and the
+# .debs this stage copied in: the configuration and the recordings only.
+stray=$(inside find / -xdev \( -path /proc -o -path /sys -o -path /var/lib/dpkg -o -path /var/tmp -o -path /etc/callend -o -path /var/lib/callend/recordings \) -prune -o -name '*callend*' -print)
+[ "$stray" = /var/lib/callend ] || fail "apt-get remove left: $stray"
 echo "package: removed: no unit, user or program left; /etc/callend and the recordings stay"
 apt_get purge callend || fail "apt-get purge"
 left=$(inside sh -c 'ls -d /etc/callend /var/lib/callend 2>/dev/null; dpkg-query -W callend 2>/dev/null')
