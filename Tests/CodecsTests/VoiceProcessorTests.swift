@@ -185,6 +185,53 @@ import Testing
         }
     }
 
+    /// A sound card that underruns again and again (a busy box: the device lab's VM saw 9 to 42
+    /// in 14 s): each xrun moves the echo path's delay (the speaker played silence the far end
+    /// never had; an overrun takes some back) and restarts the stream. After every one of ten,
+    /// some in a pause of the far end, the processor finds the new delay and the canceller
+    /// converges again: how long each took is printed (docs/operations.md quotes it).
+    @Test func theCancellerReconvergesAfterEveryXrun() throws {
+        var options = VoiceProcessing.voiceChat
+        options.gainControl = false
+        options.noiseSuppression = 0
+        let processor = try VoiceProcessor(options)
+        let rate = AudioFrame.sampleRate, block = rate / 50
+        let far = Self.babble(seconds: 34, seed: 21)
+        // The delay after each xrun, 3 s apart from 4 s on (the first 4 s converge from the start).
+        let delays = [60, 76, 92, 64, 140, 44, 100, 60, 84, 120, 72]
+        func delay(at i: Int) -> Int { delays[min(delays.count - 1, max(0, (i - rate) / (3 * rate)))] }
+        let echoes = Dictionary(uniqueKeysWithValues: Set(delays).map { ($0, Self.echo(of: far, delayMs: $0, gain: 0.5)) })
+        let mic = (0..<far.count).map { echoes[delay(at: $0)]![$0] }
+        var out: [Int16] = []
+        var found: [Int] = [], converged: [Int] = []  // ms after each xrun
+        var xrunAt: Int?
+        for start in stride(from: 0, to: far.count - block, by: block) {
+            processor.render(Array(far[start..<start + block]), channels: 1)
+            if start >= 4 * rate, (start - rate) % (3 * rate) == 0 {
+                processor.streamRestarted()
+                xrunAt = start
+            }
+            out += processor.process(Array(mic[start..<start + block]), delay: .milliseconds(40))
+            guard let at = xrunAt else { continue }
+            let elapsed = (start + block - at) * 1000 / rate
+            if found.count < converged.count + 1, let told = processor.stats.measuredDelayMilliseconds, abs(told - delay(at: start)) <= 4 {
+                found.append(elapsed)
+            }
+            // Converged: the last 200 ms (of far-end sound) 20 dB under the echo.
+            let window = (out.count - rate / 5)..<out.count
+            if found.count == converged.count + 1, elapsed >= 200, Self.power(mic[window]) > 1e4,
+               10 * log10(Self.power(mic[window]) / max(1, Self.power(out[window]))) >= 20 {
+                converged.append(elapsed)
+                xrunAt = nil
+            }
+        }
+        print("voice: after each of \(delays.count - 1) xruns the delay was found in \(found) ms and the canceller converged in \(converged) ms")
+        #expect(found.count == delays.count - 1 && converged.count == delays.count - 1, "found \(found) ms, converged \(converged) ms")
+        #expect(converged.allSatisfy { $0 <= 2_000 }, "converged \(converged) ms after the xruns")
+        let told = try #require(processor.stats.measuredDelayMilliseconds)
+        #expect(abs(told - delays.last!) <= 4, "told \(told) ms at the end")
+    }
+
     /// The near end alone goes through whole, 14 ms later (the library's band splitting and
     /// block buffering at 48 kHz: 8 ms for the canceller, 7 for noise suppression).
     @Test func nearEndSpeechSurvivesWithoutFarEnd() throws {
