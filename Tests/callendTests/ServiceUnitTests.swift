@@ -57,7 +57,7 @@ import Testing
         let join = try String(contentsOf: Self.repository.appendingPathComponent("deploy/systemd/callend-join@.service"), encoding: .utf8)
         for setting in ["SupplementaryGroups=video audio", "DevicePolicy=closed", "DeviceAllow=char-video4linux rw", "DeviceAllow=char-alsa rw",
                         "RuntimeDirectory=callend-%i", "--control %t/callend-%i/", "--config /etc/callend/join/%i.conf",
-                        "ExecReload=/bin/kill -HUP $MAINPID", "StateDirectory=callend", "Restart=always"] {
+                        "ExecReload=/bin/kill -HUP $MAINPID", "StateDirectory=callend", "Restart=always", "RestartPreventExitStatus=2"] {
             #expect(join.contains(setting), "the join unit lacks \(setting)")
         }
         let serve = try String(contentsOf: Self.repository.appendingPathComponent("deploy/systemd/callend-serve.service"), encoding: .utf8)

@@ -85,6 +85,20 @@ for end in a b; do
   inside callend join --config "/etc/callend/join/$end.conf" --check > "$work/check-$end.log" 2>&1 || { cat "$work/check-$end.log"; fail "join --check of $end.conf"; }
 done
 inside callend serve --config /etc/callend/serve.conf --check > /dev/null 2>&1 || fail "serve --check of the shipped serve.conf"
+# A config file join refuses: the unit fails with the reason in the journal and is not restarted
+# over and over (RestartPreventExitStatus=2), although an endpoint otherwise always restarts.
+# (Its token file is one every user can read: refused, as the journal says.)
+inside sh -c 'callend token --secret-file /etc/callend/secret --room deck --identity bad > /etc/callend/join/bad.token && chmod 0644 /etc/callend/join/bad.token'
+printf 'room = deck\ntoken-file = /etc/callend/join/bad.token\n' > "$root/etc/callend/join/bad.conf"
+inside systemctl start callend-join@bad.service
+failed() { [ "$(inside systemctl is-failed callend-join@bad.service)" = failed ]; }
+wait_until 20 "callend-join@bad failing" failed || fail "a bad config file did not fail its unit"
+[ "$(inside systemctl show -P NRestarts callend-join@bad.service)" = 0 ] || fail "a bad config file's unit was restarted"
+inside journalctl --no-pager -u callend-join@bad.service | grep -q "bad.conf line 2: token-file /etc/callend/join/bad.token is readable by every user" \
+  || { inside journalctl --no-pager -u callend-join@bad.service | tail -5; fail "the journal does not say which line is bad"; }
+echo "package: a bad config file: callend-join@bad failed at once with its line in the journal, no restart"
+inside systemctl reset-failed callend-join@bad.service
+rm "$root/etc/callend/join/bad.conf" "$root/etc/callend/join/bad.token"
 inside systemctl enable --now callend-serve.service callend-join@a.service callend-join@b.service > "$work/enable.log" 2>&1 \
   || { cat "$work/enable.log"; fail "systemctl enable --now"; }
 
