@@ -19,7 +19,7 @@ public let serveHelp = """
                          [--ice-server URL]... [--turn-secret-file F] [--turn-ttl D]
                          [--http HOST:PORT [--allowed-origin ORIGIN]... [--allowed-host NAME]...] [--metrics HOST:PORT]
                          [--redis redis[s]://[USER@]HOST:PORT[/DB] [--redis-password-file F] [--redis-ca-file F] [--redis-lease D]]
-                         [--log-level L] [--config F [--check]]
+                         [--log-level L] [--config F [--check]] | --version
 
     Runs the signaling service: participants join rooms with tokens minted by 'callend token' (or
     any HS256 JWT library) and exchange offer/answer/candidate/bye messages (docs/signaling.md).
@@ -181,8 +181,16 @@ public func raiseFileLimit() {
 let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 #endif
 
+/// callend's version: `callend --version`, `callend serve --version`, `callend-serve --version`.
+public let callendVersion = "0.1.0"
+
 public func runServe(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(serveHelp); return }
+    if args.flag("--version") {
+        try args.finish(command: "serve --version")
+        print("callend-serve \(callendVersion)")
+        return
+    }
     _ = try args.applyConfig()
     let check = args.flag("--check")
     guard let listen = try args.value("--listen") else { throw UsageError(description: "serve needs --listen HOST:PORT") }

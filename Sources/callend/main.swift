@@ -5,7 +5,7 @@ import Glibc
 import Platform
 import ServeCommand
 
-let version = "0.1.0"
+let version = callendVersion
 
 let mainHelp = """
     callend \(version) — a headless peer-to-peer call endpoint (Opus + VP8 over RTP/UDP)

@@ -163,6 +163,15 @@ func exchange(port: Int, line: String) throws -> String {
         }
     }
 
+    /// The service says its version, as callend does (help2man's man page reads it).
+    @Test func serveSaysItsVersion() throws {
+        let version = try runCallend(["--version"])
+        let serve = try runCallend(["serve", "--version"])
+        #expect(serve.status == 0 && serve.stdout == "callend-serve \(version.stdout.split(separator: "\n").first?.split(separator: " ").last ?? "?")\n", "\(serve.stdout)")
+        let extra = try runCallend(["serve", "--version", "--listen", "127.0.0.1:0"])
+        #expect(extra.status == 2, "\(extra.stderr)")
+    }
+
     @Test func smallSignalingBenchCompletesEveryPair() throws {
         let result = try runCallend(["bench", "signaling", "--clients", "200"])
         #expect(result.status == 0, "\(result.stderr)")
