@@ -1,8 +1,9 @@
 import Testing
 @testable import CallEndpoint
+import MediaCore
 
 struct ICERestartPolicyTests {
-    let t0 = ContinuousClock.now
+    let t0 = MediaTime(microseconds: 5_000_000_000)
 
     @Test func aLostPathIsRestartedAfterTwoSecondsOfRechecksThenEveryThirty() {
         var policy = ICERestartPolicy(offerer: true)

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import MediaCore
 import Platform
 import RTPTransport
 import Signaling
@@ -234,16 +235,11 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
         private func run(_ initial: WHIPResource) {
             var resource = initial
             let whip = publisher.whip, log = publisher.log
-            var policy = ICERestartPolicy(offerer: true)
+            let clock = MonotonicClock()
+            var controller = SessionController(.init(offerer: true, restarts: .fragmentsToServer(maxTries: 2), gatheringWait: .seconds(3), peer: "the WHIP server"))
             var addresses = LocalAddressWatch()
-            var lastHeard = media.transport.packetsAuthenticated
-            /// A restart under way: its credentials and the candidates gathered for it so far.
-            var restarting: (ufrag: String, password: String, candidates: [String], since: ContinuousClock.Instant)?
-            /// Restarts since the path last worked; past two, a new POST.
-            var restartsTried = 0
-            /// A restart whose PATCH could not reach the server (no route, the network down) is
-            /// tried again then, until it can.
-            var retryAt: ContinuousClock.Instant?
+            /// The server's answer to a PATCH: the fragment it sent back (nil when it sent none), or
+            /// nil when the PATCH failed (what follows from that is done here).
             func patch(_ fragment: ICEFragment, restart: Bool) -> ICEFragment?? {
                 do {
                     let answer = try whip.patch(&resource, fragment: fragment, restart: restart)
@@ -258,9 +254,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                             trickle = false
                         }
                     } else if restart && error.status == nil {
-                        log(.warning("whip: \(error); the restart goes again in 2 s"))
-                        restarting = nil
-                        retryAt = .now + .seconds(2)
+                        perform(controller.handle(.restartUndelivered("\(error)"), at: clock.now))
                     } else {
                         log(.warning("whip: \(error)"))
                         if restart { repost("the ICE restart failed") }
@@ -268,84 +262,50 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                     return nil
                 }
             }
-            func sendRestart() {
-                guard let r = restarting else { return }
-                var fragment = ICEFragment(ufrag: r.ufrag, password: r.password, mid: "0", candidates: r.candidates)
-                fragment.endOfCandidates = true
-                guard let answered = patch(fragment, restart: true) else { return }
-                restarting = nil
-                guard let answer = answered else {
-                    repost("the server answered the ICE restart without its own credentials")
-                    return
-                }
-                do {
-                    try media.acceptRestart(ufrag: answer.ufrag, password: answer.password, candidates: answer.candidates)
-                    outcome.withLock { $0.restarts += 1 }
-                    log("whip: ICE restart answered; checking the new path")
-                } catch {
-                    repost("the server's answer to the ICE restart: \(error)")
+            func perform(_ actions: [SessionController.Action]) {
+                for action in actions {
+                    switch action {
+                    case .log(let message): log(message)
+                    case .trickle(let line, _):
+                        // The end of the offer's candidates went with it.
+                        guard trickle, !line.isEmpty else { continue }
+                        let transport = media.localTransport
+                        _ = patch(ICEFragment(ufrag: transport.ufrag, password: transport.password, candidates: [line]), restart: false)
+                    case .restartICE:
+                        do {
+                            let credentials = try media.transport.restartICE(controlling: true, servers: linkServers + publisher.options.iceServers)
+                            perform(controller.handle(.restartBegan(ufrag: credentials.ufrag, password: credentials.password), at: clock.now))
+                        } catch {
+                            perform(controller.handle(.restartFailed("\(error)"), at: clock.now))
+                        }
+                    case .sendRestartFragment(let fragment):
+                        guard let answered = patch(fragment, restart: true) else { continue }
+                        guard let answer = answered else {
+                            repost("the server answered the ICE restart without its own credentials")
+                            continue
+                        }
+                        do {
+                            try media.acceptRestart(ufrag: answer.ufrag, password: answer.password, candidates: answer.candidates)
+                            outcome.withLock { $0.restarts += 1 }
+                            perform(controller.handle(.restartAnswered, at: clock.now))
+                        } catch {
+                            repost("the server's answer to the ICE restart: \(error)")
+                        }
+                    case .end(.repost(let reason)): repost(reason)
+                    case .end, .addRemoteCandidate, .answer, .accept, .answerRestartFragment, .reconnectSignaling:
+                        break  // a WHIP server sends no offers, candidates or byes of its own
+                    }
                 }
             }
             while !over.load(ordering: .relaxed) && !outcome.withLock({ $0.repost }) {
-                let now = ContinuousClock.now
-                for (s, event) in publisher.events.take(timeout: .milliseconds(restarting == nil ? 200 : 50)) where s == session {
+                for (s, event) in publisher.events.take(timeout: .milliseconds(controller.wantsFrequentTicks ? 50 : 200)) where s == session {
                     guard let event else { continue }
-                    switch event {
-                    case .localCandidate(let line, let ufrag):
-                        if var r = restarting, ufrag == r.ufrag {
-                            r.candidates.append(line)
-                            restarting = r
-                        } else if trickle, restarting == nil {
-                            let transport = media.localTransport
-                            _ = patch(ICEFragment(ufrag: transport.ufrag, password: transport.password, candidates: [line]), restart: false)
-                        }
-                    case .gatheringDone(let ufrag):
-                        if restarting?.ufrag == ufrag { sendRestart() }
-                    case .secured(let profile):
-                        outcome.withLock { $0.securedAt = $0.securedAt ?? .now }
-                        log("dtls: connected, SRTP \(profile.rawValue)")
-                    case .selectedPair(let pair): log("ice: \(pair)")
-                    case .pathLost:
-                        log(.warning("ice: consent expired (RFC 7675): sending paused, checking the path again every second"))
-                        policy.pathLost(at: now)
-                    case .pathRestored:
-                        log("ice: the path works again")
-                        policy.pathRestored()
-                    case .restarted:
-                        restartsTried = 0
-                        log("ice: restart done, the new path carries the media")
-                    case .failed(let why), .untrusted(let why): log(.warning(why))
-                    default: break
-                    }
+                    if case .secured = event { outcome.withLock { $0.securedAt = $0.securedAt ?? .now } }
+                    perform(controller.handle(.transport(event), at: clock.now))
                 }
-                if let r = restarting, now - r.since >= .seconds(3) { sendRestart() }  // gathering took too long: what there is goes
-                var changed = false
-                if let before = addresses.changed(at: now) {
-                    changed = true
-                    log("network: local addresses now \(addresses.addresses.sorted().joined(separator: " ")) (were \(before.sorted().joined(separator: " ")))")
-                }
-                if policy.lostSince != nil {
-                    let heard = media.transport.packetsAuthenticated
-                    if heard != lastHeard { policy.heard(at: now) }
-                    lastHeard = heard
-                }
-                let retry = retryAt.map { now >= $0 } ?? false
-                if restarting == nil, retry || policy.shouldRestart(at: now, addressesChanged: changed) {
-                    retryAt = nil
-                    if restartsTried >= 2 {
-                        repost("two ICE restarts did not bring the path back")
-                        continue
-                    }
-                    do {
-                        let credentials = try media.transport.restartICE(controlling: true, servers: linkServers + publisher.options.iceServers)
-                        restarting = (credentials.ufrag, credentials.password, [], now)
-                        restartsTried += 1
-                        policy.restarted(at: now)
-                        log("ice: restarting (\(retry ? "again" : changed ? "local addresses changed" : policy.reason(at: now))) by PATCH")
-                    } catch {
-                        log(.warning("ice: cannot restart: \(error)"))
-                    }
-                }
+                let now = clock.now
+                let changed = addresses.changed(at: now).map { (before: Array($0), now: Array(addresses.addresses)) }
+                perform(controller.handle(.tick(packetsHeard: media.transport.packetsAuthenticated, addressesChanged: changed), at: now))
             }
         }
     }

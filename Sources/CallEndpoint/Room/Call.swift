@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import MediaCore
 import Platform
 import RTPTransport
 import Signaling
@@ -332,7 +333,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             }
             round += 1
             let signaling = RoundSignaling(client: client)
-            guard let (callMedia, call) = try negotiate(round: round, signaling: signaling, summary: &summary, deadline: deadline) else { break }
+            guard let (callMedia, call, controller) = try negotiate(round: round, signaling: signaling, summary: &summary, deadline: deadline) else { break }
             summary.mediaRounds += 1
             let streams = call.streams.map { s in
                 "\(s.kind.rawValue) \(s.codec.name)\(s.codec.ulpfecPayloadType == nil ? "" : " with ULPFEC in RED") \(JSEPDescription.Direction(sends: s.sends, receives: s.receives).rawValue)"
@@ -343,7 +344,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let roundStart = ContinuousClock.now
             let result: (sent: SenderStatistics, received: ReceiverSummary)
             do {
-                result = try runMedia(callMedia, call, round: round, signaling: signaling, participant: summary.participant,
+                result = try runMedia(callMedia, call, controller, round: round, signaling: signaling, participant: summary.participant,
                                       peer: summary.peer ?? "?", remaining: deadline.map { $0 - ContinuousClock.now }, viewersEncoder: viewers.fanout)
             } catch let error as NegotiationError {
                 // No path to the peer (ICE or DTLS failed): wait for the peer to try again.
@@ -396,8 +397,6 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         var peer: String?
         var described = false
         var pending: [(payload: JSONValue, ufrag: String)] = []
-        /// Local candidates by type ("host", "srflx", "relay"), for the log line at the end of gathering.
-        var gathered: [String: Int] = [:]
 
         init(client: SignalingClient) { self.client = client }
 
@@ -448,29 +447,6 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         return (line, nil)
     }
 
-    /// Handles a transport event on the call thread: trickles candidates, logs the path.
-    private func handle(_ event: BundleTransport.Event, signaling: RoundSignaling) {
-        switch event {
-        case .localCandidate(let line, let ufrag):
-            let fields = line.split(separator: " ")
-            if let typ = fields.firstIndex(of: "typ"), typ + 1 < fields.count { signaling.gathered[String(fields[typ + 1]), default: 0] += 1 }
-            signaling.candidate(line, ufrag: ufrag)
-        case .gatheringDone(let ufrag):
-            let counts = signaling.gathered.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
-            log("ice: gathered \(counts.isEmpty ? "no candidates" : counts.joined(separator: ", "))")
-            signaling.gathered = [:]
-            signaling.candidate("", ufrag: ufrag)
-        case .selectedPair(let pair): log("ice: \(pair)")
-        case .state: break
-        case .secured(let profile): log("dtls: connected, SRTP \(profile.rawValue)")
-        case .failed(let why), .untrusted(let why): log(.warning(why))
-        case .closedByPeer: log("dtls: the peer closed the connection")
-        case .pathLost: log(.warning("ice: consent expired (RFC 7675: nothing authenticated from the peer for 30 s, or no keepalive answered for 50 s): sending paused, checking the path again every second"))
-        case .pathRestored: log("ice: the path works again")
-        case .restarted: log("ice: restart done, the new path carries the media")
-        }
-    }
-
     private func apply(candidate: (line: String, ufrag: String?), to transport: BundleTransport) {
         if candidate.line.isEmpty {
             transport.remoteGatheringDone(ufrag: candidate.ufrag)
@@ -518,8 +494,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
     /// Signaling until an offer/answer completes; nil when stopped or out of time first.
     private func negotiate(round: Int, signaling: RoundSignaling, summary: inout CallSummary,
-                           deadline: ContinuousClock.Instant?) throws -> (CallMedia, NegotiatedCall)? {
+                           deadline: ContinuousClock.Instant?) throws -> (CallMedia, NegotiatedCall, SessionController)? {
         var callMedia: CallMedia?
+        /// The round's session from its agent on: it trickles and logs the transport's events.
+        var controller = SessionController(.init(offerer: true, restarts: .offers, gatheringWait: ViewerHub.gatheringWait, peer: "?"))
         var offer: JSEPDescription?
         var early: [(from: String?, candidate: (line: String, ufrag: String?))] = []
         var noted: Set<String> = []
@@ -532,6 +510,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let log = self.log
             made.onDataAborted = { why in log(.warning("data: aborted the data channels' association: \(why); media goes on")) }
             callMedia = made
+            controller = SessionController(.init(offerer: controlling, restarts: .offers, gatheringWait: ViewerHub.gatheringWait, peer: "?"))
             return made
         }
         while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
@@ -639,7 +618,14 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                      .signaling(.undelivered), .signaling(.message), .signaling(.tokenRenewed):
                     break
                 case .transport(let r, let e):
-                    if r == round { handle(e, signaling: signaling) }
+                    guard r == round else { continue }
+                    for action in controller.handle(.transport(e), at: MonotonicClock().now) {
+                        switch action {
+                        case .log(let message): log(message)
+                        case .trickle(let line, let ufrag): signaling.candidate(line, ufrag: ufrag)
+                        default: break  // nothing else comes of a transport event before the session is set up
+                        }
+                    }
                 }
             }
             if let made = callMedia, let peer = signaling.peer {
@@ -647,7 +633,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 for (from, candidate) in early where from == peer { apply(candidate: candidate, to: made.transport) }
                 early = []
             }
-            if let negotiated, let made = callMedia { return (made, negotiated) }
+            if let negotiated, let made = callMedia {
+                controller.configuration.peer = signaling.peer ?? "?"
+                return (made, negotiated, controller)
+            }
         }
         callMedia?.transport.close()
         return nil
@@ -663,35 +652,67 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// Candidates kept while a round has no peer yet (libnice takes 25 per component anyway).
     static let maxEarlyCandidates = 64
 
-    private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, round: Int, signaling: RoundSignaling, participant: String,
+    private func runMedia(_ callMedia: CallMedia, _ call: NegotiatedCall, _ controller: SessionController, round: Int, signaling: RoundSignaling, participant: String,
                           peer: String, remaining: Duration?, viewersEncoder: VideoFanout?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
         let roundOver = Atomic<Bool>(false)
-        let restarts = Atomic<Int>(0)
         let newSession = Atomic<Bool>(false)
         let publisherLeft = Atomic<Bool>(false)
         let refusedBy = Mutex<String?>(nil)
-        let offerer = callMedia.transport.configuration.ice.controlling
         startThread(named: "call-watcher") { [self] in
-            var policy = ICERestartPolicy(offerer: offerer)
+            var controller = controller
             var noted: Set<String> = []
-            var restartsOffered = RenegotiationLimit()
-            // A restart that could not start (earlier agents still closing) is tried again a
-            // second later, not on every pass.
-            var restartNotBefore: ContinuousClock.Instant?
             var addresses = LocalAddressWatch()
-            var lastHeardCount = callMedia.transport.packetsAuthenticated
-            /// A restart a WHIP publisher asked for: its answer waits for our new agent's candidates.
-            var fragmentRestart: (ufrag: String, password: String, candidates: [String], until: ContinuousClock.Instant)?
-            func restart(_ reason: String) {
-                do {
-                    let offer = try callMedia.restartOffer(servers: currentICEServers)
-                    signaling.describe(offer, to: peer)
-                    policy.restarted(at: .now)
-                    restarts.add(1, ordering: .relaxed)
-                    self.log("ice: restarting (\(reason))")
-                } catch {
-                    self.log(.warning("ice: cannot restart: \(error)"))
-                    restartNotBefore = .now + .seconds(1)
+            let clock = MonotonicClock()
+            var over = false
+            /// The events of a pass not handled yet, for an offer of a new session to leave to the next round.
+            var unhandled: ArraySlice<Event> = []
+            func perform(_ actions: [SessionController.Action]) {
+                for action in actions {
+                    switch action {
+                    case .log(let message): self.log(message)
+                    case .trickle(let line, let ufrag): signaling.candidate(line, ufrag: ufrag)
+                    case .addRemoteCandidate(let line, let ufrag): apply(candidate: (line, ufrag), to: callMedia.transport)
+                    case .restartICE:
+                        do {
+                            let offer = try callMedia.restartOffer(servers: currentICEServers)
+                            signaling.describe(offer, to: peer)
+                            perform(controller.handle(.restartBegan(ufrag: offer.transport.ufrag, password: offer.transport.password), at: clock.now))
+                        } catch {
+                            perform(controller.handle(.restartFailed("\(error)"), at: clock.now))
+                        }
+                    case .answer(let offer):
+                        do {
+                            let (answer, restartsICE) = try callMedia.answerRestart(offer, servers: currentICEServers)
+                            signaling.describe(answer, to: peer)
+                            perform(controller.handle(.answered(restartsICE: restartsICE), at: clock.now))
+                        } catch {
+                            self.log(.warning("ice: the peer's restart offer: \(error)"))
+                        }
+                    case .accept(let answer):
+                        do { try callMedia.acceptRestart(answer) } catch { self.log(.warning("ice: the peer's answer to our restart: \(error)")) }
+                    case .answerRestartFragment(let ufrag, let password, let candidates):
+                        do {
+                            let mine = try callMedia.transport.restartICE(controlling: false, servers: currentICEServers)
+                            try callMedia.acceptRestart(ufrag: ufrag, password: password, candidates: candidates)
+                            perform(controller.handle(.restartBegan(ufrag: mine.ufrag, password: mine.password), at: clock.now))
+                        } catch {
+                            perform(controller.handle(.restartFailed("\(error)"), at: clock.now))
+                        }
+                    case .sendRestartFragment(let fragment):
+                        _ = signaling.client.send(RelayMessage(kind: .answer, id: "", to: peer, payload: .object(["type": .string("answer"), "sdp": .string(fragment.serialized)])))
+                    case .reconnectSignaling(let why): signaling.client.reconnect(because: why)
+                    case .end(let reason):
+                        over = true
+                        switch reason {
+                        case .bye: if Self.isWHIPPublisher(peer) { publisherLeft.store(true, ordering: .relaxed) }
+                        case .refused(let refusal): refusedBy.withLock { $0 = refusal }
+                        case .newSession:
+                            // The next round takes it, with whatever came after it.
+                            events.prepend(Array(unhandled))
+                            newSession.store(true, ordering: .relaxed)
+                        case .repost: break
+                        }
+                    }
                 }
             }
             // Every 100 ms: track subscriptions (first decoded video / audio); every second: status.
@@ -705,7 +726,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             var trimAfter = 6000
             var routeChangesLogged = [0, 0]
             var lastPeerNote: String?
-            var nextReport = ContinuousClock.now + .milliseconds(100)
+            var nextReport = clock.now + .milliseconds(100)
             func report() {
                 tick += 1
                 guard let now = callMedia.statistics() else { return }
@@ -741,7 +762,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 var status = CallStatus.between(previous, now, participant: participant)
                 status.cameraLost = media.videoTrack?.source.lostReason
                 status.candidatePair = callMedia.transport.selectedPair?.description
-                status.iceRestarts = restarts.load(ordering: .relaxed)
+                status.iceRestarts = controller.restarts
                 reportRoute(&status, logged: &routeChangesLogged)
                 if let voice = media.audioTrack?.device.voiceStats {
                     (status.echoERLEdB, status.echoDelayMs, status.voiceActive, status.echoRestarts) = (voice.erleDB, voice.measuredDelayMilliseconds, voice.voice, voice.restarts)
@@ -751,7 +772,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 onEvent?(.stats(status))
                 previous = now
             }
-            while !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
+            while !over && !roundOver.load(ordering: .relaxed) && !stopRequested.load(ordering: .relaxed) {
                 let handled = events.take { event in
                     switch event {
                     case .signaling(.message(let m)): return [.bye, .candidate, .offer, .answer].contains(m.kind)
@@ -760,112 +781,57 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     default: return false
                     }
                 }
-                var over = false
                 for (index, event) in handled.enumerated() where !over {
+                    unhandled = handled[index...]
                     if case .signaling(.message(let m)) = event, m.from != peer {
                         ignore(m, peer: peer, noted: &noted)
                         continue
                     }
+                    let input: SessionController.Event
                     switch event {
                     case .signaling(.iceServers(let list)):
                         // Renewed with the credential: the next restart's agent uses them.
                         serviceICEServers.withLock { $0 = Self.iceServers(list) }
+                        continue
                     case .signaling(.message(let m)) where m.kind == .bye:
-                        over = true
-                        if Self.isWHIPPublisher(peer) { publisherLeft.store(true, ordering: .relaxed) }
-                        if let refusal = Self.refusal(m) { refusedBy.withLock { $0 = refusal } }
+                        input = .bye(refusal: Self.refusal(m))
                     case .signaling(.message(let m)) where m.kind == .candidate:
-                        if let candidate = Self.candidate(m.payload) { apply(candidate: candidate, to: callMedia.transport) }
+                        guard let candidate = Self.candidate(m.payload) else { continue }
+                        input = .peerCandidate(line: candidate.line, ufrag: candidate.ufrag)
                     case .signaling(.message(let m)) where m.kind == .offer && m.payload["iceRestart"] != nil:
                         // A WHIP publisher's ICE restart by PATCH: credentials and candidates only.
                         guard case .object(let fields)? = m.payload["iceRestart"], case .string(let ufrag)? = fields["ufrag"],
                               case .string(let password)? = fields["pwd"] else { continue }
                         let candidates: [String] = if case .array(let list)? = fields["candidates"] { list.compactMap(\.stringValue) } else { [] }
-                        do {
-                            let mine = try callMedia.transport.restartICE(controlling: false, servers: currentICEServers)
-                            try callMedia.acceptRestart(ufrag: ufrag, password: password, candidates: candidates)
-                            fragmentRestart = (mine.ufrag, mine.password, [], .now + ViewerHub.gatheringWait)
-                            restarts.add(1, ordering: .relaxed)
-                            self.log("ice: the WHIP publisher restarts ICE")
-                        } catch {
-                            self.log(.warning("ice: the WHIP publisher's restart: \(error)"))
-                        }
+                        input = .peerRestartFragment(ufrag: ufrag, password: password, candidates: candidates)
                     case .signaling(.message(let m)) where m.kind == .offer:
-                        let offer: JSEPDescription
-                        do { offer = try Self.description(m.payload, as: .offer) } catch {
-                            // Not a new session either: what works goes on, and the peer hears nothing
-                            // came of it (JSEP has no way to refuse one offer and keep the session).
-                            self.log(.warning("signaling: ignored an offer of \(peer) that callend cannot read: \(error)"))
-                            continue
-                        }
-                        guard callMedia.continuesSession(offer) else {
-                            // A new session: the next round takes it, with whatever came after it.
-                            events.prepend(handled[index...].map { $0 })
-                            newSession.store(true, ordering: .relaxed)
-                            over = true
-                            continue
-                        }
-                        if callMedia.awaitsRestartAnswer && offerer {
-                            self.log("ice: both sides restarted at once; the peer answers ours")
-                            continue
-                        }
-                        guard restartsOffered.allow(at: self.elapsed) else {
-                            self.log(.warning("ice: the peer offers restarts faster than \(restartsOffered.burst) at once and one per \(restartsOffered.interval): this one is ignored"))
-                            continue
-                        }
                         do {
-                            let (answer, restartsICE) = try callMedia.answerRestart(offer, servers: currentICEServers)
-                            signaling.describe(answer, to: peer)
-                            if restartsICE {
-                                restarts.add(1, ordering: .relaxed)
-                                self.log("ice: answered the peer's restart")
-                            }
+                            let offer = try Self.description(m.payload, as: .offer)
+                            input = .peerOffer(offer, continuesSession: callMedia.continuesSession(offer))
                         } catch {
-                            self.log(.warning("ice: the peer's restart offer: \(error)"))
+                            input = .unreadableOffer("\(error)")
                         }
                     case .signaling(.message(let m)) where m.kind == .answer:
-                        guard callMedia.awaitsRestartAnswer else { continue }
-                        do {
-                            try callMedia.acceptRestart(try Self.description(m.payload, as: .answer))
-                        } catch {
-                            self.log(.warning("ice: the peer's answer to our restart: \(error)"))
+                        do { input = .peerAnswer(try Self.description(m.payload, as: .answer)) } catch {
+                            if controller.awaitingAnswer { self.log(.warning("ice: the peer's answer to our restart: \(error)")) }
+                            continue
                         }
                     case .transport(let r, let e) where r == round:
-                        if let pending = fragmentRestart {
-                            if case .localCandidate(let line, pending.ufrag) = e { fragmentRestart?.candidates.append(line); continue }
-                            if case .gatheringDone(pending.ufrag) = e { fragmentRestart?.until = .now }
-                        }
-                        handle(e, signaling: signaling)
-                        if e == .pathLost { policy.pathLost(at: .now) }
-                        if e == .pathRestored { policy.pathRestored() }
-                    default: break
+                        input = .transport(e)
+                    default: continue
                     }
+                    perform(controller.handle(input, at: clock.now))
                 }
                 if over {
                     callMedia.stop()
                     break
                 }
-                let now = ContinuousClock.now
-                if let pending = fragmentRestart, now >= pending.until {
-                    fragmentRestart = nil
-                    let fragment = ICEFragment(ufrag: pending.ufrag, password: pending.password, candidates: pending.candidates, endOfCandidates: true)
-                    _ = signaling.client.send(RelayMessage(kind: .answer, id: "", to: peer, payload: .object(["type": .string("answer"), "sdp": .string(fragment.serialized)])))
-                }
-                var changed = false
-                if let before = addresses.changed(at: now) {
-                    changed = true
-                    self.log("network: local addresses now \(addresses.addresses.sorted().joined(separator: " ")) (were \(before.sorted().joined(separator: " ")))")
-                    // The signaling connection may have used a departed address: TCP would
-                    // take minutes to say so.
-                    signaling.client.reconnect(because: "local addresses changed")
-                }
-                if policy.lostSince != nil {
-                    let heard = callMedia.transport.packetsAuthenticated
-                    if heard != lastHeardCount { policy.heard(at: now) }
-                    lastHeardCount = heard
-                }
-                if restartNotBefore.map({ now >= $0 }) ?? true, policy.shouldRestart(at: now, addressesChanged: changed) {
-                    restart(changed ? "local addresses changed" : policy.reason(at: now))
+                let now = clock.now
+                let changed = addresses.changed(at: now).map { (before: Array($0), now: Array(addresses.addresses)) }
+                perform(controller.handle(.tick(packetsHeard: callMedia.transport.packetsAuthenticated, addressesChanged: changed), at: now))
+                if over {
+                    callMedia.stop()
+                    break
                 }
                 if now >= nextReport {
                     report()
@@ -873,7 +839,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 }
                 // Until the next event or report; while the path is lost, the restart policy's
                 // moments come closer than that.
-                events.wait(timeout: policy.lostSince != nil || fragmentRestart != nil ? .milliseconds(20) : nextReport - now)
+                events.wait(timeout: controller.wantsFrequentTicks ? .milliseconds(20) : nextReport - now)
             }
             if stopRequested.load(ordering: .relaxed) { callMedia.stop() }
         }

@@ -1,3 +1,4 @@
+import MediaCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,13 +33,17 @@ public enum LocalAddresses {
 /// The local addresses, looked at once a second by a call's watcher: a change restarts ICE.
 public struct LocalAddressWatch: Sendable {
     public private(set) var addresses = LocalAddresses.current()
-    private var nextLook = ContinuousClock.now + .seconds(1)
+    private var nextLook: MediaTime?
 
     public init() {}
 
     /// The addresses before, when they changed since the last look; nil otherwise (and between looks).
-    public mutating func changed(at now: ContinuousClock.Instant) -> Set<String>? {
-        guard now >= nextLook else { return nil }
+    public mutating func changed(at now: MediaTime) -> Set<String>? {
+        guard let due = nextLook else {
+            nextLook = now + .seconds(1)
+            return nil
+        }
+        guard now >= due else { return nil }
         nextLook = now + .seconds(1)
         let fresh = LocalAddresses.current()
         guard fresh != addresses else { return nil }

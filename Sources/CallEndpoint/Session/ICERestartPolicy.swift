@@ -1,3 +1,4 @@
+import MediaCore
 import RTPTransport
 
 /// When a call restarts ICE through signaling (RFC 8445 §9). A lost path is first looked for
@@ -24,9 +25,9 @@ struct ICERestartPolicy: Sendable {
     /// A restart that has not brought the path back is tried again after this.
     static let retry: Duration = .seconds(30)
 
-    private(set) var lostSince: ContinuousClock.Instant?
-    private(set) var lastRestart: ContinuousClock.Instant?
-    private(set) var lastHeard: ContinuousClock.Instant?
+    private(set) var lostSince: MediaTime?
+    private(set) var lastRestart: MediaTime?
+    private(set) var lastHeard: MediaTime?
     /// The path lost while the peer is heard: this long for the recheck before a restart.
     static let heardGrace: Duration = .milliseconds(250)
     /// ... and a restart for that reason at most this often.
@@ -34,12 +35,12 @@ struct ICERestartPolicy: Sendable {
 
     init(offerer: Bool) { self.offerer = offerer }
 
-    mutating func pathLost(at now: ContinuousClock.Instant) { if lostSince == nil { lostSince = now } }
+    mutating func pathLost(at now: MediaTime) { if lostSince == nil { lostSince = now } }
     mutating func pathRestored() { lostSince = nil }
     /// Authenticated media from the peer arrived.
-    mutating func heard(at now: ContinuousClock.Instant) { lastHeard = now }
+    mutating func heard(at now: MediaTime) { lastHeard = now }
     /// Why `shouldRestart` says yes for a lost path, for the log.
-    func reason(at now: ContinuousClock.Instant) -> String {
+    func reason(at now: MediaTime) -> String {
         guard let lostSince else { return "local addresses changed" }
         if peerHeardSinceLoss { return "the path lost while the peer's media arrives" }
         return "no path for \(Int(((now - lostSince) + PathConsent.defaultExpiry).inSeconds)) s"
@@ -48,12 +49,12 @@ struct ICERestartPolicy: Sendable {
         guard let lostSince, let lastHeard else { return false }
         return lastHeard >= lostSince + Self.heardGrace
     }
-    mutating func restarted(at now: ContinuousClock.Instant) { lastRestart = now }
+    mutating func restarted(at now: MediaTime) { lastRestart = now }
 
     /// Whether to restart now. A change of local addresses restarts at once (one restart a
     /// second at most); a lost path after `afterLoss`, then every `retry` while it stays lost;
     /// a lost path that still carries the peer's media a quarter of a second after the loss, at once.
-    func shouldRestart(at now: ContinuousClock.Instant, addressesChanged: Bool) -> Bool {
+    func shouldRestart(at now: MediaTime, addressesChanged: Bool) -> Bool {
         if addressesChanged { return lastRestart.map { now - $0 >= .seconds(1) } ?? true }
         guard let lostSince else { return false }
         if peerHeardSinceLoss { return lastRestart.map { now - $0 >= Self.heardRetry || $0 < lostSince } ?? true }
