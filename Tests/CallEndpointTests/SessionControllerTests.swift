@@ -163,23 +163,25 @@ import Signaling
         var c = Self.call(offerer: false)
         #expect(c.handle(.peerRestartFragment(ufrag: "pub2", password: "pw", candidates: ["candidate:9"]), at: t0)
                 == [.answerRestartFragment(ufrag: "pub2", password: "pw", candidates: ["candidate:9"])])
-        #expect(Self.logs(c.handle(.restartBegan(ufrag: "mine2", password: "mp"), at: t0)) == ["ice: the WHIP publisher restarts ICE"])
+        #expect(Self.logs(c.handle(.restartBegan(ufrag: "mine2", password: "mp"), at: t0)) == ["ice: b restarts ICE by fragment (RFC 9725 §4.4)"])
         #expect(c.wantsFrequentTicks)
         #expect(c.handle(.transport(.localCandidate("candidate:a", ufrag: "mine2")), at: t0).isEmpty, "held for the answer, not trickled")
         #expect(c.handle(.transport(.localCandidate("candidate:old", ufrag: "mine1")), at: t0) == [.trickle(line: "candidate:old", ufrag: "mine1")])
         #expect(Self.acts(c.handle(.tick(packetsHeard: 0, addressesChanged: nil), at: t0 + .milliseconds(1_999))).isEmpty)
         _ = c.handle(.transport(.localCandidate("candidate:b", ufrag: "mine2")), at: t0 + .seconds(1))
-        #expect(c.handle(.transport(.gatheringDone(ufrag: "mine2")), at: t0 + .seconds(1))
-                == [.sendRestartFragment(ICEFragment(ufrag: "mine2", password: "mp", candidates: ["candidate:a", "candidate:b"], endOfCandidates: true))])
+        let answered = c.handle(.transport(.gatheringDone(ufrag: "mine2")), at: t0 + .seconds(1))
+        #expect(Self.acts(answered) == [.sendRestartFragment(ICEFragment(ufrag: "mine2", password: "mp", candidates: ["candidate:a", "candidate:b"], endOfCandidates: true))])
+        #expect(Self.logs(answered) == ["ice: answered the restart of b with 2 candidates"])
         #expect(c.restarts == 1 && !c.wantsFrequentTicks)
-        // A second one whose agent never ends gathering: what there is goes after two seconds.
+        // A second one whose agent never ends gathering: what there is goes after two seconds,
+        // and the answer does not say the candidates ended.
         _ = c.handle(.peerRestartFragment(ufrag: "pub3", password: "pw", candidates: []), at: t0 + .seconds(10))
         _ = c.handle(.restartBegan(ufrag: "mine3", password: "mp"), at: t0 + .seconds(10))
         #expect(Self.acts(c.handle(.tick(packetsHeard: 0, addressesChanged: nil), at: t0 + .seconds(12)))
-                == [.sendRestartFragment(ICEFragment(ufrag: "mine3", password: "mp", candidates: [], endOfCandidates: true))])
+                == [.sendRestartFragment(ICEFragment(ufrag: "mine3", password: "mp", candidates: [], endOfCandidates: false))])
         // One whose agent cannot start is said, and the session goes on.
         _ = c.handle(.peerRestartFragment(ufrag: "pub4", password: "pw", candidates: []), at: t0 + .seconds(20))
-        #expect(Self.logs(c.handle(.restartFailed("no sockets"), at: t0 + .seconds(20))) == ["ice: the WHIP publisher's restart: no sockets"])
+        #expect(Self.logs(c.handle(.restartFailed("no sockets"), at: t0 + .seconds(20))) == ["ice: cannot answer the restart of b: no sockets"])
         #expect(c.restarts == 2 && c.ended == nil)
     }
 
@@ -200,10 +202,24 @@ import Signaling
         #expect(Self.acts(c.handle(.tick(packetsHeard: 0, addressesChanged: nil), at: t0 + .milliseconds(2_200))) == [.restartICE(reason: "again")])
         _ = c.handle(.restartBegan(ufrag: "r2", password: "p"), at: t0 + .milliseconds(2_200))
         // Gathering never ends: after 3 s what there is goes; the server answers; no path comes of it.
-        #expect(Self.acts(c.handle(.tick(packetsHeard: 0, addressesChanged: nil), at: t0 + .milliseconds(5_200))).count == 1)
+        #expect(Self.acts(c.handle(.tick(packetsHeard: 0, addressesChanged: nil), at: t0 + .milliseconds(5_200)))
+                == [.sendRestartFragment(ICEFragment(ufrag: "r2", password: "p", candidates: [], endOfCandidates: true))], "a PATCHed fragment is all there is")
         #expect(Self.logs(c.handle(.restartAnswered, at: t0 + .milliseconds(5_300))) == ["whip: ICE restart answered; checking the new path"])
         // Thirty seconds later the policy would restart a third time: a new POST instead.
         #expect(c.handle(.tick(packetsHeard: 0, addressesChanged: nil), at: t0 + .milliseconds(32_200)) == [.end(.repost("two ICE restarts did not bring the path back"))])
+    }
+
+    /// A WHEP viewer's session (and a mesh peer's, a Janus one's) never restarts on its own: the
+    /// player does, by PATCH; its lines carry the viewer's name.
+    @Test func aViewersSessionOnlyAnswersRestartsAndItsLinesSayWhose() {
+        var c = SessionController(.init(offerer: false, restarts: .answersOnly, gatheringWait: .seconds(2), peer: "whep~1", logPrefix: "whep: whep~1: "))
+        #expect(Self.logs(c.handle(.transport(.pathLost), at: t0)).first?.hasPrefix("whep: whep~1: ice: consent expired") == true)
+        for s in [2, 5, 40, 100] { #expect(Self.acts(c.handle(.tick(packetsHeard: 0, addressesChanged: nil), at: t0 + .seconds(s))).isEmpty) }
+        #expect(c.handle(.transport(.secured(.aeadAes128Gcm)), at: t0).contains(.secured))
+        _ = c.handle(.peerRestartFragment(ufrag: "pl2", password: "pw", candidates: []), at: t0 + .seconds(101))
+        _ = c.handle(.restartBegan(ufrag: "v2", password: "vp"), at: t0 + .seconds(101))
+        #expect(Self.acts(c.handle(.transport(.gatheringDone(ufrag: "v2")), at: t0 + .seconds(101))).count == 1)
+        #expect(c.restarts == 1)
     }
 
     @Test func aRestartThatBringsThePathBackLetsTheNextOutageRestartAgain() {

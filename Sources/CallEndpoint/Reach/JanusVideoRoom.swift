@@ -283,29 +283,18 @@ public final class JanusVideoRoom: Sendable {
         defer { running.withLock { $0 = nil } }
         if stopped { made.stop() }
         // The transport's events while media runs: late candidates go to Janus, the rest to the log.
-        let watching = Atomic<Bool>(true)
-        let watched = DispatchSemaphore(value: 0)
         let secured = Mutex<ContinuousClock.Instant?>(nil)
-        startThread(named: "janus-watcher") { [self, trickle] in
-            var trickling = trickle
-            while watching.load(ordering: .relaxed) {
-                for event in events.take(timeout: .milliseconds(200)) {
-                    guard let event else { continue }
-                    switch event {
-                    case .localCandidate(let line, _) where trickling:
-                        do { try client.trickle(session: room.session, handle: room.handle, candidates: [line]) } catch { log(.warning("janus: \(error)")) }
-                    case .gatheringDone where trickling:
-                        trickling = false
-                        try? client.trickle(session: room.session, handle: room.handle, candidates: [], completed: true)
-                    case .secured(let profile):
-                        secured.withLock { $0 = $0 ?? .now }
-                        log("dtls: connected, SRTP \(profile.rawValue)")
-                    default:
-                        if let line = event.logLine { log(line) }
-                    }
-                }
+        let trickling = Atomic<Bool>(trickle)
+        let watcher = SessionWatcher(.init(offerer: role == .publisher, restarts: .answersOnly, gatheringWait: options.gatheringWait, peer: "Janus"),
+                                     thread: "janus-watcher", events: events, heard: { made.transport.packetsAuthenticated }, log: log) { [client, room, log] action in
+            if action == .secured { secured.withLock { $0 = $0 ?? .now } }
+            guard case .trickle(let line, _) = action, trickling.load(ordering: .relaxed) else { return }
+            if line.isEmpty {
+                trickling.store(false, ordering: .relaxed)
+                try? client.trickle(session: room.session, handle: room.handle, candidates: [], completed: true)
+            } else {
+                do { try client.trickle(session: room.session, handle: room.handle, candidates: [line]) } catch { log(.warning("janus: \(error)")) }
             }
-            watched.signal()
         }
         var encoding = CallMedia.Encoding()
         encoding.mode = options.encodingMode
@@ -313,9 +302,7 @@ public final class JanusVideoRoom: Sendable {
         encoding.onDecision = { [log] decision in log("\(decision.line)") }
         let result = Result { try made.run(call, media: media, encoding: encoding, duration: deadline.map { $0 - ContinuousClock.now }) }
         current.withLock { $0 = nil }
-        watching.store(false, ordering: .relaxed)
-        _ = events.append(nil)
-        watched.wait()
+        watcher.stop()
         if let at = secured.withLock({ $0 }) { summary.connectedIn = at - asked }
         let (sent, received) = try result.get()
         if role == .publisher { summary.sent = sent } else { summary.received = received }
@@ -373,18 +360,5 @@ extension CallMedia {
             }
         }
         return (candidates, false)
-    }
-}
-
-extension BundleTransport.Event {
-    /// The log line for the events a publisher or viewer only reports.
-    var logLine: LogMessage? {
-        switch self {
-        case .selectedPair(let pair): "ice: \(pair)"
-        case .pathLost: .warning("ice: consent expired (RFC 7675): sending paused, checking the path again every second")
-        case .pathRestored: "ice: the path works again"
-        case .failed(let why), .untrusted(let why): .warning(why)
-        default: nil
-        }
     }
 }

@@ -292,6 +292,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                             repost("the server's answer to the ICE restart: \(error)")
                         }
                     case .end(.repost(let reason)): repost(reason)
+                    case .secured: outcome.withLock { $0.securedAt = $0.securedAt ?? .now }
                     case .end, .addRemoteCandidate, .answer, .accept, .answerRestartFragment, .reconnectSignaling:
                         break  // a WHIP server sends no offers, candidates or byes of its own
                     }
@@ -300,7 +301,6 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             while !over.load(ordering: .relaxed) && !outcome.withLock({ $0.repost }) {
                 for (s, event) in publisher.events.take(timeout: .milliseconds(controller.wantsFrequentTicks ? 50 : 200)) where s == session {
                     guard let event else { continue }
-                    if case .secured = event { outcome.withLock { $0.securedAt = $0.securedAt ?? .now } }
                     perform(controller.handle(.transport(event), at: clock.now))
                 }
                 let now = clock.now

@@ -701,6 +701,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     case .sendRestartFragment(let fragment):
                         _ = signaling.client.send(RelayMessage(kind: .answer, id: "", to: peer, payload: .object(["type": .string("answer"), "sdp": .string(fragment.serialized)])))
                     case .reconnectSignaling(let why): signaling.client.reconnect(because: why)
+                    case .secured: break
                     case .end(let reason):
                         over = true
                         switch reason {

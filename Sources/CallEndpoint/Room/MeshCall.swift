@@ -312,25 +312,12 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
             for candidate in early.withLock({ c in defer { c.removeAll() }; return c }) { addRemote(candidate) }
             if over.load(ordering: .relaxed) { return }
             log("mesh: \(peer): media \(call.streams.map { "\($0.kind.rawValue) \($0.codec.name)" }.joined(separator: ", ")) over ICE + DTLS-SRTP")
-            let watching = Atomic<Bool>(true)
-            startThread(named: "mesh-events") { [events, peer] in
-                while watching.load(ordering: .relaxed) {
-                    for event in events.take(timeout: .milliseconds(500)) {
-                        guard let event else { continue }
-                        switch event {
-                        case .secured(let profile): log("mesh: \(peer): dtls: connected, SRTP \(profile.rawValue)")
-                        case .localCandidate(let line, let ufrag):
-                            _ = client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: .object(["candidate": .string(line), "usernameFragment": .string(ufrag)])))
-                        default:
-                            if let line = event.logLine { log(LogMessage(line.level, "mesh: \(peer): \(line.text)")) }
-                        }
-                    }
-                }
+            let watcher = SessionWatcher(.init(offerer: offer == nil, restarts: .answersOnly, gatheringWait: MeshCall.gatheringWait, peer: peer, logPrefix: "mesh: \(peer): "),
+                                         thread: "mesh-events", events: events, heard: { [media] in media.transport.packetsAuthenticated }, log: log) { [peer] action in
+                guard case .trickle(let line, let ufrag) = action else { return }
+                _ = client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: .object(["candidate": .string(line), "usernameFragment": .string(ufrag)])))
             }
-            defer {
-                watching.store(false, ordering: .relaxed)
-                _ = events.append(nil)
-            }
+            defer { watcher.stop() }
             let (sent, received) = try media.run(call, media: mesh.media, encoding: encoding, duration: remaining.map { $0 - (ContinuousClock.now - started) })
             mesh.record(peer, sent: sent, received: received)
             let watched = received.firstFrameAt.map { received.elapsed - $0 } ?? .zero

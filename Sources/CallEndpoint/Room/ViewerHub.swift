@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import MediaCore
 import Platform
 import RTPTransport
 import Signaling
@@ -96,15 +97,15 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
         guard maxViewers > 0 else { return refuse(name, "this endpoint takes no viewers (--max-viewers 0)", status: 403, client: client) }
         let offer: JSEPDescription
         do { offer = try Call.description(payload, as: .offer) } catch { return refuse(name, error.description, status: 422, client: client) }
-        let events = BlockingQueue<BundleTransport.Event?>(capacity: 1024)
+        let inputs = BlockingQueue<Viewer.Input>(capacity: 1024)
         let callMedia: CallMedia
         do {
-            callMedia = try CallMedia(media: media, ice: ice(), certificate: certificate, receives: false) { events.append($0) }
+            callMedia = try CallMedia(media: media, ice: ice(), certificate: certificate, receives: false) { inputs.append(.transport($0)) }
         } catch {
             return refuse(name, "cannot make a transport: \(error)", status: 503, client: client)
         }
         callMedia.loopGroup = loops
-        let viewer = Viewer(name: name, media: callMedia, events: events, log: log)
+        let viewer = Viewer(name: name, media: callMedia, inputs: inputs, log: log)
         let taken = viewers.withLock { v -> Bool in
             guard v.count < maxViewers else { return false }
             v[name] = viewer
@@ -126,7 +127,7 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
             do {
                 var answer: JSEPDescription
                 (answer, call) = try callMedia.answer(offer)
-                (answer.transport.candidates, answer.transport.endOfCandidates) = viewer.gathered(ufrag: callMedia.localTransport.ufrag)
+                (answer.transport.candidates, answer.transport.endOfCandidates) = viewer.gathered()
                 _ = client.send(RelayMessage(kind: .answer, id: "", to: name, payload: .object(["type": .string("answer"), "sdp": .string(answer.sdp)])))
             } catch {
                 return refuse(name, "cannot answer its offer: \(error)", status: 422, client: client)
@@ -159,106 +160,90 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
         audioFanout?.stop()
     }
 
-    /// One viewer: its media session and the transport's events.
-    final class Viewer: @unchecked Sendable {  // the event queue is thread-safe; the restart state is behind a mutex, the watch flag atomic
+    /// One viewer: its media session, and what its watcher thread drives the viewer's
+    /// `SessionController` with (the transport's events, the viewer's restarts).
+    final class Viewer: @unchecked Sendable {  // the input queue is thread-safe and the watch flag atomic; the controller lives on the watcher thread
+        enum Input: Sendable {
+            case transport(BundleTransport.Event)
+            /// An ICE restart the player asked for by PATCH (RFC 9725 §4.4), relayed by the service.
+            case restart(ufrag: String, password: String, candidates: [String], client: SignalingClient)
+            case wake
+        }
         let name: String
         let media: CallMedia
-        private let events: BlockingQueue<BundleTransport.Event?>
+        private let inputs: BlockingQueue<Input>
         private let log: @Sendable (LogMessage) -> Void
         private let watching = Atomic<Bool>(false)
-        /// A restart whose answer waits for its candidates, and the local candidates seen by
-        /// agent (a restart's agent may gather before the restart is recorded here).
-        private struct Restarts {
-            var pending: (ufrag: String, password: String, until: ContinuousClock.Instant, client: SignalingClient)?
-            var local: [String: (candidates: [String], complete: Bool)] = [:]
-        }
-        private let restarts = Mutex(Restarts())
 
-        init(name: String, media: CallMedia, events: BlockingQueue<BundleTransport.Event?>, log: @escaping @Sendable (LogMessage) -> Void) {
+        init(name: String, media: CallMedia, inputs: BlockingQueue<Input>, log: @escaping @Sendable (LogMessage) -> Void) {
             self.name = name
             self.media = media
-            self.events = events
+            self.inputs = inputs
             self.log = log
         }
 
-        /// The local candidates of the agent with `ufrag`, gathered within `gatheringWait`, and
-        /// whether gathering finished (before the media runs: nothing else reads the events yet).
-        func gathered(ufrag: String) -> (candidates: [String], complete: Bool) {
-            var candidates: [String] = []
-            let until = ContinuousClock.now + ViewerHub.gatheringWait
-            while ContinuousClock.now < until {
-                for event in events.take(timeout: until - ContinuousClock.now) {
-                    switch event {
-                    case nil: break
-                    case .localCandidate(let line, let u) where u == ufrag: candidates.append(line)
-                    case .gatheringDone(let u) where u == ufrag: return (candidates, true)
-                    default: break
-                    }
-                }
+        /// The local candidates gathered within `gatheringWait`, and whether gathering finished
+        /// (before the media runs: nothing else reads the inputs yet).
+        func gathered() -> (candidates: [String], complete: Bool) {
+            CallMedia.gather(for: ViewerHub.gatheringWait, stopped: { false }) { wait in
+                inputs.take(timeout: wait).map { input in if case .transport(let event) = input { event } else { nil } }
             }
-            return (candidates, false)
         }
 
-        /// Logs what the transport says while media runs, and answers restarts once their
-        /// candidates are in (on a thread of its own).
+        /// Drives the viewer's session while media runs (on a thread of its own): logs what the
+        /// transport says and answers the player's restarts once their candidates are in.
         func watchEvents() {
             watching.store(true, ordering: .relaxed)
             startThread(named: "whep-events") { [self] in
-                while watching.load(ordering: .relaxed) {
-                    let until = restarts.withLock { $0.pending?.until }
-                    let wait = until.map { max(.milliseconds(1), min(.milliseconds(200), $0 - ContinuousClock.now)) } ?? .milliseconds(200)
-                    for event in events.take(timeout: wait) {
-                        switch event {
-                        case nil: break
-                        case .localCandidate(let line, let ufrag): restarts.withLock { $0.local[ufrag, default: ([], false)].candidates.append(line) }
-                        case .gatheringDone(let ufrag): restarts.withLock { $0.local[ufrag, default: ([], false)].complete = true }
-                        case .selectedPair(let pair): log("whep: \(name): ice: \(pair)")
-                        case .secured(let profile): log("whep: \(name): dtls: connected, SRTP \(profile.rawValue)")
-                        case .pathLost: log(.warning("whep: \(name): consent expired: sending paused"))
-                        case .restarted: log("whep: \(name): ICE restart done")
-                        case .failed(let why), .untrusted(let why): log(.warning("whep: \(name): \(why)"))
-                        default: break
+                let clock = MonotonicClock()
+                var controller = SessionController(.init(offerer: false, restarts: .answersOnly, gatheringWait: ViewerHub.gatheringWait,
+                                                         peer: name, logPrefix: "whep: \(name): "))
+                var client: SignalingClient?
+                func perform(_ actions: [SessionController.Action]) {
+                    for action in actions {
+                        switch action {
+                        case .log(let message): log(message)
+                        case .answerRestartFragment(let ufrag, let password, let candidates):
+                            do {
+                                let mine = try media.transport.restartICE(controlling: false)
+                                try media.acceptRestart(ufrag: ufrag, password: password, candidates: candidates)
+                                perform(controller.handle(.restartBegan(ufrag: mine.ufrag, password: mine.password), at: clock.now))
+                            } catch {
+                                perform(controller.handle(.restartFailed("\(error)"), at: clock.now))
+                                _ = client?.send(RelayMessage(kind: .bye, id: "", to: name, payload: .object(["reason": .string("the ICE restart failed: \(error)"), "status": .number(503)])))
+                            }
+                        case .sendRestartFragment(let fragment):
+                            _ = client?.send(RelayMessage(kind: .answer, id: "", to: name, payload: .object(["type": .string("answer"), "sdp": .string(fragment.serialized)])))
+                        case .trickle, .addRemoteCandidate, .restartICE, .answer, .accept, .reconnectSignaling, .end, .secured:
+                            break  // the answer carried the candidates; a player's candidates and bye are taken where they arrive
                         }
                     }
-                    answerRestartIfReady()
+                }
+                while watching.load(ordering: .relaxed) {
+                    for input in inputs.take(timeout: controller.wantsFrequentTicks ? .milliseconds(20) : .milliseconds(200)) {
+                        switch input {
+                        case .transport(let event): perform(controller.handle(.transport(event), at: clock.now))
+                        case .restart(let ufrag, let password, let candidates, let from):
+                            client = from
+                            perform(controller.handle(.peerRestartFragment(ufrag: ufrag, password: password, candidates: candidates), at: clock.now))
+                        case .wake: break
+                        }
+                    }
+                    perform(controller.handle(.tick(packetsHeard: media.transport.packetsAuthenticated, addressesChanged: nil), at: clock.now))
                 }
             }
-        }
-
-        /// Sends the pending restart's answer once its agent finished gathering or its wait is over.
-        private func answerRestartIfReady() {
-            let ready = restarts.withLock { r -> (ICEFragment, SignalingClient)? in
-                guard let p = r.pending else { return nil }
-                let local = r.local[p.ufrag] ?? ([], false)
-                guard local.complete || ContinuousClock.now >= p.until else { return nil }
-                r.pending = nil
-                return (ICEFragment(ufrag: p.ufrag, password: p.password, candidates: local.candidates, endOfCandidates: local.complete), p.client)
-            }
-            guard let (fragment, client) = ready else { return }
-            _ = client.send(RelayMessage(kind: .answer, id: "", to: name, payload: .object(["type": .string("answer"), "sdp": .string(fragment.serialized)])))
-            log("whep: \(name): ICE restart answered with \(fragment.candidates.count) candidates")
         }
 
         func stopWatching() {
             watching.store(false, ordering: .relaxed)
-            events.append(nil)
+            inputs.append(.wake)
         }
 
-        /// An ICE restart the player asked for by PATCH: a new agent answers its new credentials
-        /// and candidates; the answer, with ours, goes once they are gathered (RFC 9725 §4.4).
+        /// An ICE restart the player asked for by PATCH: its new credentials and candidates.
         func restart(_ fields: [String: JSONValue], client: SignalingClient) {
             guard case .string(let ufrag)? = fields["ufrag"], case .string(let password)? = fields["pwd"] else { return }
             let candidates: [String] = if case .array(let list)? = fields["candidates"] { list.compactMap(\.stringValue) } else { [] }
-            do {
-                let mine = try media.transport.restartICE(controlling: false)
-                try media.acceptRestart(ufrag: ufrag, password: password, candidates: candidates)
-                restarts.withLock { $0.pending = (mine.ufrag, mine.password, .now + ViewerHub.gatheringWait, client) }
-                log("whep: \(name): restarts ICE by PATCH with \(candidates.count) candidates of its own")
-                events.append(nil)  // wakes the watcher to time the answer
-            } catch {
-                log(.warning("whep: \(name): cannot restart ICE: \(error)"))
-                _ = client.send(RelayMessage(kind: .bye, id: "", to: name, payload: .object(["reason": .string("the ICE restart failed: \(error)"), "status": .number(503)])))
-            }
+            inputs.append(.restart(ufrag: ufrag, password: password, candidates: candidates, client: client))
         }
     }
 }

@@ -22,6 +22,9 @@ struct SessionController: Sendable {
         /// This side restarts by PATCHing an ICE fragment to the server's resource (RFC 9725 §4.4);
         /// past `maxTries` restarts without a path, the session is posted again.
         case fragmentsToServer(maxTries: Int)
+        /// This side never restarts; it answers the peer's (a WHEP viewer's PATCH). A mesh peer and
+        /// a Janus session, whose signaling carries no restart, are this too.
+        case answersOnly
     }
 
     struct Configuration: Sendable {
@@ -32,6 +35,8 @@ struct SessionController: Sendable {
         var gatheringWait: Duration
         /// The peer's name, for the log.
         var peer: String
+        /// Before every log line ("whep: viewer-1: " for one of several sessions of an endpoint).
+        var logPrefix = ""
     }
 
     enum Event: Sendable {
@@ -79,6 +84,8 @@ struct SessionController: Sendable {
         case answerRestartFragment(ufrag: String, password: String, candidates: [String])
         /// Send the new agent's fragment: to the server (our restart), or as the answer to the peer's.
         case sendRestartFragment(ICEFragment)
+        /// DTLS keyed SRTP: media flows from now (for the time to connect).
+        case secured
         /// The signaling connection may use an address that left: connect again.
         case reconnectSignaling(String)
         case end(EndReason)
@@ -100,7 +107,7 @@ struct SessionController: Sendable {
     /// Our restart offer waits for its answer.
     private(set) var awaitingAnswer = false
     /// A restart's new agent gathering: its credentials, candidates so far, and when its fragment goes.
-    private var gathering: (ufrag: String, password: String, candidates: [String], until: MediaTime)?
+    private var gathering: (ufrag: String, password: String, candidates: [String], until: MediaTime, ours: Bool)?
     /// A restart that could not start, or whose fragment could not be sent, is tried then.
     private var restartNotBefore: MediaTime?
     private var retryDue = false
@@ -124,6 +131,19 @@ struct SessionController: Sendable {
 
     mutating func handle(_ event: Event, at now: MediaTime) -> [Action] {
         guard ended == nil else { return [] }
+        var actions = step(event, at: now)
+        if !configuration.logPrefix.isEmpty {
+            for i in actions.indices {
+                if case .log(var message) = actions[i] {
+                    message.text = configuration.logPrefix + message.text
+                    actions[i] = .log(message)
+                }
+            }
+        }
+        return actions
+    }
+
+    private mutating func step(_ event: Event, at now: MediaTime) -> [Action] {
         var actions: [Action] = []
         switch event {
         case .bye(let refusal):
@@ -165,7 +185,7 @@ struct SessionController: Sendable {
         case .restartFailed(let why):
             if answeringFragment {
                 answeringFragment = false
-                actions.append(.log(.warning("ice: the WHIP publisher's restart: \(why)")))
+                actions.append(.log(.warning("ice: cannot answer the restart of \(configuration.peer): \(why)")))
             } else {
                 actions.append(.log(.warning("ice: cannot restart: \(why)")))
                 restartNotBefore = now + .seconds(1)
@@ -201,20 +221,20 @@ struct SessionController: Sendable {
             // The peer's fragment restart: our answer goes once our new agent has gathered.
             answeringFragment = false
             restarts += 1
-            gathering = (ufrag, password, [], now + configuration.gatheringWait)
-            actions.append(.log("ice: the WHIP publisher restarts ICE"))
+            gathering = (ufrag, password, [], now + configuration.gatheringWait, false)
+            actions.append(.log("ice: \(configuration.peer) restarts ICE by fragment (RFC 9725 §4.4)"))
         } else if let reason = pendingReason {
             // Our restart: with offers, the offer went with the agent; with fragments, it goes once gathered.
             pendingReason = nil
             policy.restarted(at: now)
             switch configuration.restarts {
-            case .offers:
+            case .offers, .answersOnly:
                 awaitingAnswer = true
                 restarts += 1
                 actions.append(.log("ice: restarting (\(reason))"))
             case .fragmentsToServer:
                 restartsTried += 1
-                gathering = (ufrag, password, [], now + configuration.gatheringWait)
+                gathering = (ufrag, password, [], now + configuration.gatheringWait, true)
                 actions.append(.log("ice: restarting (\(reason)) by PATCH"))
             }
         }
@@ -232,7 +252,7 @@ struct SessionController: Sendable {
             actions.append(.trickle(line: line, ufrag: ufrag))
         case .gatheringDone(let ufrag):
             if gathering?.ufrag == ufrag {
-                sendGathered(&actions)
+                sendGathered(complete: true, &actions)
                 return
             }
             let counts = gathered.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
@@ -241,7 +261,9 @@ struct SessionController: Sendable {
             actions.append(.trickle(line: "", ufrag: ufrag))
         case .selectedPair(let pair): actions.append(.log("ice: \(pair)"))
         case .state: break
-        case .secured(let profile): actions.append(.log("dtls: connected, SRTP \(profile.rawValue)"))
+        case .secured(let profile):
+            actions.append(.log("dtls: connected, SRTP \(profile.rawValue)"))
+            actions.append(.secured)
         case .failed(let why), .untrusted(let why): actions.append(.log(.warning(why)))
         case .closedByPeer: actions.append(.log("dtls: the peer closed the connection"))
         case .pathLost:
@@ -257,14 +279,18 @@ struct SessionController: Sendable {
     }
 
     /// The gathering agent's fragment goes (all candidates, or what there is when time ran out).
-    private mutating func sendGathered(_ actions: inout [Action]) {
+    /// A fragment PATCHed to a server is all this side will send; an answer says whether more
+    /// could have come.
+    private mutating func sendGathered(complete: Bool, _ actions: inout [Action]) {
         guard let g = gathering else { return }
         gathering = nil
-        actions.append(.sendRestartFragment(ICEFragment(ufrag: g.ufrag, password: g.password, candidates: g.candidates, endOfCandidates: true)))
+        let final = complete || configuration.restarts != .answersOnly && configuration.restarts != .offers
+        actions.append(.sendRestartFragment(ICEFragment(ufrag: g.ufrag, password: g.password, candidates: g.candidates, endOfCandidates: final)))
+        if !g.ours { actions.append(.log("ice: answered the restart of \(configuration.peer) with \(g.candidates.count) candidates")) }
     }
 
     private mutating func tick(heard: Int, addresses: (before: [String], now: [String])?, at now: MediaTime, _ actions: inout [Action]) {
-        if let g = gathering, now >= g.until { sendGathered(&actions) }
+        if let g = gathering, now >= g.until { sendGathered(complete: false, &actions) }
         if let addresses {
             actions.append(.log("network: local addresses now \(addresses.now.sorted().joined(separator: " ")) (were \(addresses.before.sorted().joined(separator: " ")))"))
             // The signaling connection may have used a departed address: TCP would take minutes to say so.
@@ -272,7 +298,7 @@ struct SessionController: Sendable {
         }
         if policy.lostSince != nil, let lastHeard, heard != lastHeard { policy.heard(at: now) }
         lastHeard = heard
-        guard pendingReason == nil, gathering == nil, restartNotBefore.map({ now >= $0 }) ?? true else { return }
+        guard configuration.restarts != .answersOnly, pendingReason == nil, gathering == nil, restartNotBefore.map({ now >= $0 }) ?? true else { return }
         let changed = addresses != nil
         let retry = retryDue
         guard retry || policy.shouldRestart(at: now, addressesChanged: changed) else { return }
