@@ -37,12 +37,12 @@ let package = Package(
         .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP", "CVoice"]),
         .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform", "CDataChannel"]),
         .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"]),
-        .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "Platform"]),
+        .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "CLinux", "Platform"]),
         .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices", "Platform", "CWebMWriter"]),
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
         // live beside the SDK, not in it; callend-bench links them (`callend bench` runs it).
         .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "ServeCommand"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "Signaling", "ServeCommand"]),
         .executableTarget(name: "callend-bench", dependencies: ["Benchmarks", "CallEndpoint", "MediaCore", "Codecs", "Platform", "ServeCommand"]),
         // The service alone: `callend serve` runs it when it sits beside callend (no media library mapped).
         .target(name: "ServeCommand", dependencies: ["Signaling", "Platform"]),

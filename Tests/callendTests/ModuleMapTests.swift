@@ -52,3 +52,47 @@ import Testing
         #expect(map != package)
     }
 }
+
+/// Every module a target's sources import that is a target of this package is one of the
+/// target's declared dependencies: SwiftPM lets a target import what a dependency of a
+/// dependency brings, so an undeclared import builds today and breaks when the chain changes.
+@Suite struct DeclaredImportTests {
+    /// Target → the package's modules its sources import (`import X`, `@testable import X`,
+    /// `internal import X`, `@_implementationOnly import X`).
+    static func imports(of target: String, in sources: URL, among modules: Set<String>) throws -> Set<String> {
+        let pattern = try Regex(#"^(?:@\w+\s+)?(?:internal\s+|public\s+|private\s+)?import\s+(\w+)"#).anchorsMatchLineEndings()
+        var found: Set<String> = []
+        let directory = sources.appendingPathComponent(target)
+        guard let walk = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { return [] }
+        for case let file as URL in walk where file.pathExtension == "swift" {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in text.matches(of: pattern) {
+                let module = String(match.output[1].substring ?? "")
+                if modules.contains(module) && module != target { found.insert(module) }
+            }
+        }
+        return found
+    }
+
+    @Test func everyImportOfAPackageModuleIsDeclared() throws {
+        let manifest = try String(contentsOf: ModuleMapTests.repository.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let package = try ModuleMapTests.packageTargets(manifest)
+        let sources = ModuleMapTests.repository.appendingPathComponent("Sources")
+        var checked = 0
+        for (target, declared) in package.sorted(by: { $0.key < $1.key }) {
+            let used = try Self.imports(of: target, in: sources, among: Set(package.keys))
+            checked += used.count
+            #expect(used.subtracting(declared).isEmpty, "\(target) imports \(used.subtracting(declared).sorted()) without declaring them in Package.swift")
+        }
+        #expect(checked >= 55, "found \(checked) imports of package modules")
+    }
+
+    /// The scan itself: an undeclared import is found, a comment or a string is not.
+    @Test func theScanFindsAnUndeclaredImport() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("imports-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("A/Sub"), withIntermediateDirectories: true)
+        try "import B\n@testable import C\n// import D\nlet s = \"import D\"\n".write(to: folder.appendingPathComponent("A/Sub/x.swift"), atomically: true, encoding: .utf8)
+        #expect(try Self.imports(of: "A", in: folder, among: ["A", "B", "C", "D"]) == ["B", "C"])
+    }
+}
