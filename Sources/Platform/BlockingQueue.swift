@@ -33,14 +33,14 @@ public final class BlockingQueue<Element: Sendable>: Sendable {
                 return (q.elements, q.closed)
             }
             if !batch.isEmpty || closed { return batch }
-            let result: DispatchTimeoutResult
+            let signalled: Bool
             if let timeout {
-                result = signal.wait(timeout: .now() + timeout.inSeconds)
+                signalled = signal.wait(for: timeout)
             } else {
                 signal.wait()
-                result = .success
+                signalled = true
             }
-            if result == .timedOut { return items.withLock { q in defer { q.elements.removeAll() }; return q.elements } }
+            if !signalled { return items.withLock { q in defer { q.elements.removeAll() }; return q.elements } }
         }
     }
 

@@ -159,7 +159,7 @@ import TestSupport
     /// Periods come at start + n x period; a caller a period late gets the next one at once.
     @Test func periodsAreDueOnAFixedGrid() {
         var pacer = RealTimePacer(period: .milliseconds(20))
-        let t0 = ContinuousClock.now
+        let t0 = MediaTime.now
         #expect(pacer.delay(now: t0) == .zero)
         #expect(pacer.delay(now: t0 + .milliseconds(5)) == .milliseconds(15))
         #expect(pacer.delay(now: t0 + .milliseconds(45)) == .zero, "the third period was due at 40 ms")
@@ -171,7 +171,7 @@ import TestSupport
     /// taking 50 of them back to back (which a busy machine never catches up from).
     @Test func aStalledCallerSkipsWhatItMissed() {
         var pacer = RealTimePacer(period: .milliseconds(20))
-        let t0 = ContinuousClock.now
+        let t0 = MediaTime.now
         _ = pacer.delay(now: t0)
         let late = t0 + .milliseconds(1005)
         #expect(pacer.delay(now: late) == .zero)

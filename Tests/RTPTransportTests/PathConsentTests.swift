@@ -1,8 +1,9 @@
 import Testing
 @testable import RTPTransport
+import MediaCore
 
 struct PathConsentTests {
-    let t0 = ContinuousClock.now
+    let t0 = MediaTime(microseconds: 9_000_000_000)
 
     @Test func consentExpiresThirtySecondsAfterTheLastSignAndNotBefore() {
         var consent = PathConsent()

@@ -40,3 +40,44 @@ import Testing
         #expect(!#"guard let v = UInt64(exactly: x.numberValue ?? 0)"#.contains(regex))
     }
 }
+
+/// One clock: the media library targets read time as `MediaTime` (monotonic) and the wall
+/// clock only at its named edges. Another clock type in them (Swift's, Dispatch's, Foundation's,
+/// libc's) fails here, as the module map does in ModuleMapTests.
+@Suite struct OneClockTests {
+    /// The targets held to it. Signaling and Benchmarks are not yet: they do not link MediaCore,
+    /// where MediaTime lives, and read ContinuousClock still.
+    static let targets = ["MediaCore", "Codecs", "Devices", "RTPTransport", "CallEndpoint", "Platform"]
+    /// Where another clock is read on purpose: MediaTime's and WallClock's own file, the one
+    /// semaphore wait by Duration, and log stamps.
+    static let edges = ["MediaCore/Time/Clocks.swift", "Platform/TimedWait.swift", "Platform/Log.swift"]
+    static let pattern = #"\bContinuousClock\b|\bSuspendingClock\b|\bDispatchTime\b|\bDispatchWallTime\b|\bDate\(\)|\btime\(nil\)|\.now\(\) *\+|CLOCK_(MONOTONIC|REALTIME)"#
+
+    /// The lines of `files` (path, lines) that read another clock, comments aside.
+    static func offending(_ files: [(path: String, lines: [Substring])]) throws -> [String] {
+        // Simple word boundaries: by Unicode's, "ContinuousClock.now" is one word.
+        let regex = try Regex(pattern).wordBoundaryKind(.simple)
+        return files.filter { file in targets.contains { file.path.hasPrefix($0 + "/") } && !edges.contains(file.path) }.flatMap { file in
+            file.lines.enumerated().compactMap { i, line in
+                let code = line.trimmingCharacters(in: .whitespaces)
+                guard !code.hasPrefix("//"), line.contains(regex) else { return nil }
+                return "\(file.path):\(i + 1): \(code)"
+            }
+        }
+    }
+
+    @Test func theMediaTargetsReadOneClock() throws {
+        let files = try SourceAuditTests.swiftFiles()
+        #expect(files.filter { f in Self.targets.contains { f.path.hasPrefix($0 + "/") } }.count >= 140, "the media targets' files were found")
+        let found = try Self.offending(files)
+        #expect(found.isEmpty, "another clock than MediaTime outside its edges:\n\(found.joined(separator: "\n"))")
+    }
+
+    @Test func theCheckCatchesEachOtherClock() throws {
+        for line in ["let t = ContinuousClock.now", "_ = s.wait(timeout: .now() + 0.1)", "let d = Date()", "let w = DispatchTime.now()", "Int64(time(nil))"] {
+            #expect(try Self.offending([("CallEndpoint/X.swift", [Substring(line)])]).count == 1, "not caught: \(line)")
+        }
+        #expect(try Self.offending([("CallEndpoint/X.swift", ["/// ContinuousClock in a comment", "let t = MediaTime.now"])]).isEmpty)
+        #expect(try Self.offending([("Platform/TimedWait.swift", ["wait(timeout: .now() + x)"])]).isEmpty, "an edge")
+    }
+}

@@ -81,7 +81,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     private let sink = LockedCallback<CameraOutput>()
     private let running = Atomic<Bool>(false)
     private let current = Mutex<(input: CameraInput, width: Int, height: Int, frameRate: Double, modes: [CameraMode])>((.pattern(width: 0, height: 0, frameRate: 0), 0, 0, 0, []))
-    private let health = Mutex<(lost: (reason: String, at: ContinuousClock.Instant)?, events: [CameraDeviceEvent])>((nil, []))
+    private let health = Mutex<(lost: (reason: String, at: MediaTime)?, events: [CameraDeviceEvent])>((nil, []))
     /// Whether a Y4M file starts again at its end (a call) or ends the source (`callend send`).
     public let loopFiles: Bool
     /// Whether a Y4M file's pictures carry their capture time in the test pattern's marks, for a
@@ -164,7 +164,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
             health.withLock { $0.lost = (reason, .now); $0.events.append(.lost(reason: reason)) }
         case .restored(let path):
             health.withLock { h in
-                h.events.append(.back(path: path, after: h.lost.map { ContinuousClock.now - $0.at }))
+                h.events.append(.back(path: path, after: h.lost.map { MediaTime.now - $0.at }))
                 h.lost = nil
             }
         case .frame, .ended: break

@@ -1,3 +1,4 @@
+import MediaCore
 import Dispatch
 import FoundationEssentials
 import RTPTransport
@@ -56,12 +57,12 @@ public final class DataTrack: Sendable {
 
     /// Waits until a channel of `label` is open; false after `timeout` or when `stop` says so.
     public func waitUntilOpen(label: String, timeout: Duration, stop: @Sendable () -> Bool = { false }) -> Bool {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = MediaTime.now + timeout
         while channel(label: label) == nil {
-            let left = deadline - ContinuousClock.now
+            let left = deadline - MediaTime.now
             if left <= .zero || stop() { return false }
             waiters.add(1, ordering: .relaxed)
-            _ = changed.wait(timeout: .now() + min(left, .milliseconds(100)).inSeconds)
+            changed.wait(for: min(left, .milliseconds(100)))
             waiters.subtract(1, ordering: .relaxed)
         }
         return true

@@ -1,3 +1,4 @@
+import MediaCore
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -66,7 +67,7 @@ public final class MetricsEndpoint: Sendable {
     /// One scraper's connection: what it sent so far, what is left to send, and its deadline.
     private struct Client {
         let fd: Int32
-        let deadline: ContinuousClock.Instant
+        let deadline: MediaTime
         var reader = HTTPRequestHead.Reader()
         var response: [UInt8]?
     }
@@ -77,7 +78,7 @@ public final class MetricsEndpoint: Sendable {
             var clients: [Client] = []
             defer { for client in clients { close(client.fd) } }
             while !stopping.load(ordering: .relaxed) {
-                let now = ContinuousClock.now
+                let now = MediaTime.now
                 clients.removeAll { client in
                     guard now >= client.deadline else { return false }
                     close(client.fd)
@@ -94,7 +95,7 @@ public final class MetricsEndpoint: Sendable {
                         guard client >= 0 else { break }
                         _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                         _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
-                        clients.append(Client(fd: client, deadline: ContinuousClock.now + deadline))
+                        clients.append(Client(fd: client, deadline: MediaTime.now + deadline))
                     }
                 }
                 for (index, polled) in fds.dropFirst(2).enumerated().reversed() where polled.revents != 0 {

@@ -80,7 +80,7 @@ public final class IVFFileRenderer: VideoRenderer, @unchecked Sendable {  // the
 public final class SnapshotRenderer: VideoRenderer, Sendable {
     public let path: String
     public let interval: Duration
-    private let lastWrite = Mutex<ContinuousClock.Instant?>(nil)
+    private let lastWrite = Mutex<MediaTime?>(nil)
 
     public init(path: String, interval: Duration = .seconds(1)) {
         self.path = path
@@ -88,7 +88,7 @@ public final class SnapshotRenderer: VideoRenderer, Sendable {
     }
 
     public func render(_ frame: VideoFrame) {
-        let now = ContinuousClock.now
+        let now = MediaTime.now
         let due = lastWrite.withLock { last in
             guard last.map({ now - $0 >= interval }) ?? true else { return false }
             last = now

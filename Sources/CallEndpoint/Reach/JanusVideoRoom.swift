@@ -1,3 +1,4 @@
+import MediaCore
 import Dispatch
 import FoundationEssentials
 import Platform
@@ -76,10 +77,10 @@ final class JanusVideoRoomHandle: Sendable {
     }
 
     private func poll() {
-        var lastKeepalive = ContinuousClock.now
+        var lastKeepalive = MediaTime.now
         var failures = 0
         while !over.load(ordering: .relaxed) {
-            if ContinuousClock.now - lastKeepalive >= .seconds(20) {
+            if MediaTime.now - lastKeepalive >= .seconds(20) {
                 try? client.keepalive(session: session)
                 lastKeepalive = .now
             }
@@ -119,8 +120,8 @@ final class JanusVideoRoomHandle: Sendable {
         case .data(let data): return (data, nil)
         case .ack: break
         }
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        let deadline = MediaTime.now + timeout
+        while MediaTime.now < deadline {
             for event in answers.take(timeout: deadline - .now) where event["transaction"]?.stringValue == transaction {
                 let data = event["plugindata"]?["data"] ?? .null
                 try JanusClient.checkPlugin(data, request: what)
@@ -216,7 +217,7 @@ public final class JanusVideoRoom: Sendable {
     /// when Janus refuses (no such room, a wrong secret), its description is unusable, or no
     /// path to it comes up.
     public func run() throws -> JanusRoomSummary {
-        let deadline = duration.map { ContinuousClock.now + $0 }
+        let deadline = duration.map { MediaTime.now + $0 }
         defer { media.close() }
         let current = Mutex<CallMedia?>(nil)
         let room = try JanusVideoRoomHandle(client: client, log: log) { [self] event in handle(event, media: { current.withLock { $0 } }) }
@@ -230,7 +231,7 @@ public final class JanusVideoRoom: Sendable {
         current.withLock { $0 = made }
         var summary = JanusRoomSummary()
         let call: NegotiatedCall
-        let asked: ContinuousClock.Instant
+        let asked: MediaTime
         var trickle: Bool
         switch role {
         case .publisher:
@@ -250,7 +251,7 @@ public final class JanusVideoRoom: Sendable {
             }
             summary.feed = id
             summary.answeredIn = .now - asked
-            log("janus: published as \(id) in room \(options.room), answered in \(Int((ContinuousClock.now - asked).inMilliseconds)) ms")
+            log("janus: published as \(id) in room \(options.room), answered in \(Int((MediaTime.now - asked).inMilliseconds)) ms")
             let answer: JSEPDescription
             do { answer = try JSEPDescription(type: .answer, sdp: sdp) } catch { throw NegotiationError("Janus's answer is not a usable SDP answer: \(error)") }
             call = try made.accept(answer, to: offer)
@@ -283,7 +284,7 @@ public final class JanusVideoRoom: Sendable {
         defer { running.withLock { $0 = nil } }
         if stopped { made.stop() }
         // The transport's events while media runs: late candidates go to Janus, the rest to the log.
-        let secured = Mutex<ContinuousClock.Instant?>(nil)
+        let secured = Mutex<MediaTime?>(nil)
         let trickling = Atomic<Bool>(trickle)
         let watcher = SessionWatcher(.init(offerer: role == .publisher, restarts: .answersOnly, gatheringWait: options.gatheringWait, peer: "Janus"),
                                      thread: "janus-watcher", events: events, heard: { made.transport.packetsAuthenticated }, log: log) { [client, room, log] action in
@@ -300,7 +301,7 @@ public final class JanusVideoRoom: Sendable {
         encoding.mode = options.encodingMode
         encoding.maxVideoBitrate = options.maxVideoBitrate
         encoding.onDecision = { [log] decision in log("\(decision.line)") }
-        let result = Result { try made.run(call, media: media, encoding: encoding, duration: deadline.map { $0 - ContinuousClock.now }) }
+        let result = Result { try made.run(call, media: media, encoding: encoding, duration: deadline.map { $0 - MediaTime.now }) }
         current.withLock { $0 = nil }
         watcher.stop()
         if let at = secured.withLock({ $0 }) { summary.connectedIn = at - asked }
@@ -320,7 +321,7 @@ public final class JanusVideoRoom: Sendable {
     /// name), waiting up to `feedWait` for one to appear.
     private func findFeed(_ room: JanusVideoRoomHandle) throws -> UInt64 {
         if let feed = options.feed { return feed }
-        let until = ContinuousClock.now + options.feedWait
+        let until = MediaTime.now + options.feedWait
         var announced = false
         while true {
             let reply = try room.request(.object(["request": .string("listparticipants"), "room": .number(Double(options.room))]))
@@ -332,14 +333,14 @@ public final class JanusVideoRoom: Sendable {
                 }
             }
             if stopped { throw NegotiationError("stopped before a publisher appeared") }
-            guard ContinuousClock.now < until else {
+            guard MediaTime.now < until else {
                 throw NegotiationError("no publisher\(options.display.map { " named '\($0)'" } ?? "") in Janus room \(options.room) within \(options.feedWait)")
             }
             if !announced {
                 log("janus: no publisher in room \(options.room) yet; waiting up to \(options.feedWait)")
                 announced = true
             }
-            _ = DispatchSemaphore(value: 0).wait(timeout: .now() + 0.25)  // a poll: Janus's API tells no one when a publisher joins a room one has not joined
+            DispatchSemaphore(value: 0).wait(for: .milliseconds(250))  // a poll: Janus's API tells no one when a publisher joins a room one has not joined
         }
     }
 }
@@ -349,8 +350,8 @@ extension CallMedia {
     /// or `stopped`. `take` hands over the transport's events (nil ones only wake).
     static func gather(for wait: Duration, stopped: () -> Bool, take: (Duration) -> [BundleTransport.Event?]) -> (candidates: [String], complete: Bool) {
         var candidates: [String] = []
-        let until = ContinuousClock.now + wait
-        while !stopped() && ContinuousClock.now < until {
+        let until = MediaTime.now + wait
+        while !stopped() && MediaTime.now < until {
             for event in take(until - .now) {
                 switch event {
                 case .localCandidate(let line, _)?: candidates.append(line)

@@ -78,13 +78,13 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
     /// Publishes until the duration passes or `stop()`; throws when the server refuses the
     /// publication or no path to it comes up.
     public func run() throws -> PublishSummary {
-        let start = ContinuousClock.now
+        let start = MediaTime.now
         let deadline = duration.map { start + $0 }
         var summary = PublishSummary()
         defer { media.close() }
         var linkServers: [ICEServer] = []
         var repostFailures = 0
-        while !stopped && (deadline.map { ContinuousClock.now < $0 } ?? true) {
+        while !stopped && (deadline.map { MediaTime.now < $0 } ?? true) {
             summary.sessions += 1
             let session = summary.sessions
             let made = try CallMedia(media: media, ice: iceConfiguration(servers: linkServers), certificate: certificate, receives: false) { [events] event in
@@ -100,7 +100,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             offer.transport.candidates = gathered
             offer.transport.endOfCandidates = complete
             log("whip: POST \(options.endpoint) (\(gathered.count) candidates\(complete ? "" : ", more to trickle"))")
-            let posted = ContinuousClock.now
+            let posted = MediaTime.now
             let posting = Result { () throws(WHIPError) in try whip.post(offer: offer.sdp) }
             if case .failure(let error) = posting {
                 // Publishing again after a lost path, with the network still gone: again, until it
@@ -115,9 +115,9 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             }
             guard case .success(var resource) = posting else { continue }
             repostFailures = 0
-            if summary.answeredIn == nil { summary.answeredIn = ContinuousClock.now - posted }
+            if summary.answeredIn == nil { summary.answeredIn = MediaTime.now - posted }
             let servers = resource.iceServers.isEmpty ? "" : ", ICE servers " + resource.iceServers.flatMap(\.urls).joined(separator: " ")
-            log("whip: 201 in \(Int((ContinuousClock.now - posted).inMilliseconds)) ms, session \(resource.location)\(servers)")
+            log("whip: 201 in \(Int((MediaTime.now - posted).inMilliseconds)) ms, session \(resource.location)\(servers)")
             linkServers = Call.iceServers(resource.iceServers)
             let answer: JSEPDescription
             do { answer = try JSEPDescription(type: .answer, sdp: resource.answer) } catch {
@@ -140,7 +140,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             let log = self.log
             encoding.onDecision = { decision in log("\(decision.line)") }
             let result: Result<(sent: SenderStatistics, received: ReceiverSummary), any Error> = Result {
-                try made.run(call, media: media, encoding: encoding, duration: deadline.map { $0 - ContinuousClock.now })
+                try made.run(call, media: media, encoding: encoding, duration: deadline.map { $0 - MediaTime.now })
             }
             running.withLock { $0 = nil }
             let watched = watcher.finish()
@@ -191,7 +191,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
             var restarts = 0
             var repost = false
             var reason = ""
-            var securedAt: ContinuousClock.Instant?
+            var securedAt: MediaTime?
         }
         let publisher: WHIPPublisher
         let media: CallMedia
@@ -219,7 +219,7 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
         }
 
         /// Ends the watch and returns what it did.
-        func finish() -> (resource: WHIPResource, restarts: Int, repost: Bool, reason: String, securedAt: ContinuousClock.Instant?) {
+        func finish() -> (resource: WHIPResource, restarts: Int, repost: Bool, reason: String, securedAt: MediaTime?) {
             over.store(true, ordering: .relaxed)
             publisher.events.append((session, nil))
             done.wait()

@@ -1,3 +1,4 @@
+import MediaCore
 import FoundationEssentials
 import Glibc
 import Synchronization
@@ -69,8 +70,7 @@ final class RecordingStore: Sendable {
 
     /// A new segment's path, named by the time now (UTC, milliseconds).
     func newPath(direction: String) -> String {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
+        let ts = WallClock.now
         var t = ts.tv_sec, parts = tm()
         gmtime_r(&t, &parts)
         let stamp = (Int(parts.tm_year) + 1900).zeroPadded(4) + (Int(parts.tm_mon) + 1).zeroPadded(2) + Int(parts.tm_mday).zeroPadded(2) + "T"
@@ -121,7 +121,7 @@ final class RecordingStore: Sendable {
     func closed(_ path: String, bytes: Int64?) {
         state.withLock { s in
             s.active[path] = nil
-            if let bytes { s.closed.append(Segment(path: path, bytes: bytes, modified: Int64(time(nil)))) }
+            if let bytes { s.closed.append(Segment(path: path, bytes: bytes, modified: Int64(WallClock.unixSeconds))) }
         }
         expire()
     }
@@ -129,7 +129,7 @@ final class RecordingStore: Sendable {
     /// Deletes closed segments older than `keep`.
     func expire() {
         guard let keep = options.keep else { return }
-        let cutoff = Int64(time(nil)) - keep.components.seconds
+        let cutoff = Int64(WallClock.unixSeconds) - keep.components.seconds
         let victims = state.withLock { s -> [String] in
             let old = s.closed.filter { $0.modified < cutoff }.map(\.path)
             s.closed.removeAll { $0.modified < cutoff }

@@ -88,7 +88,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
         /// Waits until an event is appended or `timeout` passes (an event appended since the
         /// last wait returns at once).
-        func wait(timeout: Duration) { _ = arrived.wait(timeout: .now() + timeout.inSeconds) }
+        func wait(timeout: Duration) { arrived.wait(for: timeout) }
 
         var count: Int { items.withLock { $0.events.count } }
         var dropped: Int { items.withLock { $0.dropped } }
@@ -201,8 +201,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// New sessions of the peer (each a new media round, with its own agent) and ICE restarts it
     /// offers (each a new agent): let through at a rate real endpoints need, not a flood's.
     private let newSessions = Mutex(RenegotiationLimit())
-    private let clockOrigin = ContinuousClock.now
-    private var elapsed: Duration { ContinuousClock.now - clockOrigin }
+    private let clockOrigin = MediaTime.now
+    private var elapsed: Duration { MediaTime.now - clockOrigin }
 
     /// Signaling from someone in the room who is not this round's peer: ignored, and logged once
     /// per sender and round.
@@ -272,7 +272,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     }
 
     public func run() throws -> CallSummary {
-        let start = ContinuousClock.now
+        let start = MediaTime.now
         let deadline = duration.map { start + $0 }
         var summary = CallSummary()
         var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName,
@@ -323,13 +323,13 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         // Rounds of media: when the peer leaves or vanishes this side stays in the room, and a
         // peer that joins again (and, joining second, offers) gets media without a restart here.
         var round = 0
-        while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
+        while !stopRequested.load(ordering: .relaxed) && deadline.map({ MediaTime.now < $0 }) ?? true {
             // A peer that comes back as a new session again and again gets its rounds at the
             // limiter's rate: each holds an ICE agent (a thread, sockets, a TURN allocation).
             while !newSessions.withLock({ $0.allow(at: elapsed) }) && !stopRequested.load(ordering: .relaxed) {
                 let wait = newSessions.withLock { $0.wait(at: elapsed) }
                 log(.warning("the peer came back as a new session \(newSessions.withLock { $0.burst }.fixed(0)) times in a short while: the next round in \(wait.inSeconds.fixed(1)) s"))
-                if stopWake.wait(timeout: .now() + wait.inSeconds) == .success { stopWake.signal() }
+                if stopWake.wait(for: wait) { stopWake.signal() }
             }
             round += 1
             let signaling = RoundSignaling(client: client)
@@ -341,11 +341,11 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             let data = call.data.map { ", data channels (SCTP port \($0.remotePort), messages up to \($0.maxMessageSize == 0 ? "any size" : "\($0.maxMessageSize) bytes"))" } ?? ""
             log("media: \(streams.joined(separator: ", "))\(data) over ICE + DTLS-SRTP (BUNDLE)")
             if call.data == nil, media.dataTrack != nil { log(.warning("data: the peer takes no data channels (its description has none)")) }
-            let roundStart = ContinuousClock.now
+            let roundStart = MediaTime.now
             let result: (sent: SenderStatistics, received: ReceiverSummary)
             do {
                 result = try runMedia(callMedia, call, controller, round: round, signaling: signaling, participant: summary.participant,
-                                      peer: summary.peer ?? "?", remaining: deadline.map { $0 - ContinuousClock.now }, viewersEncoder: viewers.fanout)
+                                      peer: summary.peer ?? "?", remaining: deadline.map { $0 - MediaTime.now }, viewersEncoder: viewers.fanout)
             } catch let error as NegotiationError {
                 // No path to the peer (ICE or DTLS failed): wait for the peer to try again.
                 callMedia.transport.close()
@@ -374,7 +374,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 summary.setupTime = (roundStart - start) + first
             }
             // Both sides ending on time send BYE to each other; that is the call's end, not a departure.
-            let outOfTime = deadline.map { ContinuousClock.now >= $0 - .seconds(2) } ?? false
+            let outOfTime = deadline.map { MediaTime.now >= $0 - .seconds(2) } ?? false
             summary.endReason = stopRequested.load(ordering: .relaxed) && !outOfTime ? "stopped"
                 : result.received.endReason.isEmpty || outOfTime ? "done" : result.received.endReason
             if summary.endReason == "done" || summary.endReason == "stopped" { break }
@@ -472,8 +472,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// queue (they go in the answer instead of trickling), and whether gathering finished.
     private func gatheredCandidates(round: Int, ufrag: String) -> (candidates: [String], complete: Bool) {
         var candidates: [String] = []
-        let until = ContinuousClock.now + ViewerHub.gatheringWait
-        while ContinuousClock.now < until {
+        let until = MediaTime.now + ViewerHub.gatheringWait
+        while MediaTime.now < until {
             let gathering = events.take { event in
                 switch event {
                 case .transport(round, .localCandidate), .transport(round, .gatheringDone): true
@@ -494,7 +494,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
 
     /// Signaling until an offer/answer completes; nil when stopped or out of time first.
     private func negotiate(round: Int, signaling: RoundSignaling, summary: inout CallSummary,
-                           deadline: ContinuousClock.Instant?) throws -> (CallMedia, NegotiatedCall, SessionController)? {
+                           deadline: MediaTime?) throws -> (CallMedia, NegotiatedCall, SessionController)? {
         var callMedia: CallMedia?
         /// The round's session from its agent on: it trickles and logs the transport's events.
         var controller = SessionController(.init(offerer: true, restarts: .offers, gatheringWait: ViewerHub.gatheringWait, peer: "?"))
@@ -513,7 +513,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             controller = SessionController(.init(offerer: controlling, restarts: .offers, gatheringWait: ViewerHub.gatheringWait, peer: "?"))
             return made
         }
-        while !stopRequested.load(ordering: .relaxed) && deadline.map({ ContinuousClock.now < $0 }) ?? true {
+        while !stopRequested.load(ordering: .relaxed) && deadline.map({ MediaTime.now < $0 }) ?? true {
             let pending = events.drain()
             if pending.isEmpty {
                 events.wait(timeout: .milliseconds(100))

@@ -1,3 +1,4 @@
+import MediaCore
 import Dispatch
 import FoundationEssentials
 import Platform
@@ -89,7 +90,7 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
     }
 
     public func run() throws -> MeshSummary {
-        let deadline = duration.map { ContinuousClock.now + $0 }
+        let deadline = duration.map { MediaTime.now + $0 }
         let token = options.token
         var configuration = SignalingClientConfiguration(host: server.host, port: server.port, room: options.roomName, token: { token }, tls: signalingTLS)
         configuration.alternates = options.fallbackServers
@@ -134,14 +135,14 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
             linkEncoding.onDecision = { decision in log("mesh: \(peer): \(decision.line)") }
             do {
                 let link = try Link(id: nextID, peer: peer, offer: offer, mesh: self, client: client, encoding: linkEncoding,
-                                    remaining: deadline.map { $0 - ContinuousClock.now })
+                                    remaining: deadline.map { $0 - MediaTime.now })
                 links[peer] = link
             } catch {
                 log(.warning("mesh: \(peer): cannot start a session: \(error)"))
             }
         }
-        while !stopped && (deadline.map { ContinuousClock.now < $0 } ?? true) {
-            let wait = deadline.map { min($0 - ContinuousClock.now, .seconds(1)) } ?? .seconds(1)
+        while !stopped && (deadline.map { MediaTime.now < $0 } ?? true) {
+            let wait = deadline.map { min($0 - MediaTime.now, .seconds(1)) } ?? .seconds(1)
             for event in queue.take(timeout: max(wait, .milliseconds(1))) {
                 guard let event else { continue }
                 switch event {
@@ -274,7 +275,7 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
         }
 
         private func run(offer: JSEPDescription?, mesh: MeshCall, client: SignalingClient, encoding: CallMedia.Encoding, remaining: Duration?) throws {
-            let started = ContinuousClock.now
+            let started = MediaTime.now
             let log = mesh.log
             let call: NegotiatedCall
             func gathered() -> (candidates: [String], complete: Bool) {
@@ -295,9 +296,9 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
                 (mine.transport.candidates, mine.transport.endOfCandidates) = gathered()
                 send(mine)
                 log("mesh: offered to \(peer)")
-                let until = ContinuousClock.now + MeshCall.answerWait
+                let until = MediaTime.now + MeshCall.answerWait
                 var answer: JSEPDescription?
-                while answer == nil && !over.load(ordering: .relaxed) && ContinuousClock.now < until {
+                while answer == nil && !over.load(ordering: .relaxed) && MediaTime.now < until {
                     for payload in answers.take(timeout: until - .now) {
                         guard let payload else { continue }
                         answer = try Call.description(payload, as: .answer)
@@ -318,7 +319,7 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
                 _ = client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: .object(["candidate": .string(line), "usernameFragment": .string(ufrag)])))
             }
             defer { watcher.stop() }
-            let (sent, received) = try media.run(call, media: mesh.media, encoding: encoding, duration: remaining.map { $0 - (ContinuousClock.now - started) })
+            let (sent, received) = try media.run(call, media: mesh.media, encoding: encoding, duration: remaining.map { $0 - (MediaTime.now - started) })
             mesh.record(peer, sent: sent, received: received)
             let watched = received.firstFrameAt.map { received.elapsed - $0 } ?? .zero
             log("mesh: \(peer): session over: decoded \(received.framesDecoded) frames in \(Int(watched.inMilliseconds)) ms, sent \(sent.videoFrames)")
@@ -346,6 +347,6 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
             media.stop()
         }
 
-        func waitEnded(timeout: Duration) { _ = ended.wait(timeout: .now() + timeout.inSeconds) }
+        func waitEnded(timeout: Duration) { ended.wait(for: timeout) }
     }
 }

@@ -62,9 +62,9 @@ final class AudioFanout: @unchecked Sendable {  // the members are behind their 
             if packet.isEmpty { blocksPerPacket = max(1, Int(max(Self.leastPacket, asked.map(\.2).max() ?? Self.leastPacket) / AudioBlock.period)) }
             packet += samples
             guard packet.count >= AudioBlock.frames * channels * blocksPerPacket else { continue }
-            let encodeStart = ContinuousClock.now
+            let encodeStart = MediaTime.now
             let payload = try encoder.encode(packet)
-            let took = ContinuousClock.now - encodeStart
+            let took = MediaTime.now - encodeStart
             let frames = packet.count / channels
             packet.removeAll(keepingCapacity: true)
             let capturedAt = clock.now - AudioBlock.period * blocksPerPacket

@@ -1,5 +1,5 @@
 import Dispatch
-import Dispatch
+import MediaCore
 import FoundationEssentials
 import Glibc
 import Platform
@@ -241,11 +241,11 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
     /// BYE or goes silent, consent is lost, or `stop()`. The tracks, renderers and speaker belong
     /// to the caller and stay open afterwards.
     public func run(_ call: NegotiatedCall, media: Call.Media, encoding: Encoding = Encoding(), duration: Duration?) throws -> (sent: SenderStatistics, received: ReceiverSummary) {
-        let waitUntil = DispatchTime.now() + Self.connectTimeout.inSeconds
+        let waitUntil = MediaTime.now + Self.connectTimeout
         while outcome.withLock({ $0 }) == nil {
             if stopRequested.load(ordering: .relaxed) { throw NegotiationError("stopped before the connection was up") }
-            if DispatchTime.now() >= waitUntil { throw NegotiationError("no connection to the peer within \(Self.connectTimeout) (ICE and DTLS)") }
-            _ = settled.wait(timeout: .now() + 0.1)
+            if MediaTime.now >= waitUntil { throw NegotiationError("no connection to the peer within \(Self.connectTimeout) (ICE and DTLS)") }
+            settled.wait(for: .milliseconds(100))
         }
         if let why = untrusted.withLock({ $0 }) { throw CallSecurityError(description: why) }
         if case .some(.some(let failure)) = outcome.withLock({ $0 }) { throw NegotiationError(failure) }

@@ -430,9 +430,9 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
                 switch playout {
                 case .buffering: samples = nil
                 case .decode(let payload):
-                    let decodeStart = ContinuousClock.now
+                    let decodeStart = MediaTime.now
                     samples = try? decoder.decode(payload)
-                    let took = ContinuousClock.now - decodeStart
+                    let took = MediaTime.now - decodeStart
                     let device = speaker?.playoutDelay ?? .zero
                     state.withLock { s in
                         s.summary.audioDecoded += 1

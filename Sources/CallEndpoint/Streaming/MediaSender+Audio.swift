@@ -67,9 +67,9 @@ extension MediaSender {
             }
             packet += samples
             guard packet.count >= AudioBlock.frames * channels * blocksPerPacket else { continue }
-            let encodeStart = ContinuousClock.now
+            let encodeStart = MediaTime.now
             let payload = try encoder!.encode(packet)
-            let took = ContinuousClock.now - encodeStart
+            let took = MediaTime.now - encodeStart
             let frames = packet.count / channels
             packet.removeAll(keepingCapacity: true)
             encoding.withLock { e in

@@ -174,9 +174,9 @@ extension MediaSender {
             // The capture hop: the picture's age when the encoder takes it (its stamp is on the
             // monotonic clock, whatever clock the sender runs on).
             let age = MonotonicClock.now - frame.timestamp
-            let encodeStart = ContinuousClock.now
+            let encodeStart = MediaTime.now
             let encodedFrames = try encoder.encode(frame, at: encoderTime)
-            let took = ContinuousClock.now - encodeStart
+            let took = MediaTime.now - encodeStart
             if auto {
                 // The encoder's own state may step the mode down: too slow for the frame rate
                 // (cpu) or at its coarsest quantizer (qp).

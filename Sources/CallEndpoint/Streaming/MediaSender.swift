@@ -256,7 +256,7 @@ final class CaptureQueue<Item: Sendable>: Sendable {
     /// The oldest item, waiting up to `timeout` (for ever when nil); nil when none came.
     func take(timeout: Duration?) -> Item? {
         if let timeout {
-            guard available.wait(timeout: .now() + timeout.inSeconds) == .success else { return nil }
+            guard available.wait(for: timeout) else { return nil }
         } else {
             available.wait()
         }

@@ -42,7 +42,7 @@ final class MediaSession {
 
     static func configuration(sender: MediaSender?, receiver: MediaReceiver?, overhead: Int) -> SessionConfiguration {
         // The wall clock (NTP) at the media clock's origin, for sender reports.
-        let ntpAtZero = NTPTime.timestamp(unixSeconds: Date().timeIntervalSince1970) &- SessionConfiguration.ntpUnits(MonotonicClock().now)
+        let ntpAtZero = NTPTime.timestamp(unixSeconds: WallClock.unixSeconds) &- SessionConfiguration.ntpUnits(MonotonicClock().now)
         var c = SessionConfiguration(cname: sender?.cname ?? "callend-receiver", receiverSSRC: receiver?.ssrc ?? UInt32.random(in: 1...UInt32.max),
                                      ntpAtZero: ntpAtZero)
         c.transportOverhead = overhead

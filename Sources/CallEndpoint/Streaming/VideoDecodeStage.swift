@@ -49,7 +49,7 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
                 if held > .zero, !stopping.load(ordering: .relaxed), let queued = backlog.withLock({ $0.oldestQueuedAt }) {
                     let early = queued + held - clock.now.sinceOrigin
                     if early > .zero {
-                        _ = wake.wait(timeout: .now() + .microseconds(Int(early.inMicroseconds)))
+                        wake.wait(for: early)
                         continue
                     }
                 }
@@ -65,9 +65,9 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
                 budget.add(.playout, clock.now.sinceOrigin - item.queuedAt)
                 for renderer in renderers { renderer.renderEncoded(frame.data, rtpTimestamp: frame.rtpTimestamp, isKeyframe: frame.isKeyframe) }
                 do {
-                    let decodeStart = ContinuousClock.now
+                    let decodeStart = MediaTime.now
                     guard let picture = try box.decoder.decode(frame.data) else { continue }
-                    budget.add(.decode, ContinuousClock.now - decodeStart)
+                    budget.add(.decode, MediaTime.now - decodeStart)
                     report(.decoded(picture, isKeyframe: frame.isKeyframe, rtpTimestamp: frame.rtpTimestamp, budget: budget))
                     if item.render { for renderer in renderers { renderer.render(picture) } }
                 } catch {

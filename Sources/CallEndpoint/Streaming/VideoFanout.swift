@@ -206,9 +206,9 @@ final class VideoFanout: @unchecked Sendable {  // the subscriber list is behind
             let frameInterval = interval
             let encoderTime = shown.map { $0.encoder + (now - $0.clock <= frameInterval * 3 / 2 ? now - $0.clock : frameInterval) } ?? now
             shown = (encoderTime, now)
-            let encodeStart = ContinuousClock.now
+            let encodeStart = MediaTime.now
             let encoded = try encoder.encode(frame, at: encoderTime)
-            let took = ContinuousClock.now - encodeStart
+            let took = MediaTime.now - encodeStart
             // The CPU budget: an encoder too slow for its frame rate, or at its coarsest
             // quantizer, steps the shared mode down as a call's would.
             if fixedBitrate == nil { _ = controller!.encoderReport(quantizer: encoded.first?.quantizer, encodeTime: took, now: now) }

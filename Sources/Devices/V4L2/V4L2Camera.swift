@@ -241,9 +241,9 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
     }
 
     private func reopen(_ handler: @Sendable (CameraEvent) -> Void) {
-        let deadline = ContinuousClock.now + reopenInterval
+        let deadline = MediaTime.now + reopenInterval
         // Until the interval has passed, or at once on stop().
-        _ = stopWake.wait(timeout: .now() + (deadline - ContinuousClock.now).inSeconds)
+        stopWake.wait(for: deadline - MediaTime.now)
         guard !stopping.load(ordering: .relaxed) else { return }
         // The stable name follows the camera to whatever node it comes back at; a camera without
         // one (no udev, a platform device) is looked for where it was.

@@ -18,6 +18,10 @@ public struct MediaTime: Sendable, Hashable, Comparable, CustomStringConvertible
 
     public static let zero = MediaTime(microseconds: 0)
 
+    /// Now on the monotonic clock: for shells (threads, sockets, devices) that take time where
+    /// it passes; pieces that can be tested take `now` instead.
+    public static var now: MediaTime { MonotonicClock().now }
+
     /// Since the clock's origin.
     public var sinceOrigin: Duration { .microseconds(microseconds) }
     public var seconds: Double { Double(microseconds) / 1_000_000 }
@@ -60,7 +64,7 @@ public struct MonotonicClock: MediaClock {
 public struct RealTimePacer: Sendable {
     public let period: Duration
     public let maximumLag: Int
-    private var start: ContinuousClock.Instant?
+    private var start: MediaTime?
     private var index: Int64 = 0
     /// Periods skipped so far because the caller fell behind.
     public private(set) var skipped: Int64 = 0
@@ -72,15 +76,15 @@ public struct RealTimePacer: Sendable {
 
     /// Sleeps until the next period is due (the first call returns at once).
     public mutating func waitForNext() {
-        let wait = delay(now: ContinuousClock.now)
+        let wait = delay(now: .now)
         sleepThread(wait)
     }
 
     /// How long to wait at `now` for the next period, which is then counted as taken.
-    public mutating func delay(now: ContinuousClock.Instant) -> Duration {
+    public mutating func delay(now: MediaTime) -> Duration {
         let origin = start ?? now
         if start == nil { start = now }
-        var due = origin + period * Int(index)
+        var due: MediaTime = origin + period * Int(index)
         if now - due > period * maximumLag {
             let behind = Int64((now - due) / period)
             skipped += behind
@@ -93,3 +97,23 @@ public struct RealTimePacer: Sendable {
 }
 
 
+
+
+/// The wall clock, at the edges that need it: RTCP's NTP timestamps (RFC 3550 §4), file ages,
+/// file names, log stamps; the kernel's receive stamps (SO_TIMESTAMPNS) are on it too. Nothing
+/// measures a duration with it (it jumps when the time is set), except a packet's age in the
+/// kernel, which is checked for that.
+public enum WallClock {
+    /// Now, as the kernel gives it (seconds and nanoseconds since 1970-01-01 UTC).
+    public static var now: timespec {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return ts
+    }
+
+    /// Seconds since 1970-01-01 UTC, with the fraction.
+    public static var unixSeconds: Double {
+        let ts = now
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}

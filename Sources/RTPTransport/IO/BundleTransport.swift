@@ -1,3 +1,4 @@
+import MediaCore
 import Dispatch
 import Platform
 import Synchronization
@@ -85,7 +86,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         var closed = false
         var finished = false
         /// Since when the path has been lost (consent gone after media flowed); nil while it works.
-        var lostSince: ContinuousClock.Instant?
+        var lostSince: MediaTime?
         var consent: PathConsent
         var rechecking = false
         /// Candidates (and ends of candidates, "") under credentials no agent knows yet: a
@@ -143,7 +144,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     public var counters: Counters { state.withLock { $0.counters } }
     public var overhead: Int { state.withLock { $0.profile == .aeadAes128Gcm ? 16 : 10 } }
     /// Since when the path has been lost, nil while it works.
-    public var pathLostSince: ContinuousClock.Instant? { state.withLock { $0.lostSince } }
+    public var pathLostSince: MediaTime? { state.withLock { $0.lostSince } }
     /// SRTP and SRTCP packets that arrived and authenticated: proof that the peer's media reaches
     /// us, whatever the state of our consent to send.
     public var packetsAuthenticated: Int { authenticated.load(ordering: .relaxed) }
@@ -266,7 +267,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     /// Nothing goes out once consent has expired (RFC 7675 §5.1), which the sending threads
     /// notice here: they send RTCP at least every second.
     private func send(_ packet: [UInt8], protect: (SRTPSession, [UInt8]) throws -> [UInt8]) -> Bool {
-        let now = ContinuousClock.now
+        let now = MediaTime.now
         let (session, observer, agent, expired) = state.withLock { s in
             var expired = false
             if s.lostSince == nil, s.profile != nil, s.consent.expired(at: now) {
@@ -401,7 +402,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
                 }
                 guard let agent else { return }
                 agent.recheck()
-                _ = self.recheckWake.wait(timeout: .now() + Double(Self.recheckInterval.components.seconds))
+                self.recheckWake.wait(for: Self.recheckInterval)
             }
         }
     }
@@ -425,7 +426,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
             authenticated.add(1, ordering: .relaxed)
             // Only the peer holds the keys: its consent, and the path works again if it was lost
             // (once the agent can send again: a recheck that reset its pairs has to find one).
-            let now = ContinuousClock.now
+            let now = MediaTime.now
             let restored = state.withLock { s -> Bool in
                 s.consent.signOfLife(at: now)
                 guard s.lostSince != nil, !s.closed, s.current.isUp else { return false }
@@ -451,7 +452,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         startThread(named: "dtls-timer") { [weak self] in
             while let self, !self.state.withLock({ $0.finished || $0.closed }) {
                 let delay = dtls.retransmissionDelay ?? .milliseconds(50)
-                _ = self.timerWake.wait(timeout: .now() + .microseconds(Int(max(1_000, delay.components.attoseconds / 1_000_000_000_000 + delay.components.seconds * 1_000_000))))
+                self.timerWake.wait(for: max(.milliseconds(1), delay))
                 guard !self.state.withLock({ $0.finished || $0.closed }) else { return }
                 if let remaining = dtls.retransmissionDelay, remaining <= .zero { self.apply(dtls.handleTimeout()) }
             }

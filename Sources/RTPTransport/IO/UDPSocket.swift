@@ -1,3 +1,4 @@
+import MediaCore
 import Dispatch
 import FoundationEssentials
 import Platform
@@ -172,8 +173,7 @@ public final class UDPSocket: @unchecked Sendable {  // fd is immutable after in
                 guard count > 0 else { continue }
                 var age = Duration.zero
                 if let stamp {
-                    var now = timespec()
-                    clock_gettime(CLOCK_REALTIME, &now)
+                    let now = WallClock.now
                     let nanoseconds = Int64(now.tv_sec - stamp.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec - stamp.tv_nsec)
                     // A stamp in the future or from long ago means the wall clock stepped: ignore it.
                     if (0..<1_000_000_000).contains(nanoseconds) { age = .nanoseconds(nanoseconds) }

@@ -1,3 +1,5 @@
+import MediaCore
+
 /// Consent to send on the path (RFC 7675), kept by the transport rather than by libnice.
 ///
 /// RFC 7675 ends consent 30 s after the last sign that the peer still wants our packets. Signs
@@ -15,17 +17,17 @@ public struct PathConsent: Sendable, Equatable {
     /// RFC 7675 §5.1: consent expires 30 s after the last sign of it.
     public static let defaultExpiry: Duration = .seconds(30)
     public let expiry: Duration
-    public private(set) var lastSign: ContinuousClock.Instant?
+    public private(set) var lastSign: MediaTime?
 
     public init(expiry: Duration = Self.defaultExpiry) { self.expiry = expiry }
 
     /// The peer showed it still takes our packets.
-    public mutating func signOfLife(at now: ContinuousClock.Instant) {
+    public mutating func signOfLife(at now: MediaTime) {
         if lastSign.map({ now > $0 }) ?? true { lastSign = now }
     }
 
     /// Whether consent has expired at `now`: false before the first sign (nothing to expire).
-    public func expired(at now: ContinuousClock.Instant) -> Bool {
+    public func expired(at now: MediaTime) -> Bool {
         guard let lastSign else { return false }
         return now - lastSign > expiry
     }
