@@ -110,7 +110,7 @@ public struct CallBenchmark {
         var endpoints: [Endpoint] = []
         for call in 0..<calls {
             log("call \(call + 1) of \(calls): two endpoints, \(seconds) s")
-            let now = Int64(Date().timeIntervalSince1970)
+            let now = Int64(WallClock.unixSeconds)
             var processes: [(Process, Pipe)] = []
             for who in ["a", "b"] {
                 let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "bench-\(call)", issuedAt: now, expires: now + 600))
@@ -132,19 +132,19 @@ public struct CallBenchmark {
                 Thread { box.set(pipe.fileHandleForReading.readDataToEndOfFile()) }.start()
                 return box
             }
-            let start = Date()
+            let start = MediaTime.now
             var firstCPU = processes.map { _ in Double?.none }, lastCPU = processes.map { _ in 0.0 }
-            var firstTime = processes.map { _ in Date() }, lastTime = processes.map { _ in Date() }
+            var firstTime = processes.map { _ in MediaTime.now }, lastTime = processes.map { _ in MediaTime.now }
             var maxRSS = processes.map { _ in 0.0 }
             var maxThreads = processes.map { _ in 0 }
-            while processes.contains(where: { $0.0.isRunning }) && Date().timeIntervalSince(start) < Double(seconds + 30) {
+            while processes.contains(where: { $0.0.isRunning }) && MediaTime.now - start < .seconds(seconds + 30) {
                 for (i, (process, _)) in processes.enumerated() where process.isRunning {
                     guard let cpu = ProcessUsage.cpuSeconds(pid: process.processIdentifier) else { continue }
                     // The first second (start-up, joining) is not the steady call.
-                    if Date().timeIntervalSince(start) >= 1.5 {
-                        if firstCPU[i] == nil { firstCPU[i] = cpu; firstTime[i] = Date() }
+                    if MediaTime.now - start >= .milliseconds(1500) {
+                        if firstCPU[i] == nil { firstCPU[i] = cpu; firstTime[i] = MediaTime.now }
                         lastCPU[i] = cpu
-                        lastTime[i] = Date()
+                        lastTime[i] = MediaTime.now
                     }
                     maxRSS[i] = max(maxRSS[i], ProcessUsage.residentMiB(pid: process.processIdentifier) ?? 0)
                     maxThreads[i] = max(maxThreads[i], ProcessUsage.threads(pid: process.processIdentifier))
@@ -155,7 +155,7 @@ public struct CallBenchmark {
                 if process.isRunning { process.terminate() }
                 process.waitUntilExit()
                 let text = outputs[i].text
-                let window = lastTime[i].timeIntervalSince(firstTime[i])
+                let window = (lastTime[i] - firstTime[i]).inSeconds
                 endpoints.append(Endpoint(setupMs: Self.number(in: text, after: "setup "), videoP50: Self.number(in: text, after: "; latency p50 "),
                                           videoP95: Self.number(in: text, after: #"; latency p50 \d+ ms p95 "#),
                                           audioP50: Self.number(in: text, after: "audio latency p50 "),

@@ -1,3 +1,4 @@
+import Platform
 import CallEndpoint
 import MediaCore
 import RTPTransport

@@ -1,3 +1,4 @@
+import Platform
 import CallEndpoint
 import Codecs
 import MediaCore
@@ -99,7 +100,7 @@ public struct CodecBenchmark {
         let encoder = try VP8Encoder(configuration: configuration)
         let writer = try IVFWriter(path: output, width: configuration.width, height: configuration.height,
                                    timebaseDenominator: configuration.frameRate)
-        let clock = ContinuousClock()
+        let clock = MonotonicClock()
         var encodeTime = Duration.zero
         var count = 0
         while let frame = try reader.readFrame() {
@@ -157,7 +158,7 @@ public struct CodecBenchmark {
         let usable = samples.count / frame * frame
 
         var ourEncode: [Double] = [], theirEncode: [Double] = [], ourDecode: [Double] = [], theirDecode: [Double] = []
-        let clock = ContinuousClock()
+        let clock = MonotonicClock()
         let audioSeconds = Double(usable / 2) / 48_000
         for _ in 0..<options.repetitions {
             let encoder = try OpusEncoder(channels: 2, application: .audio, bitrate: 96_000, complexity: 10)

@@ -111,8 +111,8 @@ public struct CongestionBenchmark {
         private let lock = NSLock()
         /// Mode switch times per direction (`NamespaceTopology.Direction`'s raw value).
         private var switches: [[Double]] = [[], []]
-        private var startedAt: ContinuousClock.Instant?
-        let clock = ContinuousClock()
+        private var startedAt: MediaTime?
+        let clock = MonotonicClock()
 
         /// Seconds since the schedule began (nil before).
         var now: Double? {
@@ -131,10 +131,10 @@ public struct CongestionBenchmark {
     /// The router's counters as the sampler in R prints them (every 100 ms), stamped on arrival.
     final class CounterFeed: @unchecked Sendable {  // `lock` guards `all`
         private let lock = NSLock()
-        private var all: [(at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)] = []
+        private var all: [(at: MediaTime, counters: NamespaceTopology.Counters)] = []
         private let process: Process
 
-        init(topology: NamespaceTopology, direction: NamespaceTopology.Direction, clock: ContinuousClock) throws {
+        init(topology: NamespaceTopology, direction: NamespaceTopology.Direction, clock: MonotonicClock) throws {
             process = try topology.sampler(interval: 0.1, direction: direction)
             let out = Pipe()
             process.standardOutput = out
@@ -145,8 +145,8 @@ public struct CongestionBenchmark {
             }
         }
 
-        var latest: (at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)? { lock.lock(); defer { lock.unlock() }; return all.last }
-        var readings: [(at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)] { lock.lock(); defer { lock.unlock() }; return all }
+        var latest: (at: MediaTime, counters: NamespaceTopology.Counters)? { lock.lock(); defer { lock.unlock() }; return all.last }
+        var readings: [(at: MediaTime, counters: NamespaceTopology.Counters)] { lock.lock(); defer { lock.unlock() }; return all }
 
         func stop() {
             if process.isRunning { process.terminate() }
@@ -188,7 +188,7 @@ public struct CongestionBenchmark {
         log("\(name): waiting for media to flow")
         // The schedule starts when each sender has put 20 kB on the wire (setup time differs
         // between stacks and is not what this measures).
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = MediaTime.now + .seconds(30)
         var bases: [NamespaceTopology.Counters?] = feeds.map { _ in nil }
         while true {
             for (i, feed) in feeds.enumerated() where bases[i] == nil { bases[i] = feed.latest?.counters }
@@ -197,7 +197,7 @@ public struct CongestionBenchmark {
                 return now.sent - base.sent >= 20_000
             }
             if flowing { break }
-            guard Date() < deadline, processes.allSatisfy(\.isRunning) else {
+            guard MediaTime.now < deadline, processes.allSatisfy(\.isRunning) else {
                 throw ExternalTool.Failure(description: "\(name): no media within 30 s (or a peer exited); logs in the output folder")
             }
             usleep(50_000)
@@ -232,7 +232,7 @@ public struct CongestionBenchmark {
     }
 
     /// One direction's readings as samples from the schedule's start, the capacity in force at each.
-    private static func samples(_ readings: [(at: ContinuousClock.Instant, counters: NamespaceTopology.Counters)], origin: ContinuousClock.Instant,
+    private static func samples(_ readings: [(at: MediaTime, counters: NamespaceTopology.Counters)], origin: MediaTime,
                                 base: NamespaceTopology.Counters?, changes: [(time: Double, capacity: Int)], duration: Double) -> [BottleneckSample] {
         var samples: [BottleneckSample] = []
         var offsets = (delivered: UInt64(0), packets: UInt64(0), drops: UInt64(0))
@@ -273,7 +273,7 @@ public struct CongestionBenchmark {
         server.standardError = FileHandle.nullDevice
         try server.run()
         usleep(300_000)
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = Int64(WallClock.unixSeconds)
         func join(_ who: String, in ns: String, extra: [String]) throws -> (Process, Pipe) {
             let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "congestion", issuedAt: now, expires: now + 3600))
             let p = try topology.process(in: ns, options.executable,

@@ -1,3 +1,4 @@
+import Platform
 import CallEndpoint
 import Foundation
 #if canImport(Glibc)
@@ -25,12 +26,12 @@ public final class DelayRelay {
     /// Holds every packet read from the device for `delay`, then writes it back, in order, until
     /// `shouldStop` says so (checked at least every 100 ms).
     public func run(shouldStop: () -> Bool = { false }) {
-        var held: [(due: ContinuousClock.Instant, bytes: [UInt8])] = []
+        var held: [(due: MediaTime, bytes: [UInt8])] = []
         var next = 0  // index of the first packet still held (the array is compacted now and then)
         var buffer = [UInt8](repeating: 0, count: 65536)
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         while !shouldStop() {
-            let now = ContinuousClock.now
+            let now = MediaTime.now
             while next < held.count, held[next].due <= now {
                 _ = held[next].bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
                 next += 1
@@ -42,7 +43,7 @@ public final class DelayRelay {
             let wait = next < held.count ? max(0, Int32((held[next].due - now) / .milliseconds(1))) : 100
             guard poll(&descriptor, 1, min(wait, 100)) > 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count > 0 { held.append((ContinuousClock.now + delay, Array(buffer[0..<count]))) }
+            if count > 0 { held.append((MediaTime.now + delay, Array(buffer[0..<count]))) }
         }
     }
 }

@@ -1,3 +1,4 @@
+import Platform
 import CallEndpoint
 import Foundation
 
@@ -34,7 +35,7 @@ struct ExternalTool {
         process.standardOutput = pipe
         process.standardError = pipe
         process.standardInput = FileHandle.nullDevice
-        let clock = ContinuousClock()
+        let clock = MonotonicClock()
         let start = clock.now
         try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
@@ -57,7 +58,7 @@ struct ExternalTool {
 
     /// Calls `body` on a thread of its own with each line `pipe` yields and when it arrived,
     /// until the pipe closes.
-    static func forEachLine(of pipe: Pipe, clock: ContinuousClock, _ body: @escaping @Sendable (String, ContinuousClock.Instant) -> Void) {
+    static func forEachLine(of pipe: Pipe, clock: MonotonicClock, _ body: @escaping @Sendable (String, MediaTime) -> Void) {
         Thread {
             var pending = Data()
             while true {

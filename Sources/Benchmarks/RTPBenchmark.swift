@@ -1,3 +1,4 @@
+import Platform
 import CallEndpoint
 import Codecs
 import MediaCore
@@ -70,7 +71,7 @@ public struct RTPBenchmark {
         var sequence: UInt16 = 0
         var sent = 0
         let cpuStart = Self.cpuSeconds()
-        let start = ContinuousClock.now
+        let start = MediaTime.now
         var frameIndex = 0
         while sent < packets {
             let payloads = packetizer.packetize(frames[frameIndex % frames.count])
@@ -87,9 +88,9 @@ public struct RTPBenchmark {
             }
             frameIndex += 1
         }
-        let deadline = ContinuousClock.now + .seconds(5)
-        while received.load(ordering: .relaxed) < sent && ContinuousClock.now < deadline { sched_yield() }
-        let seconds = (ContinuousClock.now - start).inSeconds
+        let deadline = MediaTime.now + .seconds(5)
+        while received.load(ordering: .relaxed) < sent && MediaTime.now < deadline { sched_yield() }
+        let seconds = (MediaTime.now - start).inSeconds
         let cpu = Self.cpuSeconds() - cpuStart
         receiver.close()
         sender.close()

@@ -134,7 +134,7 @@ public struct SharedLinkBenchmark {
             func output(_ who: String) throws -> FileHandle { try ExternalTool.newFile(options.outputDirectory + "/\(tag)-\(who).log") }
             if stack == "callend", let secret {
                 let room = "shared-\(index + 1)"
-                let now = Int64(Date().timeIntervalSince1970)
+                let now = Int64(WallClock.unixSeconds)
                 for (who, ns, extra) in [("b", topology.b, ["--video-source", "none"]), ("a", sender.namespace, ["--video-source", clip])] {
                     let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: room, issuedAt: now, expires: now + 3600))
                     let p = try topology.process(in: ns, options.executable,
@@ -160,9 +160,9 @@ public struct SharedLinkBenchmark {
                 try answerer.run()
                 processes.append(answerer)
                 // The offerer connects to the answerer's signaling port: wait until it listens.
-                let deadline = Date().addingTimeInterval(20)
+                let deadline = MediaTime.now + .seconds(20)
                 while (try? ExternalTool.run("ip", ["netns", "exec", topology.b, "sh", "-c", "ss -Hltn sport = :\(port) | grep -q LISTEN"])) == nil {
-                    guard Date() < deadline, answerer.isRunning else { throw ExternalTool.Failure(description: "aiortc answerer \(index + 1) did not listen") }
+                    guard MediaTime.now < deadline, answerer.isRunning else { throw ExternalTool.Failure(description: "aiortc answerer \(index + 1) did not listen") }
                     usleep(100_000)
                 }
                 try offerer.run()
@@ -170,16 +170,16 @@ public struct SharedLinkBenchmark {
             }
         }
 
-        let clock = ContinuousClock()
+        let clock = MonotonicClock()
         let sampler = try topology.flowSampler(interval: 0.1)
         let feed = FlowFeed(process: sampler, senders: flowCount, clock: clock)
         try feed.start()
         defer { feed.stop() }
         try startCall(0)
         log("\(stack): waiting for the first call's media")
-        let deadline = Date().addingTimeInterval(40)
+        let deadline = MediaTime.now + .seconds(40)
         while (feed.latest?.perSender[0] ?? 0) < 20_000 {
-            guard Date() < deadline, processes.allSatisfy(\.isRunning) else {
+            guard MediaTime.now < deadline, processes.allSatisfy(\.isRunning) else {
                 throw ExternalTool.Failure(description: "\(stack): no media within 40 s (or a peer exited); logs in the output folder")
             }
             usleep(50_000)
@@ -258,14 +258,14 @@ public struct SharedLinkBenchmark {
 
     /// The router's counters per flow, stamped on arrival.
     final class FlowFeed: @unchecked Sendable {  // `lock` guards `all`
-        typealias Reading = (at: ContinuousClock.Instant, perSender: [UInt64], tbf: NamespaceTopology.Counters)
+        typealias Reading = (at: MediaTime, perSender: [UInt64], tbf: NamespaceTopology.Counters)
         private let lock = NSLock()
         private var all: [Reading] = []
         private let process: Process
         private let senders: Int
-        private let clock: ContinuousClock
+        private let clock: MonotonicClock
 
-        init(process: Process, senders: Int, clock: ContinuousClock) {
+        init(process: Process, senders: Int, clock: MonotonicClock) {
             self.process = process
             self.senders = senders
             self.clock = clock

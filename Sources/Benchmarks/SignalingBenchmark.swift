@@ -1,3 +1,4 @@
+import Platform
 import CallEndpoint
 import Foundation
 import Signaling
@@ -102,7 +103,7 @@ public struct SignalingBenchmark {
 
     private func measureFailover(services: [ServiceProcess], secret: TokenSecret, pairs: Int) throws -> [Double] {
         let issuer = TokenIssuer(secret: secret)
-        let joinedAgain = Mutex<[Int: ContinuousClock.Instant]>([:])
+        let joinedAgain = Mutex<[Int: MediaTime]>([:])
         let joinedOnce = Mutex<Set<Int>>([])
         var clients: [SignalingClient] = []
         defer { for client in clients { client.stop() } }
@@ -112,7 +113,7 @@ public struct SignalingBenchmark {
             // The first of each pair on the node that dies, the other on the next one.
             let home = i % 2 == 0 ? services[0].port : services[1].port
             var configuration = SignalingClientConfiguration(host: "127.0.0.1", port: home, room: room, token: {
-                let now = Int64(Date().timeIntervalSince1970)
+                let now = Int64(WallClock.unixSeconds)
                 return issuer.mint(TokenClaims(identity: identity, room: room, issuedAt: now, expires: now + 3600))
             })
             if i % 2 == 0 { configuration.alternates = others }
@@ -128,17 +129,17 @@ public struct SignalingBenchmark {
             client.start()
             clients.append(client)
         }
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = MediaTime.now + .seconds(30)
         while joinedOnce.withLock({ $0.count }) < 2 * pairs {
-            guard ContinuousClock.now < deadline else { throw ExternalTool.Failure(description: "failover: not every client joined within 30 s") }
+            guard MediaTime.now < deadline else { throw ExternalTool.Failure(description: "failover: not every client joined within 30 s") }
             usleep(10_000)
         }
         log("failover: \(2 * pairs) clients joined; killing node 1 (pid \(services[0].process.processIdentifier))")
-        let killed = ContinuousClock.now
+        let killed = MediaTime.now
         kill(services[0].process.processIdentifier, SIGKILL)
         services[0].process.waitUntilExit()
-        let back = ContinuousClock.now + .seconds(30)
-        while joinedAgain.withLock({ $0.count }) < pairs, ContinuousClock.now < back { usleep(10_000) }
+        let back = MediaTime.now + .seconds(30)
+        while joinedAgain.withLock({ $0.count }) < pairs, MediaTime.now < back { usleep(10_000) }
         return joinedAgain.withLock { $0 }.filter { $0.key % 2 == 0 }.values.map { ($0 - killed).inSeconds }
     }
 
@@ -241,8 +242,8 @@ final class RedisServerProcess {
                                  "--dir", directory.path, "--loglevel", "warning"]
             process.standardOutput = FileHandle.nullDevice
             try process.run()
-            let deadline = ContinuousClock.now + .seconds(10)
-            while process.isRunning, ContinuousClock.now < deadline {
+            let deadline = MediaTime.now + .seconds(10)
+            while process.isRunning, MediaTime.now < deadline {
                 if (try? ExternalTool.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]))?.output.hasPrefix("PONG") == true { return }
                 usleep(20_000)
             }

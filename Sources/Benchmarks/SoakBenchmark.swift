@@ -80,8 +80,8 @@ public struct SoakBenchmark: Sendable {
         defer { if options.outputDirectory == nil { try? FileManager.default.removeItem(atPath: work) } }
         let topology = try NamespaceTopology()
         defer { topology.remove() }
-        let origin = ContinuousClock.now
-        let clock: @Sendable () -> Double = { (ContinuousClock.now - origin).inSeconds }
+        let origin = MediaTime.now
+        let clock: @Sendable () -> Double = { (MediaTime.now - origin).inSeconds }
 
         // Random loss on everything R forwards, both ways.
         try ExternalTool.run("ip", ["netns", "exec", topology.r, "iptables", "-A", "FORWARD", "-m", "statistic", "--mode", "random",
@@ -99,7 +99,7 @@ public struct SoakBenchmark: Sendable {
         guard wait(seconds: 30, { serverOut.text { $0.contains("listening on") } }) else { throw ExternalTool.Failure(description: "callend serve did not start") }
 
         let duration = Int(options.minutes * 60) + 15
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = Int64(WallClock.unixSeconds)
         var joins: [(name: String, process: Process, out: Lines, err: Lines)] = []
         defer {
             for j in joins where j.process.isRunning { j.process.terminate() }
@@ -281,8 +281,8 @@ public struct SoakBenchmark: Sendable {
     }
 
     private func wait(seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-        while ContinuousClock.now < deadline {
+        let deadline = MediaTime.now + .milliseconds(Int64(seconds * 1000))
+        while MediaTime.now < deadline {
             if condition() { return true }
             usleep(100_000)
         }

@@ -576,7 +576,7 @@ func runDemo(_ args: inout Arguments) throws {
     server.start()
     defer { server.stop() }
     print("demo: signaling on 127.0.0.1:\(server.port); alice and bob join room 'demo' for \(seconds) s (640x480@30 VP8 + Opus, ICE + DTLS-SRTP)")
-    let now = Int64(Date().timeIntervalSince1970)
+    let now = Int64(WallClock.unixSeconds)
     let results = Mutex<[String: Result<CallSummary, any Error>]>([:])
     let group = DispatchGroup()
     for name in ["alice", "bob"] {

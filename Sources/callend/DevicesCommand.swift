@@ -61,7 +61,7 @@ func runDevicesWatch(json: Bool, duration: Int?) {
         // Written at once, unbuffered: a reader of a pipe sees each change as it happens.
         LogWriter.writeStandardOutput(text)
     }
-    _ = finished.wait(timeout: duration.map { .now() + .seconds($0) } ?? .distantFuture)
+    if let duration { finished.wait(for: .seconds(duration)) } else { finished.wait() }
     watch.stop()
 }
 

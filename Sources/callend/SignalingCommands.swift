@@ -61,7 +61,7 @@ func runToken(_ args: inout Arguments) throws {
         throw UsageError(description: "room names are 1-128 characters of A-Z a-z 0-9 . _ - (or * for every room), not '\(room)'")
     }
     guard !identity.isEmpty, identity.utf8.count <= 256 else { throw UsageError(description: "--identity must be 1-256 bytes") }
-    let now = Int64(Date().timeIntervalSince1970)
+    let now = Int64(WallClock.unixSeconds)
     var claims = TokenClaims(identity: identity, room: room, issuer: issuer, issuedAt: now, expires: now + ttl)
     claims.can = can
     print(TokenIssuer(secret: secret).mint(claims))

@@ -1,3 +1,4 @@
+import Platform
 import Codecs
 import MediaCore
 import Foundation

@@ -1,3 +1,4 @@
+import Platform
 import CWebMWriter
 import Glibc
 import MediaCore

@@ -1,3 +1,4 @@
+import Platform
 import MediaCore
 /// Asks for lost video packets again (generic NACK, RFC 4585 §6.2.1) and measures the round trip
 /// by how long the retransmissions take: a receive-only endpoint has no other measure. The NACK

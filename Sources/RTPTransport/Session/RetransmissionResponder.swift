@@ -1,3 +1,4 @@
+import Platform
 import MediaCore
 /// Answers the peer's NACKs (RFC 4585 §6.2.1) from the video sent in the last second, on the RTX
 /// stream (RFC 4588), within the retransmission budget when a bandwidth estimate is known

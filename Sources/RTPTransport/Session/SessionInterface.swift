@@ -1,3 +1,4 @@
+import Platform
 import MediaCore
 
 /// What a media session core is told, and what it asks its shell to do. The core reads no clock

@@ -1,3 +1,4 @@
+import Platform
 import MediaCore
 /// Records when each packet with a transport-wide sequence number arrived (video, RTX, probe
 /// padding and audio share one sequence) and reports them in transport-cc feedback every 50 ms:

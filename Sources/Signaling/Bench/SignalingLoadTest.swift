@@ -1,3 +1,4 @@
+import Platform
 import FoundationEssentials
 internal import CLinux
 #if canImport(Glibc)
@@ -66,12 +67,12 @@ public struct SignalingLoadTest {
     /// Connects every client, then runs the joins and relays; `afterJoins` runs while all
     /// connections are still open (to read the server's memory, say).
     public func run(afterJoins: () -> Void = {}) throws -> Result {
-        let clock = ContinuousClock()
+        let clock = MonotonicClock()
         let epoll = try Epoll()
         let now = { clock.now }
         let pairs = clients / 2
         let issuer = TokenIssuer(secret: secret)
-        let wall = Int64(Date().timeIntervalSince1970)
+        let wall = Int64(WallClock.unixSeconds)
         var tokens: [String] = []
         tokens.reserveCapacity(clients)
         for i in 0..<clients {
@@ -109,8 +110,8 @@ public struct SignalingLoadTest {
             }
         }
 
-        var secondJoinSent = [ContinuousClock.Instant?](repeating: nil, count: pairs)
-        var offerSent = [ContinuousClock.Instant?](repeating: nil, count: pairs)
+        var secondJoinSent = [MediaTime?](repeating: nil, count: pairs)
+        var offerSent = [MediaTime?](repeating: nil, count: pairs)
         var peerJoined: [Double] = [], offerAnswer: [Double] = []
         var joins = 0, completed = 0
         var errors: [String: Int] = [:]

@@ -121,7 +121,7 @@ public final class SignalingClient: Sendable {
         let (renewed, holder) = state.withLock { ($0.renewedToken, $0.seatToken) }
         if rejoin, let renewed { return (renewed, true) }
         if rejoin, let holder, let expires = TokenClaims.unverifiedExpiry(of: holder),
-           expires > Int64(Date().timeIntervalSince1970) + 5 {
+           expires > Int64(WallClock.unixSeconds) + 5 {
             return (holder, false)
         }
         return (configuration.token(), false)
@@ -240,9 +240,9 @@ public final class SignalingClient: Sendable {
         continuation.yield(.reconnecting(attempt: attempt, delay: delay, reason: reason))
         // Wait, but wake at once for stop().
         var pfd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
-        let deadline = ContinuousClock.now + delay
-        while !isStopped, ContinuousClock.now < deadline, state.withLock({ $0.reconnectReason == nil }) {
-            let ms = Int32(max(1, (deadline - ContinuousClock.now).inSeconds * 1000))
+        let deadline = MediaTime.now + delay
+        while !isStopped, MediaTime.now < deadline, state.withLock({ $0.reconnectReason == nil }) {
+            let ms = Int32(max(1, (deadline - MediaTime.now).inSeconds * 1000))
             _ = poll(&pfd, 1, ms)
             var value: UInt64 = 0
             _ = read(wakeFD, &value, 8)
@@ -310,8 +310,8 @@ public final class SignalingClient: Sendable {
         var joined = false
         var framer = LineFramer()
         let (token, renewal) = joinToken(rejoin: rejoin)
-        var lastHeard = ContinuousClock.now
-        var nextPing = ContinuousClock.now + configuration.pingInterval
+        var lastHeard = MediaTime.now
+        var nextPing = MediaTime.now + configuration.pingInterval
         var pingID = 0
         do {
             try connection.send(SignalingMessage.join(room: configuration.room, token: token, rejoin: rejoin).serialized())
@@ -333,7 +333,7 @@ public final class SignalingClient: Sendable {
                     return .joinedThenLost(error.description)
                 }
             }
-            let now = ContinuousClock.now
+            let now = MediaTime.now
             if now - lastHeard > configuration.deadAfter {
                 let reason = "no word from the server for \(configuration.deadAfter)"
                 return joined ? .joinedThenLost(reason) : .failed(reason)
@@ -374,7 +374,7 @@ public final class SignalingClient: Sendable {
                     }
                     break
                 }
-                lastHeard = ContinuousClock.now
+                lastHeard = MediaTime.now
                 let lines: [[UInt8]]
                 do { lines = try framer.append(buffer[0..<count]) } catch {
                     return .failed("the server sent a line over \(framer.maxLineLength) bytes")

@@ -1,5 +1,6 @@
 internal import CHiredis
 internal import CLinux
+import Platform
 import Glibc
 import FoundationEssentials
 
@@ -145,7 +146,7 @@ final class RedisConnection {
     private var reader: UnsafeMutablePointer<redisReader>?
     /// Bytes fed to the reader since its last whole reply.
     private var pendingBytes = 0
-    private var lastFailure: ContinuousClock.Instant?
+    private var lastFailure: MediaTime?
 
     init(address: RedisAddress, connectTimeoutMs: Int32 = 500, replyTimeoutMs: Int32 = 3000) {
         self.address = address
@@ -175,7 +176,7 @@ final class RedisConnection {
     /// Connects (TLS, then AUTH and SELECT) unless connected; throws when Redis cannot be reached.
     func connect(waitingForever: Bool = false) throws(RedisError) {
         guard fd < 0 else { return }
-        if let lastFailure, ContinuousClock.now - lastFailure < retryAfter {
+        if let lastFailure, MediaTime.now - lastFailure < retryAfter {
             throw RedisError("\(address): unreachable (retrying)")
         }
         do {

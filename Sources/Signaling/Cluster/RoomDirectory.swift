@@ -147,7 +147,7 @@ public final class RedisRoomDirectory: Sendable {
             subscribe()
             subscriberDone.signal()
         }
-        guard subscribedOnce.wait(timeout: .now() + 2) == .success else {
+        guard subscribedOnce.wait(for: .seconds(2)) else {
             stopping.store(true, ordering: .sequentiallyConsistent)
             interruptSubscriber()
             requests.close()
@@ -221,7 +221,7 @@ public final class RedisRoomDirectory: Sendable {
     private func subscribe() {
         let connection = RedisConnection(address: address)
         connection.retryAfter = .milliseconds(200)
-        var lostSince: ContinuousClock.Instant?
+        var lostSince: MediaTime?
         var first = true
         while !stopping.load(ordering: .sequentiallyConsistent) {
             do {
@@ -236,7 +236,7 @@ public final class RedisRoomDirectory: Sendable {
                     subscribedOnce.signal()
                 }
                 if let since = lostSince {
-                    log("redis: subscribed again after \((ContinuousClock.now - since).inSeconds.fixed(1)) s")
+                    log("redis: subscribed again after \((MediaTime.now - since).inSeconds.fixed(1)) s")
                     lostSince = nil
                 }
                 while let message = try connection.read() {
@@ -267,7 +267,7 @@ public final class RedisRoomDirectory: Sendable {
                     log(.warning("redis: subscriber: \(error); reconnecting"))
                 }
                 // A pause before the next try, cut short by stop().
-                _ = stopped.wait(timeout: .now() + 0.1)
+                stopped.wait(for: .milliseconds(100))
             }
         }
         subscriberFD.withLock { $0 = -1 }

@@ -70,8 +70,8 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
     private var threadStarted = false
     private var connections: [UInt64: ServerConnection] = [:]
     private var nextID: UInt64 = 1
-    private let clock = ContinuousClock()
-    private let origin: ContinuousClock.Instant
+    private let clock = MonotonicClock()
+    private let origin: MediaTime
     private let log: @Sendable (LogMessage) -> Void
 
     static let listenToken: UInt64 = 0
@@ -253,7 +253,7 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
         directory?.stop()
     }
 
-    private var wallClock: Int64 { Int64(Date().timeIntervalSince1970) }
+    private var wallClock: Int64 { Int64(WallClock.unixSeconds) }
 
     /// Drops connections past their deadline: no first byte in time, a TLS handshake that did
     /// not finish, a metrics request that did not.

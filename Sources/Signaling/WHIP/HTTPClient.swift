@@ -49,7 +49,7 @@ public final class HTTPClient: Sendable {
     }
 
     public func send(_ request: HTTPRequest) throws(HTTPClientError) -> HTTPResponseMessage {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = MediaTime.now + timeout
         let url = request.url
         let fd: Int32
         do {
@@ -68,7 +68,7 @@ public final class HTTPClient: Sendable {
         }
         let connection = ClientConnection(fd: fd, tls: session)
         func wait(for events: Int16) throws(HTTPClientError) {
-            let left = deadline - ContinuousClock.now
+            let left = deadline - MediaTime.now
             guard left > .zero else { throw HTTPClientError("\(request.method) \(url): no response within \(timeout)") }
             var pfd = pollfd(fd: fd, events: events, revents: 0)
             _ = poll(&pfd, 1, Int32(max(1, left.inMilliseconds)))

@@ -1,3 +1,4 @@
+import Platform
 import MediaCore
 
 /// Consent to send on the path (RFC 7675), kept by the transport rather than by libnice.
