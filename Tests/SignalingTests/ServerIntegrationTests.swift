@@ -27,6 +27,31 @@ import Testing
         #expect(!logA.all.contains { if case .undelivered = $0 { return true }; return false })
     }
 
+    /// A last message (a call's bye) is waited for until the service acknowledges it, not for a
+    /// guessed while: stopping at once after it still delivers it; while no service answers the
+    /// wait ends at its limit, and a stop ends it at once.
+    @Test func aLastMessageIsWaitedForUntilTheServiceAcknowledgesIt() async throws {
+        let server = try startServer()
+        let (a, logA) = makeClient(port: server.port, identity: "roof")
+        let (b, logB) = makeClient(port: server.port, identity: "bench")
+        defer { b.stop() }
+        #expect(await logA.wait(isJoined) != nil)
+        #expect(await logB.wait(isJoined) != nil)
+        #expect(await logA.wait { $0 == .peerJoined("bench", rejoin: false) } != nil)
+        let bye = a.send(RelayMessage(kind: .bye, id: "", to: "bench"))
+        #expect(a.waitAcknowledged(bye, within: .seconds(30)))
+        a.stop()
+        #expect(await logB.wait { if case .message(let m) = $0 { return m.kind == .bye && m.id == bye }; return false } != nil)
+        #expect(!logA.all.contains { if case .undelivered = $0 { return true }; return false }, "acknowledged before the stop")
+        // No service: the wait ends at its limit with the message still unacknowledged.
+        server.stop()
+        #expect(await logB.wait { if case .reconnecting = $0 { return true }; return false } != nil)
+        let lost = b.send(RelayMessage(kind: .bye, id: "", to: "roof"))
+        #expect(!b.waitAcknowledged(lost, within: .milliseconds(300)))
+        b.stop()
+        #expect(b.waitAcknowledged(lost, within: .seconds(30)), "a stopped client has nothing left to wait for")
+    }
+
     @Test func hostileInputGetsErrorsWhileAnotherRoomKeepsWorking() async throws {
         let server = try startServer()
         defer { server.stop() }

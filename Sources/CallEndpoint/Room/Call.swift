@@ -385,8 +385,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         if stopRequested.load(ordering: .relaxed), summary.endReason.isEmpty || summary.mediaRounds > 0 && summary.endReason != "done" { summary.endReason = "stopped" }
         viewers.stopAll(client: client)
         onEvent?(.disconnected(reason: summary.endReason))
-        if let peer = summary.peer { client.send(RelayMessage(kind: .bye, id: "", to: peer)) }
-        usleep(100_000)
+        // The bye goes before the client stops (a stopped client drops what is unsent).
+        if let peer = summary.peer { _ = client.waitAcknowledged(client.send(RelayMessage(kind: .bye, id: "", to: peer)), within: .milliseconds(500)) }
         return summary
     }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import Platform
 import Synchronization
@@ -98,6 +99,14 @@ public final class SignalingClient: Sendable {
         var reconnectReason: String?
         /// The service's latest renewal of the credential, for rejoins.
         var renewedToken: String?
+        /// Who waits for a message to leave the outbox (`waitAcknowledged`).
+        var ackWaiters: [(id: String, done: DispatchSemaphore)] = []
+        /// The waiters whose message left the outbox (or all, once stopped): signalled outside the lock.
+        mutating func settledWaiters() -> [DispatchSemaphore] {
+            let settled = ackWaiters.filter { w in stopped || !outbox.contains { $0.id == w.id } }
+            ackWaiters.removeAll { w in stopped || !outbox.contains { $0.id == w.id } }
+            return settled.map(\.done)
+        }
         /// The token the last successful join presented: the one that holds the seat, which
         /// takes it back at once (another token of the identity waits until the seat is free).
         var seatToken: String?
@@ -169,6 +178,22 @@ public final class SignalingClient: Sendable {
         Self.wake(wake)
     }
 
+    /// Waits until the service acknowledged (or refused) the message sent under `id`, or the
+    /// client stopped, for at most `limit`; true when it left the outbox in time. For a last
+    /// message (a bye) before `stop()`, which reports what is still unacknowledged as undelivered.
+    public func waitAcknowledged(_ id: String, within limit: Duration) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        let pending = state.withLock { s -> Bool in
+            guard !s.stopped, s.outbox.contains(where: { $0.id == id }) else { return false }
+            s.ackWaiters.append((id, done))
+            return true
+        }
+        guard pending else { return true }
+        if done.wait(for: limit) { return true }
+        state.withLock { s in s.ackWaiters.removeAll { $0.done === done } }
+        return false
+    }
+
     /// Stops the client; anything still unacknowledged is reported as undelivered.
     public func stop() {
         let wake = state.withLock { s -> Int32 in
@@ -217,11 +242,12 @@ public final class SignalingClient: Sendable {
     }
 
     private func finish(reason: String) {
-        let left = state.withLock { s -> [RelayMessage] in
+        let (left, waiters) = state.withLock { s -> ([RelayMessage], [DispatchSemaphore]) in
             s.stopped = true
             defer { s.outbox.removeAll(); s.fresh.removeAll() }
-            return s.outbox
+            return (s.outbox, s.settledWaiters())
         }
+        for waiter in waiters { waiter.signal() }
         for message in left {
             continuation.yield(.undelivered(message, code: nil, reason: "client stopped before the server acknowledged it"))
         }
@@ -415,12 +441,13 @@ public final class SignalingClient: Sendable {
         case .relay(let relay):
             if seen.insert("\(relay.from ?? "")/\(relay.id)") { continuation.yield(.message(relay)) }
         case .ack(let id):
-            state.withLock { s in s.outbox.removeAll { $0.id == id } }
+            for waiter in state.withLock({ s in s.outbox.removeAll { $0.id == id }; return s.settledWaiters() }) { waiter.signal() }
         case .error(let code, let text, let id):
             if let id, let refused = state.withLock({ s -> RelayMessage? in
                 guard let index = s.outbox.firstIndex(where: { $0.id == id }) else { return nil }
                 return s.outbox.remove(at: index)
             }) {
+                for waiter in state.withLock({ $0.settledWaiters() }) { waiter.signal() }
                 continuation.yield(.undelivered(refused, code: code, reason: text))
                 return nil
             }
