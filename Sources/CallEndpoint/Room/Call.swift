@@ -487,7 +487,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 default: break
                 }
             }
-            events.wait(timeout: .milliseconds(20))
+            events.wait(timeout: until - MediaTime.now)  // woken by each event that comes
         }
         return (candidates, false)
     }
