@@ -1,3 +1,4 @@
+import Platform
 import MediaCore
 import Testing
 @testable import RTPTransport
