@@ -49,7 +49,7 @@ let package = Package(
         .executableTarget(name: "callend-serve", dependencies: ["ServeCommand"]),
         // Every parser the network or a user feeds, one entry point each, and the executable
         // libFuzzer drives them through (scripts/fuzz.sh); a plain build replays inputs.
-        .target(name: "FuzzTargets", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling"]),
+        .target(name: "FuzzTargets", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Platform"]),
         .executableTarget(name: "callend-fuzz", dependencies: ["FuzzTargets"]),
         // libnice (ICE, STUN, TURN, consent freshness) and the GLib main loop it runs on, behind a
         // small C API of plain types: GLib's headers, imported into Swift, redefine the socket

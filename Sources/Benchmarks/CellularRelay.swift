@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,8 +32,7 @@ public final class CellularRelay {
         self.uplinkDestination = (UInt32(bigEndian: address.s_addr) & mask, mask)
         tun = try TUNDevice(name: device, user: "cellular link")
         let start = Self.now
-        var wall = timespec()
-        clock_gettime(CLOCK_REALTIME, &wall)
+        let wall = WallClock.now
         startedAt = Int64(wall.tv_sec) * 1000 + Int64(wall.tv_nsec) / 1_000_000
         let delayMicroseconds = delay.components.seconds * 1_000_000 + delay.components.attoseconds / 1_000_000_000_000
         links = [uplink, downlink].map { TraceLink(trace: $0, queueLimit: queueLimit, delay: delayMicroseconds, start: start) }
@@ -49,11 +49,7 @@ public final class CellularRelay {
     }
 
     /// CLOCK_MONOTONIC in µs.
-    static var now: Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
-    }
+    static var now: Int64 { MediaTime.now.microseconds }
 
     /// Which link a packet takes: 0, the uplink (to the far host), or 1.
     func direction(of packet: [UInt8]) -> Int {

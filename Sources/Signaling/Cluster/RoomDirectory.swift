@@ -170,8 +170,7 @@ public final class RedisRoomDirectory: Sendable {
 
     /// Wall-clock time (a named edge: envelopes carry it for their age check), in milliseconds.
     static var wallClockMilliseconds: Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
+        let now = WallClock.now
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
