@@ -284,7 +284,8 @@ struct SessionController: Sendable {
     private mutating func sendGathered(complete: Bool, _ actions: inout [Action]) {
         guard let g = gathering else { return }
         gathering = nil
-        let final = complete || configuration.restarts != .answersOnly && configuration.restarts != .offers
+        var final = complete
+        if case .fragmentsToServer = configuration.restarts { final = true }
         actions.append(.sendRestartFragment(ICEFragment(ufrag: g.ufrag, password: g.password, candidates: g.candidates, endOfCandidates: final)))
         if !g.ours { actions.append(.log("ice: answered the restart of \(configuration.peer) with \(g.candidates.count) candidates")) }
     }
