@@ -315,7 +315,7 @@ struct CameraReturnDeviceLab {
         #expect(eventually(5) { bobEvents.contains { $0 == .peerVideoNote(participant: "alice", note: "camera lost") } }, "bob is told")
         let told = Date().timeIntervalSince(unplugged)
         #expect(eventually(5) { (renderer.last?.luma ?? 99) < 20 && renderer.last!.at > unplugged }, "bob sees black pictures: \(String(describing: renderer.last))")
-        #expect(aliceEvents.contains { if case .camera(.lost) = $0 { return true }; return false })
+        #expect(eventually(5) { aliceEvents.contains { if case .camera(.lost) = $0 { return true }; return false } }, "alice is told")
 
         // Plugged in elsewhere: the driver comes back with its capture node at /dev/video3
         // (every handle on the old device is closed, or the module could not be removed).
@@ -328,6 +328,7 @@ struct CameraReturnDeviceLab {
         let back = renderer.firstBright(after: plugged).map { $0.timeIntervalSince(plugged) } ?? .infinity
         #expect(back <= 2, "the picture came back \(back) s after the device")
         #expect(eventually(5) { bobEvents.contains { $0 == .peerVideoNote(participant: "alice", note: nil) } }, "bob is told the camera is back")
+        #expect(eventually(5) { aliceEvents.contains { if case .camera(.back) = $0 { return true }; return false } }, "alice is told the camera is back")
         let events = camera.deviceEvents
         #expect(events.count == 2, "\(events)")
         if case .back(let path, _)? = events.last { #expect(path == "/dev/video3", "reopened by its stable name: \(events)") } else { Issue.record("no return: \(events)") }

@@ -106,6 +106,10 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     public var lostReason: String? { health.withLock { $0.lost?.reason } }
     /// Each loss and return of the camera, oldest first.
     public var deviceEvents: [CameraDeviceEvent] { health.withLock { $0.events } }
+    /// Called on the capture thread at each loss and return of the camera, after `deviceEvents`
+    /// holds it (nil: no one); one observer, the call that sends the source.
+    public func onDeviceEvent(_ observer: (@Sendable (CameraDeviceEvent) -> Void)?) { deviceEventSink.set(observer) }
+    private let deviceEventSink = LockedCallback<CameraDeviceEvent>()
 
     /// Switches to another camera, or to another mode of the same one.
     public func selectCaptureDevice(_ path: String, format: CameraModeRequest?) throws {
@@ -161,12 +165,17 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
         switch output {
         case .modeChanged(let w, let h, let r): current.withLock { ($0.width, $0.height, $0.frameRate) = (w, h, r) }
         case .lost(let reason):
-            health.withLock { $0.lost = (reason, .now); $0.events.append(.lost(reason: reason)) }
+            let event = CameraDeviceEvent.lost(reason: reason)
+            health.withLock { $0.lost = (reason, .now); $0.events.append(event) }
+            deviceEventSink(event)
         case .restored(let path):
-            health.withLock { h in
-                h.events.append(.back(path: path, after: h.lost.map { MediaTime.now - $0.at }))
-                h.lost = nil
+            let event = health.withLock { h in
+                defer { h.lost = nil }
+                let event = CameraDeviceEvent.back(path: path, after: h.lost.map { MediaTime.now - $0.at })
+                h.events.append(event)
+                return event
             }
+            deviceEventSink(event)
         case .frame, .ended: break
         }
         sink(output)

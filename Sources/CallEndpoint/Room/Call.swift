@@ -71,6 +71,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     enum Event: Sendable {
         case signaling(SignalingEvent)
         case transport(round: Int, BundleTransport.Event)
+        /// This side's camera was lost or came back (`CameraSource.deviceEvents` says which).
+        case cameraChanged
     }
 
     /// Bounded: a months-long call that reconnects its signaling now and then, or a peer that
@@ -124,6 +126,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             case .signaling(.iceServers): 2
             case .signaling(.reconnecting): 3
             case .signaling(.tokenRenewed): 4
+            case .cameraChanged: 5
             default: nil
             }
         }
@@ -221,16 +224,19 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         }
     }
 
-    /// This side's camera lost and back, and what the peer says of its own, in the log and as
-    /// events, within a tenth of a second.
-    private func reportCamera(peerNote: String?, lastPeerNote: inout String?, peer: String) {
-        if let events = media.videoTrack?.source.deviceEvents {
-            let logged = cameraEventsLogged.exchange(events.count, ordering: .relaxed)
-            for event in events.dropFirst(logged) {
-                if case .lost = event { log(.warning(event.line)) } else { log(LogMessage(.info, event.line)) }
-                onEvent?(.camera(event))
-            }
+    /// This side's camera lost and back, in the log and as events, as the source says so (each
+    /// once; those of a time with no media round, when the next one starts).
+    private func reportCamera() {
+        guard let events = media.videoTrack?.source.deviceEvents else { return }
+        let logged = cameraEventsLogged.exchange(events.count, ordering: .relaxed)
+        for event in events.dropFirst(logged) {
+            if case .lost = event { log(.warning(event.line)) } else { log(LogMessage(.info, event.line)) }
+            onEvent?(.camera(event))
         }
+    }
+
+    /// What the peer says of its own camera, in the log and as an event, within a tenth of a second.
+    private func reportPeerCamera(peerNote: String?, lastPeerNote: inout String?, peer: String) {
         guard peerNote != lastPeerNote else { return }
         lastPeerNote = peerNote
         log(peerNote.map { "\(peer): \($0)" } ?? "\(peer): its video source is back")
@@ -280,6 +286,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                                                         tls: signalingTLS)
         configuration.alternates = options.fallbackServers
         let queue = events
+        media.videoTrack?.source.onDeviceEvent { _ in queue.append(.cameraChanged) }
+        defer { media.videoTrack?.source.onDeviceEvent(nil) }
         let emit = eventSink
         let (log, room) = (self.log, options.roomName)
         let joinedClient = Mutex<SignalingClient?>(nil)
@@ -617,6 +625,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 case .signaling(.joined(_, _, _)), .signaling(.peerJoined), .signaling(.peerLeft), .signaling(.reconnecting),
                      .signaling(.undelivered), .signaling(.message), .signaling(.tokenRenewed):
                     break
+                case .cameraChanged:
+                    reportCamera()
                 case .transport(let r, let e):
                     guard r == round else { continue }
                     for action in controller.handle(.transport(e), at: MonotonicClock().now) {
@@ -758,7 +768,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     releaseFreeMemory()
                     trimAfter = tick + 6000
                 }
-                reportCamera(peerNote: now.received.peerVideoNote, lastPeerNote: &lastPeerNote, peer: peer)
+                reportPeerCamera(peerNote: now.received.peerVideoNote, lastPeerNote: &lastPeerNote, peer: peer)
                 guard tick % 10 == 0 else { return }
                 var status = CallStatus.between(previous, now, participant: participant)
                 status.cameraLost = media.videoTrack?.source.lostReason
@@ -778,7 +788,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     switch event {
                     case .signaling(.message(let m)): return [.bye, .candidate, .offer, .answer].contains(m.kind)
                     case .signaling(.iceServers): return true
-                    case .transport: return true
+                    case .transport, .cameraChanged: return true
                     default: return false
                     }
                 }
@@ -790,6 +800,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     }
                     let input: SessionController.Event
                     switch event {
+                    case .cameraChanged:
+                        reportCamera()
+                        continue
                     case .signaling(.iceServers(let list)):
                         // Renewed with the credential: the next restart's agent uses them.
                         serviceICEServers.withLock { $0 = Self.iceServers(list) }
