@@ -32,10 +32,12 @@ import Testing
     /// wait ends at its limit, and a stop ends it at once.
     @Test func aLastMessageIsWaitedForUntilTheServiceAcknowledgesIt() async throws {
         let server = try startServer()
+        // Roof in first, so that it hears bench arrive (the other way round, bench would be in
+        // roof's joined and no peerJoined would come).
         let (a, logA) = makeClient(port: server.port, identity: "roof")
+        #expect(await logA.wait(isJoined) != nil)
         let (b, logB) = makeClient(port: server.port, identity: "bench")
         defer { b.stop() }
-        #expect(await logA.wait(isJoined) != nil)
         #expect(await logB.wait(isJoined) != nil)
         #expect(await logA.wait { $0 == .peerJoined("bench", rejoin: false) } != nil)
         let bye = a.send(RelayMessage(kind: .bye, id: "", to: "bench"))
