@@ -52,12 +52,8 @@ public final class RedisProcess: @unchecked Sendable {  // used by one test at a
         process.standardError = FileHandle.nullDevice
         try process.run()
         self.process = process
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if Self.accepts(port: port) { return }
-            guard process.isRunning else { break }
-            usleep(10_000)
-        }
+        // Until it accepts, or exits (a port taken meanwhile).
+        if eventually(10, { Self.accepts(port: port) || !process.isRunning }) && process.isRunning { return }
         kill()
         throw NSError(domain: "RedisProcess", code: 1, userInfo: [NSLocalizedDescriptionKey: "redis-server did not start on port \(port)"])
     }

@@ -2,6 +2,7 @@ import Foundation
 import Platform
 import Synchronization
 import Testing
+import TestSupport
 @testable import CallEndpoint
 import RTPTransport
 @testable import Signaling

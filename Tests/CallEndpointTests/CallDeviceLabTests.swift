@@ -147,10 +147,13 @@ struct AudioRouteDeviceLab {
 /// Opens `make` once the PCMs it needs are free: a call of the test before may still be
 /// letting go of the loopback card's substreams when the next test starts.
 func whenFree<T>(_ seconds: Double = 10, _ make: () throws -> T) throws -> T {
-    let deadline = Date().addingTimeInterval(seconds)
-    while true {
-        do { return try make() } catch where Date() < deadline && "\(error)".contains("busy") { usleep(50_000) }
+    var made: T?
+    try eventually(seconds) {
+        do { made = try make() } catch where "\(error)".contains("busy") { return false }
+        return true
     }
+    if let made { return made }
+    return try make()  // still busy: the error says so
 }
 
 @Suite(.serialized, .timeLimit(.minutes(3)), .enabled(if: inCallDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))

@@ -3,6 +3,7 @@ import Platform
 import Signaling
 import Synchronization
 import Testing
+import TestSupport
 @testable import CallEndpoint
 
 @Suite struct RenegotiationLimitTests {

@@ -43,16 +43,6 @@ final class EventRecorder: RoomDelegate, Sendable {
     func contains(_ predicate: (RoomEvent) -> Bool) -> Bool { events.withLock { $0.contains(where: predicate) } }
 }
 
-/// Polls `condition` every 20 ms for up to `seconds`.
-func eventually(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(20_000)
-    }
-    return condition()
-}
-
 /// A signaling service in this process and tokens for it.
 final class TestService {
     let secret = TokenSecret.random()

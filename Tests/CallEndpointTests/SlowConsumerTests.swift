@@ -4,6 +4,7 @@ import Devices
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 @testable import CallEndpoint
 
 /// A renderer that takes `cost` per picture (a Y4M file on a slow SD card, a snapshot encoder, a

@@ -104,12 +104,7 @@ final class CameraLog: Sendable {
     var frames: [VideoFrame] { all.compactMap { if case .frame(let f, _) = $0 { return f }; return nil } }
 
     func wait(seconds: Double, until predicate: ([CameraEvent]) -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if predicate(all) { return true }
-            usleep(20_000)
-        }
-        return predicate(all)
+        eventually(seconds) { predicate(all) }
     }
 }
 

@@ -40,15 +40,15 @@ import TestSupport
             seen.withLock { $0.append((added.map(\.id), removed.map(\.id))) }
         }
         defer { watch.stop() }
-        #expect(waitFor(2) { seen.withLock { $0.count } == 1 })
+        #expect(eventually(2) { seen.withLock { $0.count } == 1 })
         #expect(seen.withLock { $0.first?.added } == ["Loopback"], "the cards present at the start")
         cards.withLock { $0.append(SoundCard(index: 1, id: "Dummy")) }
         #expect(FileManager.default.createFile(atPath: dir.path + "/controlC1", contents: nil))
-        #expect(waitFor(2) { seen.withLock { $0.count } == 2 })
+        #expect(eventually(2) { seen.withLock { $0.count } == 2 })
         #expect(seen.withLock { $0.last?.added } == ["Dummy"])
         cards.withLock { $0.removeAll { $0.id == "Dummy" } }
         try FileManager.default.removeItem(atPath: dir.path + "/controlC1")
-        #expect(waitFor(2) { seen.withLock { $0.count } == 3 })
+        #expect(eventually(2) { seen.withLock { $0.count } == 3 })
         #expect(seen.withLock { $0.last?.removed } == ["Dummy"])
         // stop() returns once the thread has ended: a change after it reaches nobody, and the
         // folder's notifications go with the thread.
@@ -60,12 +60,3 @@ import TestSupport
     }
 }
 
-/// Polls `condition` every 10 ms for up to `seconds`.
-private func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(10_000)
-    }
-    return condition()
-}

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 @testable import RTPTransport
 
 /// Two data channel sessions (real usrsctp associations) joined by a memory link, each way on a
@@ -48,15 +49,6 @@ final class MessageLog: Sendable {
     var count: Int { messages.withLock { $0.count } }
 }
 
-func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.01)
-    }
-    return condition()
-}
-
 @Suite(.serialized) struct DataChannelTests {
     @Test func dcepMessagesRoundTrip() throws {
         for options in [DataChannelOptions.reliable("control"), .unreliable("telemetry"),
@@ -88,8 +80,8 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         let theirs = try #require(link.server.open(DataChannelOptions(label: "events", protocol: "json")))
         link.client.start()
         link.server.start()
-        #expect(waitFor(10) { mine.state == .open && theirs.state == .open })
-        #expect(waitFor(10) { serverSeen.withLock { $0.count } == 1 && clientSeen.withLock { $0.count } == 1 })
+        #expect(eventually(10) { mine.state == .open && theirs.state == .open })
+        #expect(eventually(10) { serverSeen.withLock { $0.count } == 1 && clientSeen.withLock { $0.count } == 1 })
         let atServer = try #require(serverSeen.withLock { $0.first }), atClient = try #require(clientSeen.withLock { $0.first })
         #expect(atServer.label == "control" && atServer.stream % 2 == 0 && atServer.stream == mine.stream)
         #expect(atClient.label == "events" && atClient.options.protocol == "json" && atClient.stream % 2 == 1)
@@ -99,12 +91,12 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         let sent: [DataChannelMessage] = [.text("hello"), .binary([0, 1, 2, 255]), .text(""), .binary([]), .text("ünïcode ✓")]
         for m in sent { #expect(mine.send(m)) }
         #expect(theirs.send(.text("back")))
-        #expect(waitFor(10) { serverLog.count == sent.count && clientLog.count == 1 })
+        #expect(eventually(10) { serverLog.count == sent.count && clientLog.count == 1 })
         #expect(serverLog.messages.withLock { $0 } == sent)
         #expect(clientLog.messages.withLock { $0 } == [.text("back")])
         // Closing resets the stream: the other side's channel closes too.
         mine.close()
-        #expect(waitFor(10) { atServer.state == .closed }, "the peer's side of a closed channel closes")
+        #expect(eventually(10) { atServer.state == .closed }, "the peer's side of a closed channel closes")
         #expect(!mine.send(.text("after close")))
         link.client.close()
         link.server.close()
@@ -120,7 +112,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         let unreliable = try #require(link.client.open(.unreliable("telemetry")))
         link.client.start()
         link.server.start()
-        #expect(waitFor(10) { received.withLock { $0.count } == 2 })
+        #expect(eventually(10) { received.withLock { $0.count } == 2 })
         let (fileLog, telemetryLog) = (MessageLog(), MessageLog())
         received.withLock { $0["file"] }?.onMessage(fileLog.take)
         received.withLock { $0["telemetry"] }?.onMessage(telemetryLog.take)
@@ -132,15 +124,15 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         // A sample per packet: 1000 of them, of which 2 % loss takes some for good.
         let sample = String(repeating: "x", count: 1000)
         #expect((0..<1000).filter { unreliable.send(.text("\($0) " + sample)) }.count == 1000)
-        #expect(waitFor(60) { fileLog.count == chunks.count }, "\(fileLog.count) of \(chunks.count) chunks")
+        #expect(eventually(60) { fileLog.count == chunks.count }, "\(fileLog.count) of \(chunks.count) chunks")
         let seconds = Date().timeIntervalSince(started)
         let same = fileLog.messages.withLock { $0 } == chunks.map { .binary($0) }
         #expect(same, "every byte, in order")
-        #expect(waitFor(10) { telemetryLog.count >= 900 })
+        #expect(eventually(10) { telemetryLog.count >= 900 })
         let counts = link.counts
         #expect(counts.dropped > 0)
         // Whatever is lost stays lost: the receiver moves on (FORWARD-TSN, RFC 3758).
-        #expect(waitFor(10) { link.server.counters.messagesReceived == chunks.count + telemetryLog.count })
+        #expect(eventually(10) { link.server.counters.messagesReceived == chunks.count + telemetryLog.count })
         #expect(telemetryLog.count < 1000, "2 % loss with no retransmission loses some: \(telemetryLog.count) of 1000 (\(counts.dropped) of \(counts.sent) packets dropped)")
         print("data channel over a memory link at 2 % loss: 10 MiB reliable in \(String(format: "%.2f", seconds)) s; unreliable \(telemetryLog.count) of 1000 messages")
         link.client.close()
@@ -158,7 +150,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         let channel = try #require(link.client.open(.reliable("file")))
         link.client.start()
         link.server.start()
-        #expect(waitFor(10) { channel.state == .open && seen.withLock { $0 } != nil })
+        #expect(eventually(10) { channel.state == .open && seen.withLock { $0 } != nil })
         let part = [UInt8](repeating: 0x41, count: 16 * 1024)
         var sent = 0
         // Far past any bound: the server aborts long before, and then the sends fail.
@@ -166,7 +158,7 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
             sent += part.count
             if link.server.abortReason != nil { break }
         }
-        #expect(waitFor(10) { link.server.abortReason != nil })
+        #expect(eventually(10) { link.server.abortReason != nil })
         let reason = link.server.abortReason ?? ""
         #expect(reason.contains("max-message-size") || reason.contains("waiting to be completed"), "\(reason)")
         #expect(seen.withLock { $0?.state } == .closed, "the channel closed with the association")
@@ -183,9 +175,9 @@ func waitFor(_ seconds: Double, _ condition: () -> Bool) -> Bool {
         let channel = try #require(link.client.open(.reliable("big")))
         link.client.start()
         link.server.start()
-        #expect(waitFor(10) { channel.state == .open && link.server.isUp })
+        #expect(eventually(10) { channel.state == .open && link.server.isUp })
         #expect(channel.send(.binary([UInt8](repeating: 1, count: DataChannelSession.maxMessageSize + 1))))
-        #expect(waitFor(10) { link.server.abortReason?.contains("max-message-size") == true })
+        #expect(eventually(10) { link.server.abortReason?.contains("max-message-size") == true })
         link.client.close()
         link.server.close()
     }

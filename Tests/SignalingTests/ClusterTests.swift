@@ -231,13 +231,13 @@ import TestSupport
         defer { a.stop(); b.stop() }
         let (roof, roofLog, bench, benchLog) = await roofAndBench(a, b)
         redis.kill()
-        #expect(await waitUntil { !a.directory!.isHealthy && !b.directory!.isHealthy })
+        #expect(await eventually { !a.directory!.isHealthy && !b.directory!.isHealthy })
         try redis.start()
-        #expect(await waitUntil(timeout: .seconds(10)) { a.directory!.isHealthy && b.directory!.isHealthy })
+        #expect(await eventually(within: .seconds(10)) { a.directory!.isHealthy && b.directory!.isHealthy })
         // Both seats are back within a renewal (about two seconds), read in Redis itself; then the
         // room is full again for a third participant.
         let inRedis = RedisConnection(address: RedisAddress(host: "127.0.0.1", port: redis.port))
-        #expect(await waitUntil(timeout: .seconds(5)) {
+        #expect(await eventually(within: .seconds(5)) {
             (try? inRedis.command(["ZRANGE", "callend:room:lab:seats", "0", "-1"]))?.elements.compactMap(\.text).sorted() == ["bench", "roof"]
         })
         let now = Int64(Date().timeIntervalSince1970)
@@ -313,16 +313,7 @@ import TestSupport
         #expect(text.contains("callend_signaling_redis_up 1"))
         if let check = try promtoolCheck(text) { #expect(check.status == 0 && check.said.isEmpty, "\(check.said)") }
         redis.kill()
-        #expect(await waitUntil { (try? scrape(server.metricsPort!))?.contains("callend_signaling_redis_up 0") == true })
+        #expect(await eventually { (try? scrape(server.metricsPort!))?.contains("callend_signaling_redis_up 0") == true })
     }
 }
 
-/// Polls `condition` every 20 ms until it holds or `timeout` passes.
-func waitUntil(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}

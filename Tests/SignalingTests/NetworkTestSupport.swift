@@ -2,6 +2,7 @@ import Foundation
 import Platform
 import Synchronization
 import Testing
+import TestSupport
 @testable import Signaling
 
 /// Collects a client's events so tests can wait for one with a deadline.
@@ -28,13 +29,12 @@ final class EventLog: Sendable {
     /// side by side and blocking tests hold the task pool's threads; the test took 86 s).
     @discardableResult
     func wait(timeout: Duration = .seconds(30), _ predicate: (SignalingEvent) -> Bool) async -> SignalingEvent? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let found = all.first(where: predicate) { return found }
-            try? await Task.sleep(for: .milliseconds(10))
+        var found: SignalingEvent?
+        await eventually(within: timeout) {
+            found = all.first(where: predicate)
+            return found != nil
         }
-        // One last look: a sleep that overran the deadline (a busy machine) must not hide an event.
-        return all.first(where: predicate)
+        return found
     }
 }
 

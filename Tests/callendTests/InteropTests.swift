@@ -3,6 +3,7 @@ import MediaCore
 import Foundation
 import RTPTransport
 import Testing
+import TestSupport
 
 /// An even port P with P and P+2 free for UDP on loopback (video and audio).
 func freePortPair() throws -> Int {
@@ -23,13 +24,10 @@ func freePortPair() throws -> Int {
 /// Waits (up to `seconds`) until something listens on each UDP port (read from /proc/net/udp),
 /// so a receiver started in another process is ready before anything is sent to it.
 func waitForUDPListeners(_ ports: [Int], seconds: Double = 10) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
+    eventually(seconds) {
         let table = ((try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? "").uppercased()
-        if ports.allSatisfy({ table.contains(String(format: ":%04X ", $0)) }) { return true }
-        usleep(50_000)
+        return ports.allSatisfy { table.contains(String(format: ":%04X ", $0)) }
     }
-    return false
 }
 
 final class WorkDirectory {
@@ -53,12 +51,9 @@ func launch(_ tool: String, _ arguments: [String]) throws -> Process {
 
 /// Waits up to `seconds` for a process to end; interrupts (SIGINT) and then kills it if it does not.
 func finish(_ process: Process, within seconds: Double) {
-    let deadline = Date().addingTimeInterval(seconds)
-    while process.isRunning && Date() < deadline { usleep(20_000) }
-    if process.isRunning {
+    if !eventually(seconds, { !process.isRunning }) {
         process.interrupt()
-        let grace = Date().addingTimeInterval(3)
-        while process.isRunning && Date() < grace { usleep(20_000) }
+        eventually(3) { !process.isRunning }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
     process.waitUntilExit()
@@ -246,8 +241,7 @@ func framesDecoded(_ output: String) -> Int? {
                                            "-c:v", "libvpx", "-deadline", "realtime", "-b:v", "400k", "-f", "rtp", "rtp://127.0.0.1:\(port)"])
         finish(ffmpeg, within: 10)
         // Loopback delivers at once, but the receive threads may not have read it all yet.
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline, captured.contents.0.count <= 90 || captured.contents.1.isEmpty { usleep(10_000) }
+        eventually(10) { captured.contents.0.count > 90 && !captured.contents.1.isEmpty }
         rtp.close()
         rtcp.close()
         let (media, reports) = captured.contents

@@ -152,8 +152,7 @@ func token(_ who: String, _ secret: SecretFile, room: String = "r") throws -> St
         input.fileHandleForWriting.write(Data("mute video\n".utf8))
         #expect(aLog.wait(for: #""command":"mute""#, seconds: 3))
         input.fileHandleForWriting.write(Data("leave\n".utf8))
-        let deadline = Date().addingTimeInterval(5)
-        while a.isRunning && Date() < deadline { usleep(20_000) }
+        eventually(5) { !a.isRunning }
         #expect(!a.isRunning && a.terminationStatus == 0)
         #expect(aLog.text.contains("ended: stopped"), "\(aLog.text.suffix(300))")
         #expect(!FileManager.default.fileExists(atPath: socketPath), "the socket file is removed")
@@ -195,12 +194,7 @@ final class StreamCollector: @unchecked Sendable {  // `buffer` is guarded by `l
     }
 
     func wait(for needle: String, seconds: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if text.contains(needle) { return true }
-            usleep(20_000)
-        }
-        return text.contains(needle)
+        eventually(seconds) { text.contains(needle) }
     }
 }
 
