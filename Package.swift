@@ -36,7 +36,8 @@ let package = Package(
         .target(name: "MediaCore", dependencies: ["CYUV", "Platform"]),
         .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP", "CVoice"]),
         .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform", "CDataChannel"]),
-        .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"]),
+        .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"],
+                resources: [.embedInCode("Web/Page/index.html"), .embedInCode("Web/Page/app.js")]),
         .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "CLinux", "Platform"]),
         .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices", "Platform", "CWebMWriter"]),
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they

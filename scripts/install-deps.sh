@@ -22,6 +22,8 @@ packages=(
   iproute2 iputils-ping iptables coturn
   # a browser as the peer: headless Chromium driven through chromium-driver by python3-selenium
   chromium chromium-driver python3-selenium
+  # node --check, the browser stage's lint of the page's script (Sources/Signaling/Web/Page/app.js)
+  nodejs
   # systemd-analyze, to verify the service units in deploy/systemd; promtool, to check the metrics
   systemd prometheus
   # the two-container call: a Docker engine, compose, and debootstrap for the debian:12 base

@@ -42,39 +42,7 @@ skipped=""
 
 # check NAME: judges the page's JSON line and the endpoint's summary and recordings.
 check() {
-  "$py" - "$work" "$1" <<'PY'
-import json, re, struct, sys, wave
-work, name = sys.argv[1:]
-lines = [l for l in open(f"{work}/{name}-page.out").read().splitlines() if l.startswith("{")]
-page = json.loads(lines[-1]) if lines else {}
-recv = (page.get("stats") or {}).get("recv") or {}
-pair = ((page.get("stats") or {}).get("pair") or {}).get("text")
-out = open(f"{work}/{name}-endpoint.out").read()
-decoded = int((re.search(r"video (\d+) frames decoded", out) or [0, 0])[1])
-audio = int((re.search(r"audio (\d+) decoded", out) or [0, 0])[1])
-red = int((re.search(r"audio \d+ decoded \((\d+) packets in RED", out) or [0, 0])[1])
-fec = "video VP8 with ULPFEC in RED" in open(f"{work}/{name}-endpoint.err").read()
-frames = open(f"{work}/{name}.y4m", "rb").read().count(b"FRAME") if decoded else 0
-status = [json.loads(l) for l in out.splitlines() if l.startswith("{") and "transportFeedback" in l]
-feedback = status[-1]["transportFeedback"] if status else 0
-loud = 0
-try:
-    with wave.open(f"{work}/{name}.wav") as w:
-        pcm = w.readframes(w.getnframes())
-        samples = struct.unpack(f"<{len(pcm) // 2}h", pcm)
-        loud = sum(1 for s in samples if abs(s) > 300)
-except (OSError, EOFError, wave.Error):
-    pass
-print(f"browser: {name}: the page decoded {recv.get('framesDecoded', 0)} frames ({recv.get('width')}x{recv.get('height')}) "
-      f"and {recv.get('audioSamples', 0)} audio samples from the endpoint; path {pair}")
-print(f"browser: {name}: the endpoint decoded {decoded} VP8 frames ({frames} in its recording) and {audio} Opus frames "
-      f"({red} of their packets in RED; {loud} samples above -40 dBFS in its WAV); its estimate followed {feedback} transport-cc feedback packets from Chromium; "
-      f"video FEC (ULPFEC in RED) {'negotiated: the page decoded callend video in RED' if fec else 'NOT negotiated'}")
-ok = page.get("ok") and recv.get("framesDecoded", 0) >= 150 and recv.get("audioSamples", 0) > 0 and frames >= 40 and audio >= 50 and loud > 0 and feedback >= 10 \
-    and red >= audio // 2 and fec
-print(f"browser: {name}: {'passed' if ok else 'FAILED'}")
-sys.exit(0 if ok else 1)
-PY
+  "$py" scripts/browser/judge.py "$work" "$1"
 }
 
 # run_case NAME FIRST (browser|endpoint) URL_BASE SERVER [PAGE_NS ENDPOINT_NS] [-- JOIN OPTIONS]
@@ -82,8 +50,8 @@ run_case() {
   local name=$1 first=$2 base=$3 server=$4 page_ns=${5:-} endpoint_ns=${6:-}
   shift 6 2>/dev/null || shift $#
   local tb te extra=("$@")
-  tb=$("$bin" token --room "$name" --identity browser --secret-file "$secret")
-  te=$("$bin" token --room "$name" --identity endpoint --secret-file "$secret")
+  tb=$(mint "$name" browser)
+  te=$(mint "$name" endpoint)
   local in_page=() in_endpoint=()
   [ -n "$page_ns" ] && in_page=(ip netns exec "$page_ns")
   [ -n "$endpoint_ns" ] && in_endpoint=(ip netns exec "$endpoint_ns")
@@ -130,13 +98,18 @@ run_case() {
   check "$name" || { status=1; echo "--- page"; tail -25 "$work/$name-page.err"; echo "--- endpoint"; grep -v '"change"' "$work/$name-endpoint.err" | tail -15; }
 }
 
-secret=$work/secret
-"$bin" token --new-secret --out "$secret"
-"$bin" serve --listen 127.0.0.1:0 --http 127.0.0.1:0 --secret-file "$secret" > "$work/serve.log" 2>&1 &
-pids+=($!)
-wait_for "$work/serve.log" "web page at" 30 || exit 1
-sport=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
-web=$(sed -n 's/^web page at \(http:[^ ]*\)\/ .*/\1/p' "$work/serve.log")
+start_service "$work/serve.log" --listen 127.0.0.1:0 --http 127.0.0.1:0 || exit 1
+sport=$port
+
+# The page's files: the script parses, the HTML's elements close, and the service serves them
+# byte for byte as they are in the tree (SwiftPM builds them into the binary).
+pagefiles=Sources/Signaling/Web/Page
+if ! node --check "$pagefiles/app.js"; then
+  echo "browser: FAILED: $pagefiles/app.js does not parse (node --check)"; exit 1
+fi
+if ! "$py" scripts/browser/page_files.py "$pagefiles" "$web"; then
+  echo "browser: FAILED: the page's files"; exit 1
+fi
 page_query="" page_extra=()
 frames=${BROWSER_FRAMES:-150}
 run_case browser-offers endpoint "$web" "127.0.0.1:$sport"
@@ -155,13 +128,9 @@ else
   natlab_start || { rm -rf "$own_work"; exit 1; }
   trap 'natlab_down; rm -rf "$work" "$own_work"' EXIT
   natlab_nat "$RA" symmetric; natlab_nat "$RB" symmetric
-  secret=$work/secret
   nport=$((7600 + RANDOM % 300))
-  ip netns exec "$S" "$bin" serve --listen "$server_ip:7000" --http "$server_ip:$nport" --secret-file "$secret" "${serve_tls[@]}" \
-    --turn-secret-file "$work/turn-secret" --ice-server "stun:$server_ip:3478" --ice-server "turn:$server_ip:3478?transport=udp" \
-    > "$work/serve-nat.log" 2>&1 &
-  pids+=($!)
-  wait_for "$work/serve-nat.log" "web page at" 30 || exit 1
+  start_service -n "$S" "$work/serve-nat.log" --listen "$server_ip:7000" --http "$server_ip:$nport" "${serve_tls[@]}" \
+    --turn-secret-file "$work/turn-secret" --ice-server "stun:$server_ip:3478" --ice-server "turn:$server_ip:3478?transport=udp" || exit 1
   # The page over HTTPS with the certificate callend tls made (Chromium trusts its key, as a
   # browser would trust a CA it was given): a secure context, so it sends its camera and microphone.
   page_query="&relay=1" page_extra=(--trust-key "$tls_pin")
