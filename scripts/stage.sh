@@ -47,3 +47,29 @@ has_chromium() {
 need_chromium() {
   has_chromium || skip "needs Debian's chromium, chromium-driver and python3-selenium (scripts/install-deps.sh installs them)"
 }
+
+# start_service [-n NETNS] LOG SERVE-OPTION...: `callend serve` with the stage's secret
+# ($work/secret, made on first use), inside NETNS if given, its output in LOG; waits until it
+# listens (and, with --http, serves its page), then sets port (the signaling port) and web (the
+# page's scheme://host:port, with --http). Adds it to pids; fails saying why if it does not start.
+start_service() {
+  local run=()
+  if [ "$1" = -n ]; then run=(ip netns exec "$2"); shift 2; fi
+  local log=$1 ready="listening on"
+  shift
+  [ -s "$work/secret" ] || "$bin" token --new-secret --out "$work/secret" > /dev/null || return 1
+  case " $* " in *" --http "*) ready="web page at" ;; esac
+  "${run[@]}" "$bin" serve --secret-file "$work/secret" "$@" > "$log" 2>&1 &
+  pids+=($!)
+  wait_for "$log" "$ready" 30 || { echo "$(basename "$(dirname "$0")"): FAILED: callend serve did not start: $(tail -3 "$log")"; return 1; }
+  port=$(sed -n 's/^listening on .*:\([0-9]*\) .*/\1/p' "$log" | head -1)
+  web=$(sed -n 's/^web page at \(https\{0,1\}:\/\/[^ ]*\)\/ .*/\1/p' "$log" | head -1)
+}
+
+# mint ROOM IDENTITY [TOKEN-OPTION...]: prints a token of the stage's secret for IDENTITY in ROOM.
+mint() {
+  local room=$1 identity=$2
+  shift 2
+  [ -s "$work/secret" ] || "$bin" token --new-secret --out "$work/secret" > /dev/null || return 1
+  "$bin" token --room "$room" --identity "$identity" "$@" --secret-file "$work/secret"
+}

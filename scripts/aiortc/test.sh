@@ -13,18 +13,14 @@ seconds=${AIORTC_SECONDS:-8}
 work=$(mktemp -d /tmp/callend-aiortc.XXXXXX)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"' EXIT
-"$bin" token --new-secret --out "$work/secret"
-"$bin" serve --listen 127.0.0.1:0 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
-pids+=($!)
-wait_for "$work/serve.log" "listening on" 30 || exit 1
-port=$(sed -n 's/listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
+start_service "$work/serve.log" --listen 127.0.0.1:0 || exit 1
 status=0
 
 run() {  # run NAME FIRST (aiortc|callend)
   local name=$1 first=$2
   local ta tc
-  ta=$("$bin" token --room "$name" --identity aiortc --secret-file "$work/secret")
-  tc=$("$bin" token --room "$name" --identity callend --secret-file "$work/secret")
+  ta=$(mint "$name" aiortc)
+  tc=$(mint "$name" callend)
   start_callend() {
     CALLEND_TOKEN=$tc "$bin" join "$name" --server "127.0.0.1:$port" --video-size 320x240 --duration "$seconds" --no-stdin \
       > "$work/$name-callend.out" 2> "$work/$name-callend.err" &
@@ -45,23 +41,7 @@ run() {  # run NAME FIRST (aiortc|callend)
     start_callend
   fi
   timeout $((seconds + 60)) tail --pid="$pa" -f /dev/null; timeout $((seconds + 60)) tail --pid="$pc" -f /dev/null
-  python3 - "$work" "$name" <<'PY' || { status=1; tail -20 "$work/$name-callend.err" "$work/$name-aiortc.err"; }
-import json, re, sys
-work, name = sys.argv[1:]
-callend = open(f"{work}/{name}-callend.out").read()
-lines = [l for l in open(f"{work}/{name}-aiortc.out").read().splitlines() if l.startswith("{")]
-aiortc = json.loads(lines[-1]) if lines else {}
-decoded = int((re.search(r"video (\d+) frames decoded", callend) or [0, 0])[1])
-audio = int((re.search(r"audio (\d+) decoded", callend) or [0, 0])[1])
-sent = int((re.search(r"sent (\d+) frames", callend) or [0, 0])[1])
-ok = True
-print(f"aiortc-interop: {name}: callend decoded {decoded} of aiortc's {aiortc.get('videoFramesSent', 0)} frames, {audio} audio frames")
-print(f"aiortc-interop: {name}: aiortc decoded {aiortc.get('videoFrames', 0)} of callend's {sent} frames ({aiortc.get('videoSize')}), {aiortc.get('audioFrames', 0)} audio frames; connection {aiortc.get('connection')}")
-if not aiortc.get("videoFramesSent") or decoded < 0.9 * aiortc["videoFramesSent"] or audio == 0: ok = False
-if not sent or aiortc.get("videoFrames", 0) < 0.9 * sent or not aiortc.get("audioFrames"): ok = False
-print(f"aiortc-interop: {name}: {'passed' if ok else 'FAILED'}")
-sys.exit(0 if ok else 1)
-PY
+  python3 scripts/aiortc/judge.py "$work" "$name" || { status=1; tail -20 "$work/$name-callend.err" "$work/$name-aiortc.err"; }
 }
 
 run callend-offers aiortc

@@ -22,20 +22,14 @@ peer=$PWD/scripts/datachannel/socket_peer.py
 work=$(mktemp -d /tmp/callend-datachannel.XXXXXX)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [ -n "${DATACHANNEL_KEEP:-}" ] || rm -rf "$work"' EXIT
-"$bin" token --new-secret --out "$work/secret"
-"$bin" serve --listen 127.0.0.1:0 --http 127.0.0.1:0 --secret-file "$work/secret" > "$work/serve.log" 2>&1 &
-pids+=($!)
-wait_for "$work/serve.log" "web page at" 30 || exit 1
-port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
-web=$(sed -n 's/.*web page at \(http:\/\/[0-9.:]*\).*/\1/p' "$work/serve.log" | head -1)
+start_service "$work/serve.log" --listen 127.0.0.1:0 --http 127.0.0.1:0 || exit 1
 status=0
-token() { "$bin" token --room "$1" --identity "$2" --secret-file "$work/secret"; }
 
 # join ROOM NAME SECONDS [OPTIONS...]: a callend endpoint in the background (pid in $joined).
 join() {
   local room=$1 name=$2 seconds=$3
   shift 3
-  CALLEND_TOKEN=$(token "$room" "$name") "$bin" join "$room" --server "127.0.0.1:$port" --video-size 320x240 --duration "$seconds" --no-stdin \
+  CALLEND_TOKEN=$(mint "$room" "$name") "$bin" join "$room" --server "127.0.0.1:$port" --video-size 320x240 --duration "$seconds" --no-stdin \
     "$@" > "$work/$room-$name.out" 2> "$work/$room-$name.err" &
   joined=$!; pids+=($joined)
 }
@@ -45,17 +39,7 @@ join() {
 judge() {
   local name=$1 expression=$2
   shift 2
-  "$py" - "$name" "$expression" "$@" <<'PY' || { status=1; for f in "${@}"; do echo "--- $f"; tail -5 "$f"; done; }
-import json, sys
-name, expression, files = sys.argv[1], sys.argv[2], sys.argv[3:]
-j = []
-for f in files:
-    found = [l for l in open(f).read().splitlines() if l.startswith("{")]
-    j.append(json.loads(found[-1]) if found else {})
-ok = eval(expression)
-print(f"datachannel: {name}: {'passed' if ok else 'FAILED'}")
-sys.exit(0 if ok else 1)
-PY
+  "$py" scripts/datachannel/judge.py "$name" "$expression" "$@" || { status=1; for f in "${@}"; do echo "--- $f"; tail -5 "$f"; done; }
 }
 
 # --- callend and callend ------------------------------------------------------------------
@@ -76,13 +60,7 @@ l2=$!
 "$py" "$peer" "$work/alice.sock" ping --count 200 --interval 0.05
 wait $l2
 judge "callend: 200 pings at 20 Hz arrive" 'j[0].get("count") == 200' "$work/pong.json"
-"$py" - "$work/lines-alice.json" "$work/lines-bob.json" "$work/pong.json" <<'PY'
-import json, sys
-a, b, p = (json.loads(open(f).read().splitlines()[-1]) for f in sys.argv[1:])
-print(f"datachannel: callend <-> callend with video running, lines mode: 10 MiB took {a['bigSeconds']} s to alice and {b['bigSeconds']} s to bob "
-      f"({10 * 8 * 1.048576 / max(a['bigSeconds'], 0.001):.0f} and {10 * 8 * 1.048576 / max(b['bigSeconds'], 0.001):.0f} Mbit/s, both ways at once); "
-      f"message latency p50 {p['p50']} ms, p95 {p['p95']} ms, max {p['max']:.1f} ms (200 at 20 Hz)")
-PY
+"$py" scripts/datachannel/judge_lines.py "$work/lines-alice.json" "$work/lines-bob.json" "$work/pong.json"
 kill $a $b 2>/dev/null; wait $a $b 2>/dev/null
 room=callend-bytes
 join $room alice 60 --data-socket "$work/alice-bytes.sock" --data-mode bytes
@@ -110,7 +88,7 @@ if "$python" -c "import aiortc" 2>/dev/null; then
     local room=$1 first=$2 label=$3 unreliable=$4 small=$5 big=$6 extra=() aextra=()
     [ "$unreliable" = 1 ] && { extra=(--data-unreliable); aextra=(--data-unreliable --data-idle 3); }
     start_aiortc() {
-      "$python" scripts/aiortc/participant.py --server "127.0.0.1:$port" --room "$room" --token "$(token "$room" aiortc)" --seconds 3 \
+      "$python" scripts/aiortc/participant.py --server "127.0.0.1:$port" --room "$room" --token "$(mint "$room" aiortc)" --seconds 3 \
         --data-label "$label" "${aextra[@]}" --data-send "$small" --data-big "$big" --data-expect "$small" --data-expect-big "$big" --data-done-file "$work/$room.done" \
         > "$work/$room-aiortc.out" 2> "$work/$room-aiortc.err" &
       pa=$!; pids+=($pa)
@@ -160,7 +138,7 @@ if has_chromium; then
     local idle=()
     [ "$unreliable" = 1 ] && { query="&data=unreliable&data-label=telemetry"; extra=(--data-label telemetry --data-unreliable); idle=(--data-idle 3); }
     start_page() {
-      "$py" scripts/browser/page.py "$web/?room=$room&token=$(token "$room" chromium)$query" --frames 30 --timeout 60 --ready-file "$work/$room.ready" \
+      "$py" scripts/browser/page.py "$web/?room=$room&token=$(mint "$room" chromium)$query" --frames 30 --timeout 60 --ready-file "$work/$room.ready" \
         --data-send "$small" --data-big "$big" --data-expect "$small" --data-expect-big "$big" --data-done-file "$work/$room.done" "${idle[@]}" \
         > "$work/$room-page.out" 2> "$work/$room-page.err" &
       pp=$!; pids+=($pp)

@@ -26,14 +26,9 @@ topology_start faults
 start=$(date +%s)
 status=0
 
-"$bin" token --new-secret --out "$work/secret"
 service_tls "$work/tls" 10.71.1.2 || exit 1
-ip netns exec "$a" "$bin" serve --listen 10.71.1.2:7000 --secret-file "$work/secret" "${serve_tls[@]}" > "$work/serve.log" 2>&1 &
-pids+=($!)
-wait_for "$work/serve.log" "listening on" 30 || { echo "faults: the service did not start"; exit 1; }
-for who in a b; do
-  "$bin" token --room faults --identity "$who" --secret-file "$work/secret" > "$work/token-$who"
-done
+start_service -n "$a" "$work/serve.log" --listen 10.71.1.2:7000 "${serve_tls[@]}" || exit 1
+for who in a b; do mint faults "$who" > "$work/token-$who"; done
 
 # Every line of a side's output (stats on stdout, log on stderr) with the wall-clock time it came.
 stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done; }
@@ -54,41 +49,7 @@ now() { date +%s.%N; }
 recovered() {
   local label=$1 since=$2 limit=$3 deadline=$((SECONDS + 20)) verdict
   while :; do
-    verdict=$("$py" - "$since" "$limit" "$work/a.log" "$work/b.log" <<'PY'
-import json, sys
-since, limit = float(sys.argv[1]), float(sys.argv[2])
-out = []
-for path in sys.argv[3:]:
-    side = path.rsplit("/", 1)[1][0]
-    lines = []
-    for line in open(path, errors="replace"):
-        stamp, _, text = line.partition(" ")
-        try:
-            t = float(stamp)
-        except ValueError:
-            continue
-        if t > since:
-            lines.append((t, text))
-    # When pictures stopped for a second or more, the side says when they came back; a side
-    # that never stalled that long decoded all along. Either is known once stats run past the limit.
-    if not any(t >= since + limit + 1 and text.startswith("{") for t, text in lines):
-        print("wait")
-        sys.exit()
-    back = next((t for t, text in lines if "decoding again after" in text and t <= since + limit + 1), None)
-    stalled = back is not None
-    back = back or since
-    fps = next((json.loads(text).get("receivedFps", 0) for t, text in lines
-                if text.startswith("{") and t - 1 >= max(back, since + limit)), None)
-    if fps is None:
-        print("wait")
-        sys.exit()
-    out.append((side, back - since, fps, stalled))
-ok = all(delay <= limit and fps >= 25 for _, delay, fps, _ in out)
-print(("pass " if ok else "fail ") + ", ".join(
-    (f"{side} decodes {delay:.1f} s after" if stalled else f"{side} never without pictures for 1 s") + f", then {fps:.1f} fps"
-    for side, delay, fps, stalled in out))
-PY
-)
+    verdict=$("$py" scripts/faults/verdict.py "$since" "$limit" "$work/a.log" "$work/b.log")
     [ "$verdict" != wait ] && break
     if [ $SECONDS -ge $deadline ]; then verdict="fail: no decoding again at both sides within 20 s"; break; fi
     sleep 0.2

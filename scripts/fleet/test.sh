@@ -60,21 +60,7 @@ for who in a b p0 p1 p2; do "$bin" token --room '*' --identity "$who" --secret-f
 # join_raw NODE ROOM TOKEN...: each joins at once on its node; prints each outcome (joined or the
 # error code), holding every connection until all have answered.
 join_raw() {
-  "$py" - "$@" <<'PY'
-import json, socket, sys, threading
-room, pairs = sys.argv[1], list(zip(sys.argv[2::2], sys.argv[3::2]))
-socks = [socket.create_connection(("127.0.0.1", int(p)), timeout=5) for p, _ in pairs]
-out = [None] * len(pairs)
-def go(i):
-    socks[i].sendall((json.dumps({"type": "join", "room": room, "token": open(pairs[i][1]).read().strip()}) + "\n").encode())
-    line = socks[i].makefile().readline()
-    m = json.loads(line) if line else {}
-    out[i] = m.get("type") if m.get("type") == "joined" else m.get("code", "nothing")
-threads = [threading.Thread(target=go, args=(i,)) for i in range(len(pairs))]
-for t in threads: t.start()
-for t in threads: t.join()
-print(" ".join(sorted(out)))
-PY
+  "$py" scripts/fleet/join_raw.py "$@"
 }
 
 # race
@@ -100,34 +86,14 @@ for who in a b; do wait_for "$work/$who.log" '"receivedFps"' 30 || { fail "no me
 # steady SINCE: waits for a stats line at both sides after SINCE with >= 25 fps.
 steady() {
   local deadline=$((SECONDS + 20))
-  until "$py" - "$1" "$work/a.log" "$work/b.log" <<'PY'
-import json, sys
-since = float(sys.argv[1])
-def fps(path):
-    for line in reversed(open(path).read().splitlines()):
-        t, _, text = line.partition(" ")
-        if float(t) > since and text.startswith("{") and '"receivedFps"' in text:
-            return json.loads(text)["receivedFps"]
-    return 0
-sys.exit(0 if all(fps(p) >= 25 for p in sys.argv[2:]) else 1)
-PY
-  do
+  until "$py" scripts/fleet/steady.py "$1" "$work/a.log" "$work/b.log"; do
     [ $SECONDS -lt $deadline ] || return 1
     sleep 0.1
   done
 }
 # worst FROM TO: the lowest fps of any stats line at either side stamped in (FROM, TO].
 worst() {
-  "$py" - "$1" "$2" "$work/a.log" "$work/b.log" <<'PY'
-import json, sys
-a, b = float(sys.argv[1]), float(sys.argv[2])
-lows = []
-for path in sys.argv[3:]:
-    values = [json.loads(text)["receivedFps"] for t, _, text in (l.partition(" ") for l in open(path).read().splitlines())
-              if a < float(t) <= b and text.startswith("{") and '"receivedFps"' in text]
-    lows.append(min(values) if values else 0)
-print(f"{min(lows):.1f}")
-PY
+  "$py" scripts/fleet/worst.py "$1" "$2" "$work/a.log" "$work/b.log"
 }
 steady "$(date +%s.%N)" || fail "the call did not reach 25 fps"
 echo "fleet: call: a on node 1, b on node 3, both decoding"

@@ -98,53 +98,6 @@ wait "$sub" || fail "callend's subscriber failed: $(tail -3 "$work/subscriber.er
 wait "$pub" || fail "the publisher failed: $(tail -3 "$work/publisher.err")"
 ip netns exec "$np" tc qdisc del dev "${np}v" root
 
-"$py" - "$work" <<'PY' || ok=0
-import json, re, sys
-work = sys.argv[1]
-ok = True
-def fail(why):
-    global ok
-    print(f"janus: FAILED: {why}")
-    ok = False
-pub = open(f"{work}/publisher.out").read()
-m = re.search(r"media from (\d+) ms; sent (\d+) frames", pub)
-if not m:
-    print(f"janus: FAILED: no publisher summary: {pub!r}")
-    sys.exit(1)
-# The publisher's frame rate over the 50 s it ran, from the moment media could flow.
-pub_fps = int(m.group(2)) / (50 - int(m.group(1)) / 1000)
-estimates = [json.loads(d).get("estimateKbps") for d in re.findall(r"encoding: (\{.*\})", open(f"{work}/publisher.err").read())]
-estimates = [e for e in estimates if e is not None]
-print(f"janus: publisher: {pub.strip()}")
-print(f"janus: publisher: {pub_fps:.1f} fps; estimates of its decisions (kbit/s): {estimates}")
-# Without feedback from Janus the estimate would climb to auto mode's ceiling (2.5 Mbit/s); with
-# it, it follows the link (its probes overshoot by design, so the median of the later half counts).
-settled = sorted(estimates[len(estimates) // 2:])
-median = settled[len(settled) // 2] if settled else 0
-print(f"janus: publisher: median estimate of its later decisions {median} kbit/s (the link: 1200)")
-if not 600 <= median <= 1500:
-    fail("the publisher's estimate did not follow the 1.2 Mbit/s link (median of its later decisions 600-1500 kbit/s)")
-sub = open(f"{work}/subscriber.out").read()
-m = re.search(r"decoded (\d+) frames in (\d+) ms from the first \((\d+) decode errors, (\d+) of (\d+) video packets lost\)", sub)
-if not m:
-    fail(f"no subscriber summary: {sub!r}")
-else:
-    fps = int(m.group(1)) / (int(m.group(2)) / 1000)
-    share = fps / pub_fps
-    print(f"janus: callend subscriber: {sub.strip()}")
-    print(f"janus: callend subscriber: {fps:.1f} fps = {100 * share:.0f} % of the publisher's frames")
-    if share < 0.9 or int(m.group(3)) > 0:
-        fail("callend's subscriber decodes >= 90 % of the frames, with no decode error")
-line = json.loads([l for l in open(f"{work}/chromium.out").read().splitlines() if l.startswith("{")][-1])
-window = line.get("window") or {}
-share = window.get("fps", 0) / pub_fps
-print(f"janus: Chromium subscriber: {window.get('fps')} fps, {window.get('kbps')} kbit/s over {window.get('seconds')} s "
-      f"= {100 * share:.0f} % of the publisher's frames; {line.get('video')}, pair {line.get('pair')}")
-if share < 0.9:
-    fail("Chromium decodes >= 90 % of the frames")
-if window.get("kbps", 0) > 1200:
-    fail("the video Chromium received is within the publisher's 1.2 Mbit/s link")
-sys.exit(0 if ok else 1)
-PY
+"$py" scripts/janus/judge.py "$work" || ok=0
 [ $ok -eq 1 ] && echo "janus: passed" || { echo "janus: FAILED"; tail -15 "$work/publisher.err"; }
 [ $ok -eq 1 ]

@@ -12,14 +12,7 @@ source scripts/natlab/lab.sh
 natlab_start || exit 1
 stun=stun:$server_ip:3478 turn_udp="turn:$server_ip:3478?transport=udp"
 report() {  # report NAME FILE...: p50/p95 of the second joiner's setup times
-  python3 - "$@" <<'PY'
-import re, sys
-name, files = sys.argv[1], sys.argv[2:]
-times = sorted(int(m.group(1)) for f in files for m in [re.search(r"setup (\d+) ms", open(f).read())] if m)
-if not times: print(f"bench-setup: {name}: no call set up"); sys.exit(1)
-p = lambda q: times[min(len(times) - 1, int(q * len(times)))]
-print(f"bench-setup: {name:9} {len(times)} calls: p50 {p(0.5)} ms, p95 {p(0.95)} ms (min {times[0]}, max {times[-1]})")
-PY
+  python3 scripts/natlab/report.py "$@"
 }
 # Loopback: both endpoints on this host (no namespaces), the service in S's namespace is not used.
 "$bin" serve --listen 127.0.0.1:0 --secret-file "$work/secret" > "$work/loop-serve.log" 2>&1 &

@@ -51,22 +51,7 @@ wants() { [[ " $cases " == *" $1 "* ]]; }
 
 # judge NAME: the player's JSON line against what the endpoint sent that viewer.
 judge() {
-  "$py" - "$work" "$1" <<'PY'
-import json, re, sys
-work, name = sys.argv[1:]
-lines = [l for l in open(f"{work}/{name}-player.out").read().splitlines() if l.startswith("{")]
-page = json.loads(lines[-1]) if lines else {}
-log = open(f"{work}/{name}-endpoint.err").read()
-sent = [int(n) for n in re.findall(r"whep: whep~\w+ done: sent (\d+) frames", log)]
-video = page.get("video") or {}
-decoded = video.get("framesDecoded", 0)
-ok = bool(sent) and page.get("playing") and decoded >= 0.9 * sent[-1] and (page.get("audio") or {}).get("samples", 0) > 0 and page.get("deleteStatus") == 200
-print(f"whep: {name}: the player decoded {decoded} of the {sent[-1] if sent else 0} frames the endpoint sent it ({video.get('width')}x{video.get('height')}), "
-      f"audio samples {(page.get('audio') or {}).get('samples', 0)}, path {page.get('pair')}, ICE restarted by PATCH: {page.get('restarted')}, "
-      f"POST -> first frame {page.get('firstFrameMs') or 0:.0f} ms, DELETE {page.get('deleteStatus')}: {'passed' if ok else 'FAILED'}")
-if not ok: print(f"whep: {name}: the player said {json.dumps(page)[:600]}")
-sys.exit(0 if ok else 1)
-PY
+  "$py" scripts/whep/judge.py "$work" "$1"
 }
 
 # time_players NAME ENDPOINT_LOG URL [WATCH OPTIONS...]: WHEP_RUNS - 1 more players one after
@@ -81,17 +66,10 @@ time_players() {
     local deadline=$((SECONDS + 15))
     while [ "$(grep -c 'done: sent' "$endpoint_log")" -le "$done_before" ] && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
   done
-  "$py" - "$work/$name-player.out" "$name" <<'PY'
-import json, statistics, sys
-times = sorted(json.loads(l)["firstFrameMs"] for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l).get("firstFrameMs"))
-if times:
-    p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-    print(f"whep: {sys.argv[2]}: POST -> first frame over {len(times)} players: p50 {statistics.median(times):.0f} ms, p95 {p95:.0f} ms, max {times[-1]:.0f} ms")
-PY
+  "$py" scripts/whep/judge_first_frames.py "$work/$name-player.out" "$name"
 }
 in_ns=()
 
-"$bin" token --new-secret --out "$work/secret"
 # --- whip-client into /whip/ROOM, in a namespace with an address on a veth
 if wants whip-client; then
 ip netns add "$wns"
@@ -110,11 +88,9 @@ void gupnp_simple_igd_remove_port_local(void) {}
 C
 mkdir -p "$work/stub"
 cc -shared -fPIC -Wl,-soname,libgupnp-igd-1.0.so.4 -o "$work/stub/libgupnp-igd-1.0.so.4" "$work/gupnp-stub.c" || skip "no C compiler for the stub"
-ip netns exec "$wns" "$bin" serve --listen 127.0.0.1:7000 --http 127.0.0.1:8080 --secret-file "$work/secret" > "$work/ns-serve.log" 2>&1 &
-pids+=($!)
-wait_for "$work/ns-serve.log" "web page at" 30 || exit 1
-"$bin" token --room studio --identity recorder --secret-file "$work/secret" > "$work/recorder.token"
-"$bin" token --room studio --identity gstreamer --can publish --secret-file "$work/secret" > "$work/gstreamer.token"
+start_service -n "$wns" "$work/ns-serve.log" --listen 127.0.0.1:7000 --http 127.0.0.1:8080 || exit 1
+mint studio recorder > "$work/recorder.token"
+mint studio gstreamer --can publish > "$work/gstreamer.token"
 ip netns exec "$wns" "$bin" join studio --token-file "$work/recorder.token" --server 127.0.0.1:7000 --duration 120 --no-stdin \
   --video-out "$work/whip-client.ivf" --audio-out "$work/whip-client.wav" > "$work/recorder.out" 2> "$work/recorder.err" &
 pr=$!; pids+=($pr)
@@ -153,11 +129,9 @@ ip -n "$pns" link set "${wns}pv" up; ip -n "$ens" link set "${wns}ev" up
 # The second address stays when the first goes (by default the kernel removes secondaries with it).
 ip netns exec "$pns" sysctl -q -w "net.ipv4.conf.${wns}pv.promote_secondaries=1"
 service_tls "$work/tls" 10.78.0.2 || exit 1
-ip netns exec "$ens" "$bin" serve --listen 10.78.0.2:7000 --http 10.78.0.2:8443 --secret-file "$work/secret" "${serve_tls[@]}" > "$work/restart-serve.log" 2>&1 &
-pids+=($!)
-wait_for "$work/restart-serve.log" "web page at" 30 || exit 1
-"$bin" token --room relay --identity box --secret-file "$work/secret" > "$work/box.token"
-"$bin" token --room relay --identity roofcam --can publish,watch --secret-file "$work/secret" > "$work/roofcam.token"
+start_service -n "$ens" "$work/restart-serve.log" --listen 10.78.0.2:7000 --http 10.78.0.2:8443 "${serve_tls[@]}" || exit 1
+mint relay box > "$work/box.token"
+mint relay roofcam --can publish,watch > "$work/roofcam.token"
 ip netns exec "$ens" "$bin" join relay --token-file "$work/box.token" --server tls://10.78.0.2:7000 "${join_tls[@]}" --duration 120 --no-stdin --max-viewers 0 \
   > "$work/restart-endpoint.out" 2> "$work/restart-endpoint.err" &
 pe=$!; pids+=($pe)
@@ -202,18 +176,15 @@ page_port=$((8400 + RANDOM % 400))
 if wants whep-loopback; then
 (cd "$here" && exec "$py" -m http.server "$page_port" --bind 127.0.0.1) > "$work/pages.log" 2>&1 &
 pids+=($!)
-"$bin" serve --listen 127.0.0.1:0 --http 127.0.0.1:0 --secret-file "$work/secret" --allowed-origin "http://127.0.0.1:$page_port" > "$work/serve.log" 2>&1 &
-pids+=($!)
-wait_for "$work/serve.log" "web page at" 30 || exit 1
-sport=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.log")
-web=$(sed -n 's/^web page at \(http:[^ ]*\)\/ .*/\1/p' "$work/serve.log")
+start_service "$work/serve.log" --listen 127.0.0.1:0 --http 127.0.0.1:0 --allowed-origin "http://127.0.0.1:$page_port" || exit 1
+sport=$port
 # The page server is up once its port takes a connection (at most 60 s).
 wait_port "" 127.0.0.1 "$page_port" 60 || exit 1
 
 
-"$bin" token --room lab --identity camera --secret-file "$work/secret" > "$work/camera.token"
-"$bin" token --room lab --identity viewer --can watch --secret-file "$work/secret" > "$work/viewer.token"
-"$bin" token --room elsewhere --identity viewer --can watch --secret-file "$work/secret" > "$work/other-room.token"
+mint lab camera > "$work/camera.token"
+mint lab viewer --can watch > "$work/viewer.token"
+mint elsewhere viewer --can watch > "$work/other-room.token"
 "$bin" join lab --token-file "$work/camera.token" --server "127.0.0.1:$sport" --video-size 640x360 --duration 120 --no-stdin --max-viewers 1 \
   > "$work/whep-loopback-endpoint.out" 2> "$work/whep-loopback-endpoint.err" &
 pe=$!; pids+=($pe)
@@ -252,15 +223,13 @@ lab_work=$work
 natlab_nat "$RA" symmetric; natlab_nat "$RB" symmetric
 nport=$((7600 + RANDOM % 300))
 page_origin="http://10.1.0.2:$page_port"
-ip netns exec "$S" "$bin" serve --listen "$server_ip:7000" --http "$server_ip:$nport" --secret-file "$work/secret" "${serve_tls[@]}" \
+start_service -n "$S" "$work/serve-nat.log" --listen "$server_ip:7000" --http "$server_ip:$nport" "${serve_tls[@]}" \
   --turn-secret-file "$work/turn-secret" --ice-server "stun:$server_ip:3478" --ice-server "turn:$server_ip:3478?transport=udp" \
-  --allowed-origin "$page_origin" > "$work/serve-nat.log" 2>&1 &
-pids+=($!)
-wait_for "$work/serve-nat.log" "web page at" 30 || exit 1
+  --allowed-origin "$page_origin" || exit 1
 (cd "$here" && exec ip netns exec "$A" "$py" -m http.server "$page_port" --bind 10.1.0.2) > "$work/pages.log" 2>&1 &
 pids+=($!)
-"$bin" token --room roof --identity roof --secret-file "$work/secret" > "$work/roof.token"
-"$bin" token --room roof --identity phone --can watch --secret-file "$work/secret" > "$work/phone.token"
+mint roof roof > "$work/roof.token"
+mint roof phone --can watch > "$work/phone.token"
 ip netns exec "$B" "$bin" join roof --token-file "$work/roof.token" --server "tls://$server_ip:7000" "${join_tls[@]}" --video-size 640x360 \
   --duration 120 --no-stdin --ice-transport relay > "$work/whep-nat-endpoint.out" 2> "$work/whep-nat-endpoint.err" &
 pe=$!; pids+=($pe)
