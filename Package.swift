@@ -36,21 +36,26 @@ let package = Package(
         .target(name: "MediaCore", dependencies: ["CYUV", "Platform"]),
         .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP", "CVoice"]),
         .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform", "CDataChannel"]),
-        .target(name: "Signaling", dependencies: ["COpenSSL", "CHiredis", "CLinux", "Platform"],
+        // Signaling in three: what both sides speak (messages, tokens, sockets and TLS, HTTP's
+        // parts), the service (server, cluster, web side) and what an endpoint links (the room
+        // client, WHIP/WHEP and Janus HTTP clients); neither side carries the other's code.
+        .target(name: "Signaling", dependencies: ["COpenSSL", "CLinux", "Platform"]),
+        .target(name: "SignalingService", dependencies: ["Signaling", "COpenSSL", "CHiredis", "CLinux", "Platform"],
                 resources: [.embedInCode("Web/Page/index.html"), .embedInCode("Web/Page/app.js")]),
+        .target(name: "EndpointSignaling", dependencies: ["Signaling", "COpenSSL", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "CLinux", "Platform"]),
-        .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices", "Platform", "CWebMWriter"]),
+        .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "EndpointSignaling", "Devices", "Platform", "CWebMWriter"]),
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
         // live beside the SDK, not in it; callend-bench links them (`callend bench` runs it).
-        .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "Platform"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "Signaling", "ServeCommand"]),
+        .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "EndpointSignaling", "Platform"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "Signaling", "SignalingService", "ServeCommand"]),
         .executableTarget(name: "callend-bench", dependencies: ["Benchmarks", "CallEndpoint", "MediaCore", "Codecs", "Platform", "ServeCommand"]),
         // The service alone: `callend serve` runs it when it sits beside callend (no media library mapped).
-        .target(name: "ServeCommand", dependencies: ["Signaling", "Platform"]),
+        .target(name: "ServeCommand", dependencies: ["Signaling", "SignalingService", "Platform"]),
         .executableTarget(name: "callend-serve", dependencies: ["ServeCommand"]),
         // Every parser the network or a user feeds, one entry point each, and the executable
         // libFuzzer drives them through (scripts/fuzz.sh); a plain build replays inputs.
-        .target(name: "FuzzTargets", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "Platform"]),
+        .target(name: "FuzzTargets", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "EndpointSignaling", "SignalingService", "Platform"]),
         .executableTarget(name: "callend-fuzz", dependencies: ["FuzzTargets"]),
         // libnice (ICE, STUN, TURN, consent freshness) and the GLib main loop it runs on, behind a
         // small C API of plain types: GLib's headers, imported into Swift, redefine the socket
@@ -79,10 +84,10 @@ let package = Package(
 
         .testTarget(name: "CodecsTests", dependencies: ["TestSupport", "MediaCore", "Codecs"]),
         .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "MediaCore", "RTPTransport"]),
-        .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling"]),
+        .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling", "EndpointSignaling", "SignalingService"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], resources: [.copy("Corpus")]),
         .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "MediaCore", "Codecs", "Devices"]),
-        .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "MediaCore", "Codecs", "RTPTransport", "Signaling", "Devices"]),
+        .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "MediaCore", "Codecs", "RTPTransport", "Signaling", "EndpointSignaling", "SignalingService", "Devices"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["TestSupport", "Benchmarks", "CallEndpoint", "MediaCore", "Codecs", "RTPTransport"]),
         .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Benchmarks", "MediaCore", "Codecs", "RTPTransport", "CallEndpoint"]),
     ],

@@ -22,7 +22,7 @@ packages=(
   iproute2 iputils-ping iptables coturn
   # a browser as the peer: headless Chromium driven through chromium-driver by python3-selenium
   chromium chromium-driver python3-selenium
-  # node --check, the browser stage's lint of the page's script (Sources/Signaling/Web/Page/app.js)
+  # node --check, the browser stage's lint of the page's script (Sources/SignalingService/Web/Page/app.js)
   nodejs
   # systemd-analyze, to verify the service units in deploy/systemd; promtool, to check the metrics
   systemd prometheus

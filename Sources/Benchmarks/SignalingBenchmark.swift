@@ -1,3 +1,4 @@
+import EndpointSignaling
 import Platform
 import CallEndpoint
 import Foundation

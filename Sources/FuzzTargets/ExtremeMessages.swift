@@ -1,5 +1,7 @@
+import EndpointSignaling
 import FoundationEssentials
 import Signaling
+import SignalingService
 
 /// The `extremes` fuzz target: every message of the signaling protocol and every WHIP/WHEP
 /// request, well formed but for the values the input puts in them: numbers at and past every

@@ -3,6 +3,7 @@ import MediaCore
 import Foundation
 import RTPTransport
 import Signaling
+import SignalingService
 
 /// Every parser the network or a user feeds, as one entry point each: libFuzzer drives them
 /// through `callend-fuzz` (scripts/fuzz.sh), and the test suite replays the seed corpora and every

@@ -4,6 +4,7 @@ import Platform
 import Signaling
 #if canImport(Glibc)
 import Glibc
+import SignalingService
 #endif
 
 /// `callend serve`, in a module of its own: the `callend-serve` executable links this and the

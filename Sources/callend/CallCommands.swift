@@ -7,6 +7,7 @@ import Platform
 import RTPTransport
 import ServeCommand
 import Signaling
+import SignalingService
 import Synchronization
 
 let joinHelp = """

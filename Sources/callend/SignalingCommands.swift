@@ -8,6 +8,7 @@ import ServeCommand
 import Signaling
 #if canImport(Glibc)
 import Glibc
+import SignalingService
 #endif
 
 let tokenHelp = """

@@ -1,5 +1,7 @@
+@testable import EndpointSignaling
 import Foundation
 import Platform
+@testable import SignalingService
 import Synchronization
 import Testing
 import TestSupport

@@ -1,6 +1,8 @@
+import EndpointSignaling
 import Foundation
 import Platform
 import Signaling
+import SignalingService
 import Synchronization
 import Testing
 import TestSupport

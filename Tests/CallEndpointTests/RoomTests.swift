@@ -4,6 +4,7 @@ import Devices
 import Foundation
 import Platform
 import Signaling
+import SignalingService
 import Synchronization
 import Testing
 import TestSupport

@@ -1,4 +1,6 @@
+@testable import EndpointSignaling
 import Foundation
+@testable import SignalingService
 import Synchronization
 import Testing
 import TestSupport

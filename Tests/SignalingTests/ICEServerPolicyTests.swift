@@ -1,4 +1,5 @@
 import Foundation
+@testable import SignalingService
 import Testing
 @testable import Signaling
 

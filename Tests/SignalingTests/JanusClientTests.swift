@@ -1,3 +1,4 @@
+@testable import EndpointSignaling
 import FoundationEssentials
 @testable import Signaling
 import Testing

@@ -1,3 +1,4 @@
+@testable import EndpointSignaling
 import Foundation
 import Testing
 @testable import Signaling

@@ -1,3 +1,4 @@
+import EndpointSignaling
 import Foundation
 import Signaling
 import Synchronization

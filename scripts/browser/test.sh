@@ -103,7 +103,7 @@ sport=$port
 
 # The page's files: the script parses, the HTML's elements close, and the service serves them
 # byte for byte as they are in the tree (SwiftPM builds them into the binary).
-pagefiles=Sources/Signaling/Web/Page
+pagefiles=Sources/SignalingService/Web/Page
 if ! node --check "$pagefiles/app.js"; then
   echo "browser: FAILED: $pagefiles/app.js does not parse (node --check)"; exit 1
 fi

@@ -1,3 +1,4 @@
+import EndpointSignaling
 import MediaCore
 import Dispatch
 import FoundationEssentials

@@ -1,4 +1,5 @@
 import Dispatch
+import EndpointSignaling
 import FoundationEssentials
 import Glibc
 import MediaCore

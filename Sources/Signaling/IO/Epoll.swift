@@ -1,16 +1,16 @@
-internal import CLinux
+package import CLinux
 #if canImport(Glibc)
 import Platform
 import Glibc
 #endif
 
 /// An epoll instance plus an eventfd to wake it from another thread; both closed in deinit.
-final class Epoll {
+package final class Epoll {
     let fd: Int32
-    let wakeFD: Int32
-    static let wakeToken: UInt64 = .max
+    package let wakeFD: Int32
+    package static let wakeToken: UInt64 = .max
 
-    init() throws(SystemError) {
+    package init() throws(SystemError) {
         fd = epoll_create1(clinux_epoll_cloexec())
         guard fd >= 0 else { throw SystemError("create epoll instance") }
         wakeFD = eventfd(0, clinux_efd_flags())
@@ -33,21 +33,21 @@ final class Epoll {
         guard epoll_ctl(fd, op, target, &event) == 0 else { throw SystemError("epoll_ctl on descriptor \(target)") }
     }
 
-    func add(_ target: Int32, token: UInt64, writable: Bool) throws(SystemError) {
+    package func add(_ target: Int32, token: UInt64, writable: Bool) throws(SystemError) {
         try control(EPOLL_CTL_ADD, target, token: token, writable: writable)
     }
 
-    func modify(_ target: Int32, token: UInt64, writable: Bool) throws(SystemError) {
+    package func modify(_ target: Int32, token: UInt64, writable: Bool) throws(SystemError) {
         try control(EPOLL_CTL_MOD, target, token: token, writable: writable)
     }
 
-    func remove(_ target: Int32) {
+    package func remove(_ target: Int32) {
         var event = epoll_event()
         epoll_ctl(fd, EPOLL_CTL_DEL, target, &event)
     }
 
     /// Waits up to `timeoutMs` and returns (token, readable-or-closed, writable) per ready descriptor.
-    func wait(into events: inout [epoll_event], timeoutMs: Int32) -> [(token: UInt64, readable: Bool, writable: Bool)] {
+    package func wait(into events: inout [epoll_event], timeoutMs: Int32) -> [(token: UInt64, readable: Bool, writable: Bool)] {
         let count = events.withUnsafeMutableBufferPointer { epoll_wait(fd, $0.baseAddress, Int32($0.count), timeoutMs) }
         guard count > 0 else { return [] }
         let readMask = clinux_epollin() | clinux_epollrdhup() | clinux_epollhup() | clinux_epollerr()
@@ -56,15 +56,15 @@ final class Epoll {
         }
     }
 
-    func wake() { Self.wake(wakeFD) }
+    package func wake() { Self.wake(wakeFD) }
 
     /// Wakes the loop from any thread (the descriptor lives as long as the Epoll).
-    static func wake(_ fd: Int32) {
+    package static func wake(_ fd: Int32) {
         var one: UInt64 = 1
         _ = Glibc.write(fd, &one, 8)
     }
 
-    func drainWake() {
+    package func drainWake() {
         var value: UInt64 = 0
         _ = Glibc.read(wakeFD, &value, 8)
     }

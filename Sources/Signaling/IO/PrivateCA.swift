@@ -93,7 +93,7 @@ public enum PrivateCA {
         init(server hosts: [String], days: Int, signedBy ca: Pair) throws(TLSError) {
             (key, certificate) = try Self.blank(commonName: hosts[0], days: days)
             X509_set_issuer_name(certificate, X509_get_subject_name(ca.certificate))
-            let names = hosts.map { WebAccessPolicy.isIPAddress($0) ? "IP:\($0)" : "DNS:\($0)" }.joined(separator: ",")
+            let names = hosts.map { HostName.isIPAddress($0) ? "IP:\($0)" : "DNS:\($0)" }.joined(separator: ",")
             try add(copenssl_nid_basic_constraints(), "critical,CA:FALSE", issuer: ca.certificate)
             try add(copenssl_nid_key_usage(), "critical,digitalSignature", issuer: ca.certificate)
             try add(copenssl_nid_ext_key_usage(), "serverAuth", issuer: ca.certificate)

@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// The result of a non-blocking read or write.
-enum IOResult: Equatable {
+package enum IOResult: Equatable {
     case bytes(Int)
     /// The socket would block in this direction: wait until it is ready for it.
     case wouldBlock
@@ -16,7 +16,7 @@ enum IOResult: Equatable {
 
 /// Calls a system function that returns -1 and sets errno, retrying EINTR and turning
 /// EAGAIN/EWOULDBLOCK into `.wouldBlock` rather than an error.
-func nonBlocking(_ operation: @autoclosure () -> String, _ call: () -> Int) throws(SystemError) -> IOResult {
+package func nonBlocking(_ operation: @autoclosure () -> String, _ call: () -> Int) throws(SystemError) -> IOResult {
     while true {
         let result = call()
         if result > 0 { return .bytes(result) }
@@ -26,4 +26,11 @@ func nonBlocking(_ operation: @autoclosure () -> String, _ call: () -> Int) thro
         if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock }
         throw SystemError(operation(), errno: code)
     }
+}
+
+/// Why a connection's read or write failed (its socket's or TLS's words), for the server's and
+/// the client's connections alike.
+package struct ConnectionFailure: Error, CustomStringConvertible {
+    package let description: String
+    package init(description: String) { self.description = description }
 }

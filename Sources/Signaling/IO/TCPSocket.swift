@@ -5,9 +5,9 @@ import Glibc
 
 /// Plain TCP socket set-up: resolve, listen, connect. Descriptors are returned to owners that
 /// close them (the server's connection table, the client's session).
-enum TCPSocket {
+package enum TCPSocket {
     /// The numeric IP address of a connected socket's peer (IPv4 or IPv6), nil if unknown.
-    static func peerAddress(_ fd: Int32) -> String? {
+    package static func peerAddress(_ fd: Int32) -> String? {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
@@ -42,7 +42,7 @@ enum TCPSocket {
         return out
     }
 
-    static func listen(host: String, port: Int, backlog: Int32 = 4096) throws(SystemError) -> (fd: Int32, port: Int) {
+    package static func listen(host: String, port: Int, backlog: Int32 = 4096) throws(SystemError) -> (fd: Int32, port: Int) {
         var lastError = SystemError("listen on \(host):\(port)", errno: EADDRNOTAVAIL)
         for (family, address) in try resolve(host: host, port: port, passive: true) {
             let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -61,7 +61,7 @@ enum TCPSocket {
     }
 
     /// A blocking connection with a time limit, TCP_NODELAY set.
-    static func connect(host: String, port: Int, timeout: Duration) throws(SystemError) -> Int32 {
+    package static func connect(host: String, port: Int, timeout: Duration) throws(SystemError) -> Int32 {
         var lastError = SystemError("connect to \(host):\(port)", errno: EHOSTUNREACH)
         for (family, address) in try resolve(host: host, port: port, passive: false) {
             let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -95,13 +95,13 @@ enum TCPSocket {
 
     /// Closes `fd` with a reset (SO_LINGER 0): a connection refused before a word frees its
     /// state on both sides at once, with no FIN_WAIT or TIME_WAIT left here.
-    static func reset(_ fd: Int32) {
+    package static func reset(_ fd: Int32) {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
         close(fd)
     }
 
-    static func setNoDelay(_ fd: Int32) {
+    package static func setNoDelay(_ fd: Int32) {
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }

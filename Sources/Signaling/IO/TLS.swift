@@ -85,14 +85,14 @@ public final class TLSContext: @unchecked Sendable {  // SSL_CTX is safe to shar
 }
 
 /// One TLS session over a socket the caller owns; frees the SSL object in deinit.
-final class TLSSession {
+package final class TLSSession {
     private let ssl: OpaquePointer
 
     /// OpenSSL writes with write(2), which raises SIGPIPE on a socket the peer closed; a network
     /// service wants EPIPE instead, so the signal is ignored once for the process.
     static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
-    init(context: TLSContext, fd: Int32, serverName: String? = nil) throws(TLSError) {
+    package init(context: TLSContext, fd: Int32, serverName: String? = nil) throws(TLSError) {
         Self.ignoreSIGPIPE
         guard let ssl = SSL_new(context.context) else { throw TLSError("create TLS session") }
         self.ssl = ssl
@@ -111,14 +111,14 @@ final class TLSSession {
     deinit { SSL_free(ssl) }
 
     /// Drives the handshake on a blocking socket (the client).
-    func handshake() throws(TLSError) {
+    package func handshake() throws(TLSError) {
         guard SSL_do_handshake(ssl) == 1 else { throw handshakeFailure() }
     }
 
-    enum HandshakeProgress { case done, wantsRead, wantsWrite }
+    package enum HandshakeProgress { case done, wantsRead, wantsWrite }
 
     /// One step of the handshake on a non-blocking socket: done, or what it waits for.
-    func handshakeStep() throws(TLSError) -> HandshakeProgress {
+    package func handshakeStep() throws(TLSError) -> HandshakeProgress {
         let result = SSL_do_handshake(ssl)
         if result == 1 { return .done }
         switch SSL_get_error(ssl, result) {
@@ -138,22 +138,22 @@ final class TLSSession {
 
     /// Non-blocking read: `.needsRead` while the peer has sent nothing more, `.wouldBlock` when
     /// OpenSSL must write first (a handshake step).
-    func read(into buffer: UnsafeMutableRawBufferPointer) throws(TLSError) -> IOResult {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(TLSError) -> IOResult {
         let n = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
         if n > 0 { return .bytes(Int(n)) }
         return try outcome(n, "TLS read")
     }
 
-    func write(_ buffer: UnsafeRawBufferPointer) throws(TLSError) -> IOResult {
+    package func write(_ buffer: UnsafeRawBufferPointer) throws(TLSError) -> IOResult {
         let n = SSL_write(ssl, buffer.baseAddress, Int32(buffer.count))
         if n > 0 { return .bytes(Int(n)) }
         return try outcome(n, "TLS write")
     }
 
-    func shutdown() { SSL_shutdown(ssl) }
+    package func shutdown() { SSL_shutdown(ssl) }
 
     /// The handshake has finished.
-    var isEstablished: Bool { copenssl_handshake_done(ssl) == 1 }
+    package var isEstablished: Bool { copenssl_handshake_done(ssl) == 1 }
 
     private func outcome(_ result: Int32, _ operation: String) throws(TLSError) -> IOResult {
         switch SSL_get_error(ssl, result) {

@@ -81,7 +81,7 @@ extension TokenClaims {
 /// A shared HS256 secret. Fewer than 32 bytes is refused (RFC 7518 §3.2 asks for a key at least
 /// as long as the hash output).
 public struct TokenSecret: Sendable {
-    let bytes: [UInt8]
+    package let bytes: [UInt8]
     public static let minimumLength = 32
 
     public init(_ bytes: [UInt8]) throws(SignalingProtocolError) {
@@ -145,7 +145,7 @@ public struct TokenIssuer: Sendable {
 
 /// Checks tokens at every join and rejoin. Each failure has its own error code.
 public struct TokenVerifier: Sendable {
-    let secret: TokenSecret
+    package let secret: TokenSecret
     /// Clock skew allowed on `exp` and `nbf`, in seconds.
     public var leeway: Int64 = 10
     /// When set, `iss` must equal it.

@@ -1,11 +1,11 @@
 internal import COpenSSL
 
 /// The few primitives tokens need, all from OpenSSL.
-enum Crypto {
-    static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] { hmac(EVP_sha256(), key: key, data: data) }
+package enum Crypto {
+    package static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] { hmac(EVP_sha256(), key: key, data: data) }
 
     /// For TURN REST credentials (coturn's use-auth-secret), which are defined with SHA-1.
-    static func hmacSHA1(key: [UInt8], data: [UInt8]) -> [UInt8] { hmac(EVP_sha1(), key: key, data: data) }
+    package static func hmacSHA1(key: [UInt8], data: [UInt8]) -> [UInt8] { hmac(EVP_sha1(), key: key, data: data) }
 
     private static func hmac(_ digest: OpaquePointer?, key: [UInt8], data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
@@ -19,13 +19,13 @@ enum Crypto {
     }
 
     /// For Redis's script cache, which names a script by its SHA-1 (EVALSHA).
-    static func sha1(_ data: [UInt8]) -> [UInt8] {
+    package static func sha1(_ data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Int(SHA_DIGEST_LENGTH))
         data.withUnsafeBufferPointer { _ = SHA1($0.baseAddress, $0.count, &out) }
         return out
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    package static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         return String(unsafeUninitializedCapacity: bytes.count * 2) { out in
             for (i, byte) in bytes.enumerated() {
@@ -36,20 +36,20 @@ enum Crypto {
         }
     }
 
-    static func sha256(_ data: [UInt8]) -> [UInt8] {
+    package static func sha256(_ data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
         data.withUnsafeBufferPointer { _ = SHA256($0.baseAddress, $0.count, &out) }
         return out
     }
 
     /// Compares in time that depends only on the length, so a forger learns nothing from timing.
-    static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    package static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         if a.isEmpty { return true }
         return a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 } }
     }
 
-    static func randomBytes(_ count: Int) -> [UInt8] {
+    package static func randomBytes(_ count: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         let ok = RAND_bytes(&bytes, Int32(count))
         precondition(ok == 1, "OpenSSL's RAND_bytes failed: no entropy source")

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Signaling
 
 /// The STUN and TURN servers the service hands each participant in `joined` and with each
 /// renewal. TURN servers get a credential of their own per participant, in the scheme of TURN's

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Platform
+import Signaling
 import Synchronization
 internal import CLinux
 #if canImport(Glibc)
@@ -719,10 +720,6 @@ public final class SignalingServer: @unchecked Sendable {  // mutable state is t
 
     /// Connections and rooms right now, read on the loop thread's behalf (approximate from others).
     public var statistics: (connections: Int, rooms: Int) { (core.connectionCount, core.roomCount) }
-}
-
-struct ConnectionFailure: Error, CustomStringConvertible {
-    let description: String
 }
 
 /// One accepted connection: its descriptor (closed by `closeNow`), TLS session, framer and output.

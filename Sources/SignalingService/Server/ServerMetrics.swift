@@ -1,3 +1,5 @@
+import Signaling
+
 /// The service's metrics in the Prometheus text format (version 0.0.4), for `serve --metrics`.
 public struct ServerMetrics: Sendable {
     /// Upper bounds of the relay-time histogram, in seconds.

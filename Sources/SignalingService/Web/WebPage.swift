@@ -1,3 +1,5 @@
+import Signaling
+
 /// The page `callend serve --http` serves: plain HTML, CSS and JavaScript in files of their own
 /// (Page/), kept in the binary so that nothing needs installing or building. Opened as
 /// `/?room=ROOM&token=TOKEN` it joins at once; without them it asks. The script speaks the signaling protocol over the WebSocket at `/ws`.
@@ -9,7 +11,7 @@ public enum WebPage {
         ("Referrer-Policy", "no-referrer"),
     ]
 
-    /// Sources/Signaling/Web/Page/index.html and app.js, built into the binary by SwiftPM; the
+    /// Sources/SignalingService/Web/Page/index.html and app.js, built into the binary by SwiftPM; the
     /// browser stage lints them and loads them from `callend serve` in Chromium.
     public static let html = PackageResources.index_html
     public static let script = PackageResources.app_js

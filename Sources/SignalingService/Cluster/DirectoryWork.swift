@@ -1,3 +1,5 @@
+import Signaling
+
 /// Work the service's core hands the room directory (`serve --redis`). The core never waits for
 /// Redis: it returns a request as an action, the directory does it on its own thread, and the
 /// answer comes back to the core, tagged with the request's id, on the loop thread.

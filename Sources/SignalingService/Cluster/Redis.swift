@@ -3,6 +3,7 @@ internal import CLinux
 import Platform
 import Glibc
 import FoundationEssentials
+import Signaling
 
 /// Where the room directory lives: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`, or `rediss://`
 /// for Redis over TLS (port 6379 by default either way). A USER is a Redis 6 ACL user.

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Platform
+import Signaling
 
 /// WHIP (RFC 9725) and WHEP on the service: an HTTP client (OBS, ffmpeg, GStreamer's whipsink, a
 /// WHEP player) becomes a party to a room for as long as its session lives. The service hands

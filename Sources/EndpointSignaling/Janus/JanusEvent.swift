@@ -1,3 +1,5 @@
+import Signaling
+
 /// An event Janus sends about a handle while its media runs (from the session's long poll), read
 /// once here so that what Janus (or whatever answers in its place) puts in one never reaches the
 /// media side unchecked: numbers become integers only through checked conversions.

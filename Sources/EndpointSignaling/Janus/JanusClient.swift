@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Platform
+import Signaling
 
 /// A refusal or failure of a Janus API request, in words a person can act on; `code` is Janus's
 /// error code (its core's, or the plugin's) when Janus said one.

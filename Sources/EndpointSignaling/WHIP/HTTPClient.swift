@@ -1,6 +1,7 @@
 import Platform
 #if canImport(Glibc)
 import Glibc
+import Signaling
 #endif
 
 /// A request to send: method, URL, header fields (Host, Content-Length and Connection are added),

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Signaling
 internal import COpenSSL
 
 /// The server side of the WebSocket protocol (RFC 6455) as the signaling service speaks it: one

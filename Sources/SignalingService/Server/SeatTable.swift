@@ -1,3 +1,5 @@
+import Signaling
+
 /// What a join presents for a seat: the credential it holds, and how long renewals of a seat it
 /// takes may live.
 public struct SeatClaim: Sendable, Equatable {

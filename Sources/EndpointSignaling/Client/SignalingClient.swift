@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Platform
+import Signaling
 import Synchronization
 internal import CLinux
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import Dispatch
 internal import CLinux
 import FoundationEssentials
 import Platform
+import Signaling
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import Platform
+import Signaling
 
 /// A session a WHIP (RFC 9725) or WHEP server created for this client: where it lives (the
 /// `Location` of the 201), its entity tag, the server's SDP answer, and the ICE servers its Link

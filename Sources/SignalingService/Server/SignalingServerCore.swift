@@ -1,3 +1,5 @@
+import Signaling
+
 /// The signaling service as a state machine: it takes events (a connection opened, a line
 /// arrived, time passed, a connection closed, the room directory answered) and returns what to
 /// send, whom to disconnect, and what to ask the directory. It does no I/O and reads no clock, so

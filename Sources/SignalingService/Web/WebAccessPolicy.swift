@@ -2,6 +2,7 @@ import FoundationEssentials
 import Platform
 #if canImport(Glibc)
 import Glibc
+import Signaling
 #endif
 
 /// Which requests the web side answers. `Host` must name this service: an IP address, localhost,
@@ -31,15 +32,10 @@ public struct WebAccessPolicy: Sendable {
         return text
     }
 
-    static func isIPAddress(_ name: String) -> Bool {
-        var v4 = in_addr(), v6 = in6_addr()
-        return inet_pton(AF_INET, name, &v4) == 1 || inet_pton(AF_INET6, name, &v6) == 1
-    }
-
     public func serves(host field: String?) -> Bool {
         guard let field, !field.isEmpty else { return false }
         let name = Self.hostName(field)
-        return name == "localhost" || Self.isIPAddress(name) || hostNames.contains(name)
+        return name == "localhost" || HostName.isIPAddress(name) || hostNames.contains(name)
     }
 
     /// scheme://host[:port] lowercased, the default port dropped; nil for anything else.

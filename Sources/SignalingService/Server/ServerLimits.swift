@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import Signaling
 #endif
 
 /// Limits the signaling server enforces; each breach gets its own error code.
