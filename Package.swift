@@ -31,11 +31,12 @@ let package = Package(
 
         // What every module needs from the operating system: named threads.
         .target(name: "Platform", dependencies: ["CLinux"]),
+        .target(name: "ICEServers"),
         // Frames, pixel conversion, containers, MediaTime and the clocks: what codecs, devices
         // and the media path share, with no codec in it.
         .target(name: "MediaCore", dependencies: ["CYUV", "Platform"]),
         .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP", "CVoice"]),
-        .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform", "CDataChannel"]),
+        .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform", "CDataChannel", "ICEServers"]),
         // Signaling in three: what both sides speak (messages, tokens, sockets and TLS, HTTP's
         // parts), the service (server, cluster, web side) and what an endpoint links (the room
         // client, WHIP/WHEP and Janus HTTP clients); neither side carries the other's code.
@@ -44,15 +45,16 @@ let package = Package(
                 resources: [.embedInCode("Web/Page/index.html"), .embedInCode("Web/Page/app.js")]),
         .target(name: "EndpointSignaling", dependencies: ["Signaling", "COpenSSL", "CLinux", "Platform"]),
         .target(name: "Devices", dependencies: ["MediaCore", "CALSA", "CV4L2", "CLinux", "Platform"]),
-        .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "EndpointSignaling", "Devices", "Platform", "CWebMWriter"]),
+        .target(name: "CallEndpoint", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "EndpointSignaling", "Devices", "Platform", "CWebMWriter", "ICEServers"]),
         // The benches: they shell out (ip, tc, ffmpeg, Python) and open TUN devices, so they
         // live beside the SDK, not in it; callend-bench links them (`callend bench` runs it).
         .target(name: "Benchmarks", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "EndpointSignaling", "Platform"]),
-        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "Signaling", "SignalingService", "ServeCommand"]),
-        .executableTarget(name: "callend-bench", dependencies: ["Benchmarks", "CallEndpoint", "MediaCore", "Codecs", "Platform", "ServeCommand"]),
+        .executableTarget(name: "callend", dependencies: ["CallEndpoint", "MediaCore", "Codecs", "Devices", "RTPTransport", "Platform", "Signaling", "SignalingService", "ServeCommand", "CLIKit", "ICEServers"]),
+        .executableTarget(name: "callend-bench", dependencies: ["Benchmarks", "CallEndpoint", "MediaCore", "Codecs", "Platform", "CLIKit"]),
         // The service alone: `callend serve` runs it when it sits beside callend (no media library mapped).
-        .target(name: "ServeCommand", dependencies: ["Signaling", "SignalingService", "Platform"]),
-        .executableTarget(name: "callend-serve", dependencies: ["ServeCommand"]),
+        .target(name: "CLIKit", dependencies: ["Signaling", "Platform"]),
+        .target(name: "ServeCommand", dependencies: ["CLIKit", "Signaling", "SignalingService", "Platform", "ICEServers"]),
+        .executableTarget(name: "callend-serve", dependencies: ["ServeCommand", "CLIKit"]),
         // Every parser the network or a user feeds, one entry point each, and the executable
         // libFuzzer drives them through (scripts/fuzz.sh); a plain build replays inputs.
         .target(name: "FuzzTargets", dependencies: ["MediaCore", "Codecs", "RTPTransport", "Signaling", "EndpointSignaling", "SignalingService", "Platform"]),
@@ -83,7 +85,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Sources/TestSupport"),
 
         .testTarget(name: "CodecsTests", dependencies: ["TestSupport", "MediaCore", "Codecs"]),
-        .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "MediaCore", "RTPTransport"]),
+        .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "MediaCore", "RTPTransport", "ICEServers"]),
         .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling", "EndpointSignaling", "SignalingService"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], resources: [.copy("Corpus")]),
         .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "MediaCore", "Codecs", "Devices"]),

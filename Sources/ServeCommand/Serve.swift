@@ -1,6 +1,8 @@
 import Dispatch
 import FoundationEssentials
 import Platform
+import CLIKit
+import ICEServers
 import Signaling
 #if canImport(Glibc)
 import Glibc
@@ -109,81 +111,6 @@ public let serveHelp = """
 public struct DirectoryUnreachable: Error, CustomStringConvertible {
     public let description: String
 }
-
-/// The log's writer for a command, with --log-level's threshold.
-public func logWriter(program: String, _ args: inout Arguments) throws(UsageError) -> LogWriter {
-    var threshold = LogMessage.Level.info
-    if let name = try args.value("--log-level") {
-        guard let level = LogMessage.Level(name: name) else {
-            throw UsageError(description: "--log-level: \(name) is not one of error, warning, info, debug")
-        }
-        threshold = level
-    }
-    return LogWriter(program: program, threshold: threshold)
-}
-
-/// Reads the shared secret from --secret-file or CALLEND_SECRET, never echoing it.
-public func loadSecret(_ args: inout Arguments) throws -> TokenSecret {
-    if let path = try args.value("--secret-file") {
-        do { return try TokenSecret(contentsOfFile: path) } catch { throw UsageError(description: error.message) }
-    }
-    if let value = ProcessInfo.processInfo.environment["CALLEND_SECRET"], !value.isEmpty {
-        do { return try TokenSecret(Array(value.utf8)) } catch { throw UsageError(description: "CALLEND_SECRET: \(error.message)") }
-    }
-    throw UsageError(description: "no secret: give --secret-file F or set CALLEND_SECRET (make one with 'callend token --new-secret')")
-}
-
-public func parseHostPort(_ text: String, option: String) throws(UsageError) -> (host: String, port: Int) {
-    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
-        throw UsageError(description: "\(option) takes HOST:PORT (port 0 ... 65535), not '\(text)'")
-    }
-    var host = String(text[..<colon])
-    if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-    return (host, port)
-}
-
-public func parseDuration(_ text: String, option: String = "--ttl", maxDays: Int64 = 30) throws(UsageError) -> Int64 {
-    let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-    var number = Substring(text), unit: Int64 = 1
-    if let last = text.last, let scale = units[last] {
-        number = text.dropLast()
-        unit = scale
-    }
-    guard let value = Int64(number), value > 0, value <= maxDays * 86400 / unit else {
-        throw UsageError(description: "\(option) takes a positive duration up to \(maxDays)d such as 90, 15m, 1h or 7d, not '\(text)'")
-    }
-    return value * unit
-}
-
-/// A size in bytes: 500000, 64k, 500M, 2G (powers of 1024).
-public func parseByteSize(_ text: String, option: String, minimum: Int64) throws(UsageError) -> Int64 {
-    let units: [Character: Int64] = ["k": 1 << 10, "K": 1 << 10, "m": 1 << 20, "M": 1 << 20, "g": 1 << 30, "G": 1 << 30, "t": 1 << 40, "T": 1 << 40]
-    var number = Substring(text), unit: Int64 = 1
-    if let last = text.last, let scale = units[last] {
-        number = text.dropLast()
-        unit = scale
-    }
-    guard let value = Int64(number), value > 0, value <= Int64.max / unit, value * unit >= minimum else {
-        throw UsageError(description: "\(option) takes a size of at least \(minimum >> 20) MiB such as 500M or 20G, not '\(text)'")
-    }
-    return value * unit
-}
-
-/// Raises the open-file limit to the hard limit: a service or bench holding thousands of sockets needs it.
-public func raiseFileLimit() {
-    var limit = rlimit()
-    if getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0, limit.rlim_cur < limit.rlim_max {
-        limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(RLIMIT_NOFILE_VALUE, &limit)
-    }
-}
-
-#if canImport(Glibc)
-let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-#endif
-
-/// callend's version: `callend --version`, `callend serve --version`, `callend-serve --version`.
-public let callendVersion = "0.1.0"
 
 public func runServe(_ args: inout Arguments) throws {
     if args.flag("--help") || args.flag("-h") { print(serveHelp); return }
@@ -333,23 +260,3 @@ public func runServe(_ args: inout Arguments) throws {
     server.start()
     while true { sleep(3600) }
 }
-
-nonisolated(unsafe) var signalSources: [any DispatchSourceSignal] = []  // written once on the main thread before any signal can arrive
-
-/// SIGINT and SIGTERM run `action` (on a dispatch queue) instead of killing the process, so a
-/// command can stop cleanly: leave its call, remove its namespaces, print what it measured.
-public func onTerminationSignals(_ action: @escaping @Sendable () -> Void) {
-    onSignals([SIGINT, SIGTERM], action)
-}
-
-/// Each of `signals` runs `action` on a dispatch queue instead of its default (SIGHUP: a reload).
-public func onSignals(_ signals: [Int32], _ action: @escaping @Sendable () -> Void) {
-    for sig in signals {
-        signal(sig, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        source.setEventHandler(handler: action)
-        source.resume()
-        signalSources.append(source)
-    }
-}
-

@@ -1,7 +1,7 @@
 import Benchmarks
 import CallEndpoint
 import Foundation
-import ServeCommand
+import CLIKit
 
 let benchCongestionHelp = """
     usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH] [--chromium]

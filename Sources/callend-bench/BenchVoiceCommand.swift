@@ -1,7 +1,7 @@
 import Codecs
 import Foundation
 import MediaCore
-import ServeCommand
+import CLIKit
 
 let benchVoiceHelp = """
     usage: callend bench voice --far F.wav --mic M.wav --out O.wav [--parts aec,ns,agc,hpf] [--echo-suppression 0|1|2]

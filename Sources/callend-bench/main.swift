@@ -4,7 +4,7 @@ import Dispatch
 import Foundation
 import MediaCore
 import Platform
-import ServeCommand
+import CLIKit
 
 // callend-bench: the benches, run as `callend bench ...` (callend replaces itself with this
 // executable, same arguments after "bench"), so the call endpoint maps neither Foundation nor the

@@ -1,3 +1,4 @@
+import CLIKit
 import ServeCommand
 
 // callend-serve: `callend serve` in an executable that maps no media library (what `callend

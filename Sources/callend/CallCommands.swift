@@ -5,10 +5,11 @@ import Glibc
 import MediaCore
 import Platform
 import RTPTransport
-import ServeCommand
+import CLIKit
 import Signaling
 import SignalingService
 import Synchronization
+import ICEServers
 
 let joinHelp = """
     usage: callend join ROOM (--token-file F | CALLEND_TOKEN=T | --token T) [--server tls://HOST:PORT [--ca-file F] | --server HOST:PORT]

@@ -4,7 +4,7 @@ import Dispatch
 import FoundationEssentials
 import Platform
 import Glibc
-import ServeCommand
+import CLIKit
 
 let devicesHelp = """
     usage: callend devices [--json]

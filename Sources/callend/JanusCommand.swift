@@ -2,7 +2,7 @@ import CallEndpoint
 import FoundationEssentials
 import Glibc
 import Platform
-import ServeCommand
+import CLIKit
 import Signaling
 
 let janusHelp = """

@@ -3,7 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Platform
-import ServeCommand
+import CLIKit
 import Signaling
 
 let publishHelp = """

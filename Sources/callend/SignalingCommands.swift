@@ -4,7 +4,7 @@ import FoundationEssentials
 import Glibc
 import Platform
 import RTPTransport
-import ServeCommand
+import CLIKit
 import Signaling
 #if canImport(Glibc)
 import Glibc

@@ -4,7 +4,7 @@ import FoundationEssentials
 import Glibc
 import Platform
 import RTPTransport
-import ServeCommand
+import CLIKit
 
 let sendHelp = """
     usage: callend send --to HOST:PORT [--sdp-out FILE] [--video-source pattern|FILE.y4m|none]

@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Platform
+import CLIKit
 import ServeCommand
 
 let version = callendVersion

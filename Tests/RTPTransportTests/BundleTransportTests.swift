@@ -4,6 +4,7 @@ import Platform
 import Synchronization
 import Testing
 @testable import RTPTransport
+import ICEServers
 
 /// Two bundled transports in one process, wired as a call would wire them: descriptions carry
 /// credentials and fingerprints, candidates trickle, the answerer opens DTLS (a=setup:active).

@@ -4,6 +4,7 @@ import Platform
 import Synchronization
 import Testing
 @testable import RTPTransport
+import ICEServers
 
 /// Two ICE agents in one process, wired to each other the way signaling would (credentials,
 /// trickled candidates, end of candidates).

@@ -46,7 +46,7 @@ import Testing
 /// fails here, as the module map does in ModuleMapTests.
 @Suite struct OneClockTests {
     /// Every library target (the executables' own files and the tests' support are not held to it).
-    static let targets = ["Platform", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "SignalingService", "EndpointSignaling", "CallEndpoint", "Benchmarks", "ServeCommand", "FuzzTargets"]
+    static let targets = ["Platform", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "SignalingService", "EndpointSignaling", "CallEndpoint", "Benchmarks", "ServeCommand", "CLIKit", "ICEServers", "FuzzTargets"]
     /// Where another clock is read on purpose: MediaTime's and WallClock's own file, the one
     /// semaphore wait by Duration, and log stamps. (The web page's JavaScript reads a browser's
     /// clock in a file of its own, SignalingService/Web/Page/app.js.)

@@ -1,5 +1,6 @@
 import Platform
 import RTPTransport
+import ICEServers
 
 /// How the encoders are driven during a call.
 public enum VideoEncodingMode: Sendable, Equatable {

@@ -6,6 +6,7 @@ import Platform
 import RTPTransport
 import Signaling
 import Synchronization
+import ICEServers
 
 /// Where and how to reach a Janus VideoRoom (Janus's `janus.plugin.videoroom`) through Janus's
 /// HTTP API.

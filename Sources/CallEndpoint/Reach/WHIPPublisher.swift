@@ -7,6 +7,7 @@ import Platform
 import RTPTransport
 import Signaling
 import Synchronization
+import ICEServers
 
 /// What a publication did, for the summary line.
 public struct PublishSummary: Sendable {

@@ -7,6 +7,7 @@ import Platform
 import RTPTransport
 import Signaling
 import Synchronization
+import ICEServers
 
 /// What happened in a call, for the summary line and the demo.
 public struct CallSummary: Sendable {

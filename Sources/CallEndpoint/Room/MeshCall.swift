@@ -6,6 +6,7 @@ import Platform
 import RTPTransport
 import Signaling
 import Synchronization
+import ICEServers
 
 /// What a mesh participant got from each other participant over the call.
 public struct MeshSummary: Sendable {

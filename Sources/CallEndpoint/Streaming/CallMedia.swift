@@ -5,6 +5,7 @@ import Glibc
 import Platform
 import RTPTransport
 import Synchronization
+import ICEServers
 
 /// The media of one round of a call: one bundled transport (ICE, DTLS-SRTP), the offer/answer
 /// that sets it up, and a `MediaSender` and `MediaReceiver` on it once DTLS has keyed SRTP.

@@ -2,6 +2,7 @@ import MediaCore
 import Dispatch
 import Platform
 import Synchronization
+import ICEServers
 
 /// The one transport a call's media share (BUNDLE, RFC 8843; rtcp-mux, RFC 5761): an ICE agent
 /// finds the path, DTLS on that path agrees the SRTP keys (RFC 5764), and SRTP protects audio,

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import ICEServers
 #endif
 
 /// What ICE has found and how the connection stands, as libnice reports it.

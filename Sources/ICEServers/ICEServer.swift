@@ -1,7 +1,8 @@
 /// A STUN or TURN server as WebRTC names them (RFC 7064 `stun:HOST[:PORT]`, RFC 7065
 /// `turn:HOST[:PORT][?transport=udp|tcp]`), with TURN's username and credential.
-/// It lives in Platform, not RTPTransport, so that the signaling service can check the URLs it
-/// hands out without linking the media path (`callend-serve` maps no media library).
+/// A module of its own, which neither the transport nor signaling owns: the ICE agent connects
+/// through these servers, and the signaling service checks the URLs it hands out with them
+/// without linking the media path (`callend-serve` maps no media library).
 public struct ICEServer: Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         case stun
