@@ -61,4 +61,37 @@ struct ICERestartPolicyTests {
         #expect(!quiet.shouldRestart(at: t0 + .seconds(4), addressesChanged: false))
         #expect(quiet.reason(at: t0 + .seconds(4)) == "no path for 34 s")
     }
+
+    /// `nextRestart` is the first moment `shouldRestart` says yes, in every state a call goes
+    /// through: lost, restarted, heard within and after the grace, restarted again, restored.
+    @Test func theNextRestartIsTheFirstMomentShouldRestartSaysYes() {
+        func check(_ policy: ICERestartPolicy, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            let first = stride(from: 0, through: 70_000, by: 10).map { t0 + .milliseconds($0) }.first { policy.shouldRestart(at: $0, addressesChanged: false) }
+            if let next = policy.nextRestart, next < t0 {
+                #expect(first == t0, "\(what): due before the sweep began, so at once", sourceLocation: sourceLocation)
+            } else {
+                #expect(first == policy.nextRestart, "\(what): swept \(String(describing: first)), said \(String(describing: policy.nextRestart))", sourceLocation: sourceLocation)
+            }
+        }
+        for offerer in [true, false] {
+            var policy = ICERestartPolicy(offerer: offerer)
+            check(policy, "nothing lost")
+            policy.pathLost(at: t0 + .seconds(1))
+            check(policy, "lost")
+            policy.restarted(at: t0 + .seconds(7))
+            check(policy, "restarted")
+            policy.heard(at: t0 + .milliseconds(1_100))
+            check(policy, "heard within the grace")
+            policy.heard(at: t0 + .seconds(8))
+            check(policy, "heard after the grace")
+            policy.restarted(at: t0 + .seconds(8))
+            check(policy, "restarted while heard")
+            policy.pathRestored()
+            check(policy, "restored")
+            var early = ICERestartPolicy(offerer: offerer)
+            early.restarted(at: t0)
+            early.pathLost(at: t0 + .seconds(3))
+            check(early, "a restart before the loss")
+        }
+    }
 }

@@ -289,7 +289,7 @@ public final class JanusVideoRoom: Sendable {
         let secured = Mutex<MediaTime?>(nil)
         let trickling = Atomic<Bool>(trickle)
         let watcher = SessionWatcher(.init(offerer: role == .publisher, restarts: .answersOnly, gatheringWait: options.gatheringWait, peer: "Janus"),
-                                     thread: "janus-watcher", events: events, heard: { made.transport.packetsAuthenticated }, log: log) { [client, room, log] action in
+                                     thread: "janus-watcher", events: events, log: log) { [client, room, log] action in
             if action == .secured { secured.withLock { $0 = $0 ?? .now } }
             guard case .trickle(let line, _) = action, trickling.load(ordering: .relaxed) else { return }
             if line.isEmpty {

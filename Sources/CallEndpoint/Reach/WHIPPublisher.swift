@@ -301,13 +301,18 @@ public final class WHIPPublisher: @unchecked Sendable {  // the event queue and 
                 }
             }
             while !over.load(ordering: .relaxed) && !outcome.withLock({ $0.repost }) {
-                for (s, event) in publisher.events.take(timeout: .milliseconds(controller.wantsFrequentTicks ? 50 : 200)) where s == session {
+                // Until the next event, the controller's next moment or the next look at the addresses.
+                let before = clock.now
+                let until = [controller.nextTick, addresses.nextLook].compactMap { $0 }.min() ?? before
+                for (s, event) in publisher.events.take(timeout: until > before ? until - before : .zero) where s == session {
                     guard let event else { continue }
                     perform(controller.handle(.transport(event), at: clock.now))
                 }
                 let now = clock.now
                 let changed = addresses.changed(at: now).map { (before: Array($0), now: Array(addresses.addresses)) }
-                perform(controller.handle(.tick(packetsHeard: media.transport.packetsAuthenticated, addressesChanged: changed), at: now))
+                if changed != nil || controller.nextTick.map({ now >= $0 }) ?? false {
+                    perform(controller.handle(.tick(addressesChanged: changed), at: now))
+                }
             }
         }
     }

@@ -844,7 +844,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 }
                 let now = clock.now
                 let changed = addresses.changed(at: now).map { (before: Array($0), now: Array(addresses.addresses)) }
-                perform(controller.handle(.tick(packetsHeard: callMedia.transport.packetsAuthenticated, addressesChanged: changed), at: now))
+                if changed != nil || controller.nextTick.map({ now >= $0 }) ?? false {
+                    perform(controller.handle(.tick(addressesChanged: changed), at: now))
+                }
                 if over {
                     callMedia.stop()
                     break
@@ -853,9 +855,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                     report()
                     nextReport = max(nextReport + .milliseconds(100), now)
                 }
-                // Until the next event or report; while the path is lost, the restart policy's
-                // moments come closer than that.
-                events.wait(timeout: controller.wantsFrequentTicks ? .milliseconds(20) : nextReport - now)
+                // Until the next event or report, or the controller's next moment if sooner.
+                let until = min(nextReport, controller.nextTick ?? nextReport)
+                events.wait(timeout: until > now ? until - now : .zero)
             }
             if stopRequested.load(ordering: .relaxed) { callMedia.stop() }
         }

@@ -316,7 +316,7 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
             if over.load(ordering: .relaxed) { return }
             log("mesh: \(peer): media \(call.streams.map { "\($0.kind.rawValue) \($0.codec.name)" }.joined(separator: ", ")) over ICE + DTLS-SRTP")
             let watcher = SessionWatcher(.init(offerer: offer == nil, restarts: .answersOnly, gatheringWait: MeshCall.gatheringWait, peer: peer, logPrefix: "mesh: \(peer): "),
-                                         thread: "mesh-events", events: events, heard: { [media] in media.transport.packetsAuthenticated }, log: log) { [peer] action in
+                                         thread: "mesh-events", events: events, log: log) { [peer] action in
                 guard case .trickle(let line, let ufrag) = action else { return }
                 _ = client.send(RelayMessage(kind: .candidate, id: "", to: peer, payload: .object(["candidate": .string(line), "usernameFragment": .string(ufrag)])))
             }

@@ -221,7 +221,9 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
                     }
                 }
                 while watching.load(ordering: .relaxed) {
-                    for input in inputs.take(timeout: controller.wantsFrequentTicks ? .milliseconds(20) : .milliseconds(200)) {
+                    // Until the next input, or the controller's next moment.
+                    let now = clock.now
+                    for input in inputs.take(timeout: controller.nextTick.map { $0 > now ? $0 - now : .zero }) {
                         switch input {
                         case .transport(let event): perform(controller.handle(.transport(event), at: clock.now))
                         case .restart(let ufrag, let password, let candidates, let from):
@@ -230,7 +232,7 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
                         case .wake: break
                         }
                     }
-                    perform(controller.handle(.tick(packetsHeard: media.transport.packetsAuthenticated, addressesChanged: nil), at: clock.now))
+                    if let due = controller.nextTick, clock.now >= due { perform(controller.handle(.tick(addressesChanged: nil), at: clock.now)) }
                 }
             }
         }

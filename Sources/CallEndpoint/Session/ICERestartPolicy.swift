@@ -55,6 +55,15 @@ struct ICERestartPolicy: Sendable {
     /// Whether to restart now. A change of local addresses restarts at once (one restart a
     /// second at most); a lost path after `afterLoss`, then every `retry` while it stays lost;
     /// a lost path that still carries the peer's media a quarter of a second after the loss, at once.
+    /// The first moment `shouldRestart` says yes with no other change (nil: not while the path
+    /// works): what a driver waits for instead of asking every few milliseconds.
+    var nextRestart: MediaTime? {
+        guard let lostSince else { return nil }
+        let since = lastRestart.flatMap { $0 < lostSince ? nil : $0 }
+        if peerHeardSinceLoss { return since.map { $0 + Self.heardRetry } ?? lostSince }
+        return max(lostSince + afterLoss, since.map { $0 + Self.retry } ?? lostSince)
+    }
+
     func shouldRestart(at now: MediaTime, addressesChanged: Bool) -> Bool {
         if addressesChanged { return lastRestart.map { now - $0 >= .seconds(1) } ?? true }
         guard let lostSince else { return false }

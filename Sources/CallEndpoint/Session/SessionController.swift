@@ -63,9 +63,9 @@ struct SessionController: Sendable {
         case restartAnswered
         /// `sendRestartFragment` could not reach the server (why): the restart is made again later.
         case restartUndelivered(String)
-        /// Once per pass after the pass's events: authenticated packets from the peer so far, and
-        /// the local addresses before and now when they changed.
-        case tick(packetsHeard: Int, addressesChanged: (before: [String], now: [String])?)
+        /// Time passed: at `nextTick` at the latest, or when the driver looked at the local
+        /// addresses (before and now, when they changed).
+        case tick(addressesChanged: (before: [String], now: [String])?)
     }
 
     enum Action: Sendable, Equatable {
@@ -113,7 +113,6 @@ struct SessionController: Sendable {
     private var retryDue = false
     /// Restarts by fragment since the path last worked.
     private var restartsTried = 0
-    private var lastHeard: Int?
     /// Local candidates by type ("host", "srflx", "relay"), for the line at the end of gathering.
     private var gathered: [String: Int] = [:]
     /// ICE restarts made or answered.
@@ -125,9 +124,21 @@ struct SessionController: Sendable {
         policy = ICERestartPolicy(offerer: configuration.offerer)
     }
 
-    /// Whether the path is lost or a restart gathers: then ticks should come every 20 ms, as the
-    /// restart policy's moments come closer than a report's.
-    var wantsFrequentTicks: Bool { policy.lostSince != nil || gathering != nil }
+    /// When the next tick is due without any event: a gathering's fragment going, a restart the
+    /// policy or a retry makes (nil: none; a time already past: at once). Drivers wait until
+    /// then or the next event, whichever comes first; nothing asks every few milliseconds.
+    var nextTick: MediaTime? {
+        guard ended == nil else { return nil }
+        var moments: [MediaTime] = []
+        if let gathering { moments.append(gathering.until) }
+        if configuration.restarts != .answersOnly, pendingReason == nil, gathering == nil {
+            let policyMoment = policy.nextRestart
+            for moment in [retryDue ? restartNotBefore : nil, policyMoment].compactMap({ $0 }) {
+                moments.append(max(moment, restartNotBefore ?? moment))
+            }
+        }
+        return moments.min()
+    }
 
     mutating func handle(_ event: Event, at now: MediaTime) -> [Action] {
         guard ended == nil else { return [] }
@@ -200,8 +211,8 @@ struct SessionController: Sendable {
             retryDue = true
         case .transport(let transportEvent):
             transport(transportEvent, at: now, &actions)
-        case .tick(let heard, let addresses):
-            tick(heard: heard, addresses: addresses, at: now, &actions)
+        case .tick(let addresses):
+            tick(addresses: addresses, at: now, &actions)
         }
         return actions
     }
@@ -272,6 +283,8 @@ struct SessionController: Sendable {
         case .pathRestored:
             actions.append(.log("ice: the path works again"))
             policy.pathRestored()
+        case .heardWhileLost:
+            if policy.lostSince != nil { policy.heard(at: now) }
         case .restarted:
             restartsTried = 0
             actions.append(.log("ice: restart done, the new path carries the media"))
@@ -290,15 +303,13 @@ struct SessionController: Sendable {
         if !g.ours { actions.append(.log("ice: answered the restart of \(configuration.peer) with \(g.candidates.count) candidates")) }
     }
 
-    private mutating func tick(heard: Int, addresses: (before: [String], now: [String])?, at now: MediaTime, _ actions: inout [Action]) {
+    private mutating func tick(addresses: (before: [String], now: [String])?, at now: MediaTime, _ actions: inout [Action]) {
         if let g = gathering, now >= g.until { sendGathered(complete: false, &actions) }
         if let addresses {
             actions.append(.log("network: local addresses now \(addresses.now.sorted().joined(separator: " ")) (were \(addresses.before.sorted().joined(separator: " ")))"))
             // The signaling connection may have used a departed address: TCP would take minutes to say so.
             if configuration.restarts == .offers { actions.append(.reconnectSignaling("local addresses changed")) }
         }
-        if policy.lostSince != nil, let lastHeard, heard != lastHeard { policy.heard(at: now) }
-        lastHeard = heard
         guard configuration.restarts != .answersOnly, pendingReason == nil, gathering == nil, restartNotBefore.map({ now >= $0 }) ?? true else { return }
         let changed = addresses != nil
         let retry = retryDue

@@ -11,9 +11,8 @@ final class SessionWatcher: @unchecked Sendable {  // the queue is thread-safe a
     private let running = Atomic<Bool>(true)
     private let finished = BlockingQueue<Bool>(capacity: 1)
 
-    /// `events` is the transport's queue (a nil event only wakes); `heard` counts what the peer's
-    /// side authenticated so far.
-    init(_ configuration: SessionController.Configuration, thread: String, events: BlockingQueue<BundleTransport.Event?>, heard: @escaping @Sendable () -> Int,
+    /// `events` is the transport's queue (a nil event only wakes).
+    init(_ configuration: SessionController.Configuration, thread: String, events: BlockingQueue<BundleTransport.Event?>,
          log: @escaping @Sendable (LogMessage) -> Void, perform: @escaping @Sendable (SessionController.Action) -> Void) {
         self.events = events
         startThread(named: thread) { [self] in
@@ -25,10 +24,12 @@ final class SessionWatcher: @unchecked Sendable {  // the queue is thread-safe a
                 }
             }
             while running.load(ordering: .relaxed) {
-                for event in events.take(timeout: controller.wantsFrequentTicks ? .milliseconds(20) : .milliseconds(500)) {
+                // Until the next event, or the controller's next moment.
+                let now = clock.now
+                for event in events.take(timeout: controller.nextTick.map { $0 > now ? $0 - now : .zero }) {
                     if let event { run(controller.handle(.transport(event), at: clock.now)) }
                 }
-                run(controller.handle(.tick(packetsHeard: heard(), addressesChanged: nil), at: clock.now))
+                if let due = controller.nextTick, clock.now >= due { run(controller.handle(.tick(addressesChanged: nil), at: clock.now)) }
             }
             _ = finished.append(true)
         }

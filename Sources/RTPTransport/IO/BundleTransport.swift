@@ -47,6 +47,10 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         /// A path works again after `pathLost`: the peer's media arrived again, or a recheck or
         /// an ICE restart found a path.
         case pathRestored
+        /// The peer's media authenticated while the path is lost and no pair works (an outage
+        /// one way only): at most once per `heardInterval`, so that a controller hears of it as
+        /// an event instead of watching a counter.
+        case heardWhileLost
         /// An ICE restart's agent found a path and took over from the previous one.
         case restarted(ufrag: String)
     }
@@ -88,6 +92,8 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         var finished = false
         /// Since when the path has been lost (consent gone after media flowed); nil while it works.
         var lostSince: MediaTime?
+        /// When `heardWhileLost` last went.
+        var heardWhileLostAt: MediaTime?
         var consent: PathConsent
         var rechecking = false
         /// Candidates (and ends of candidates, "") under credentials no agent knows yet: a
@@ -112,6 +118,8 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     private let recheckWake = DispatchSemaphore(value: 0)
     /// How often a lost path is checked again.
     public static let recheckInterval: Duration = .seconds(1)
+    /// `heardWhileLost` goes at most this often while the peer's media arrives on a lost path.
+    public static let heardInterval: Duration = .milliseconds(100)
 
     final class Weak: @unchecked Sendable {  // set once, right after init
         weak var transport: BundleTransport?
@@ -428,13 +436,20 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
             // Only the peer holds the keys: its consent, and the path works again if it was lost
             // (once the agent can send again: a recheck that reset its pairs has to find one).
             let now = MediaTime.now
-            let restored = state.withLock { s -> Bool in
+            let (restored, heard) = state.withLock { s -> (Bool, Bool) in
                 s.consent.signOfLife(at: now)
-                guard s.lostSince != nil, !s.closed, s.current.isUp else { return false }
+                guard let since = s.lostSince, !s.closed else { return (false, false) }
+                guard s.current.isUp else {
+                    // The first packet of this loss, then one every heardInterval.
+                    if let last = s.heardWhileLostAt, last >= since, now - last < Self.heardInterval { return (false, false) }
+                    s.heardWhileLostAt = now
+                    return (false, true)
+                }
                 s.lostSince = nil
-                return true
+                return (true, false)
             }
             if restored { onEvent(.pathRestored) }
+            if heard { onEvent(.heardWhileLost) }
             handler?(ReceivedPacket(bytes: clear, isRTCP: rtcp, kind: nil, age: .zero))
         default:
             state.withLock { $0.counters.refused += 1 }

@@ -34,7 +34,8 @@ public enum LocalAddresses {
 /// The local addresses, looked at once a second by a call's watcher: a change restarts ICE.
 public struct LocalAddressWatch: Sendable {
     public private(set) var addresses = LocalAddresses.current()
-    private var nextLook: MediaTime?
+    /// When `changed` next looks (nil: at its first call, which only starts the watch).
+    public private(set) var nextLook: MediaTime?
 
     public init() {}
 
