@@ -506,8 +506,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     private func negotiate(round: Int, signaling: RoundSignaling, summary: inout CallSummary,
                            deadline: MediaTime?) throws -> (CallMedia, NegotiatedCall, SessionController)? {
         var callMedia: CallMedia?
-        /// The round's session from its agent on: it trickles and logs the transport's events.
-        var controller = SessionController(.init(offerer: true, restarts: .offers, gatheringWait: ViewerHub.gatheringWait, peer: "?"))
+        /// The round's session, made with its agent: it trickles and logs the transport's events.
+        var controller: SessionController?
         var offer: JSEPDescription?
         var early: [(from: String?, candidate: (line: String, ufrag: String?))] = []
         var noted: Set<String> = []
@@ -630,8 +630,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 case .cameraChanged:
                     reportCamera()
                 case .transport(let r, let e):
-                    guard r == round else { continue }
-                    for action in controller.handle(.transport(e), at: MonotonicClock().now) {
+                    // Transport events come only from the round's agent, made with its controller.
+                    guard r == round, var roundController = controller else { continue }
+                    defer { controller = roundController }
+                    for action in roundController.handle(.transport(e), at: MonotonicClock().now) {
                         switch action {
                         case .log(let message): log(message)
                         case .trickle(let line, let ufrag): signaling.candidate(line, ufrag: ufrag)
@@ -645,7 +647,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
                 for (from, candidate) in early where from == peer { apply(candidate: candidate, to: made.transport) }
                 early = []
             }
-            if let negotiated, let made = callMedia {
+            if let negotiated, let made = callMedia, var controller {
                 controller.configuration.peer = signaling.peer ?? "?"
                 return (made, negotiated, controller)
             }

@@ -238,15 +238,15 @@ struct SessionController: Sendable {
             // Our restart: with offers, the offer went with the agent; with fragments, it goes once gathered.
             pendingReason = nil
             policy.restarted(at: now)
-            switch configuration.restarts {
-            case .offers, .answersOnly:
-                awaitingAnswer = true
-                restarts += 1
-                actions.append(.log("ice: restarting (\(reason))"))
-            case .fragmentsToServer:
+            // (A session that only answers asks for no restart of its own: `tick` sets no reason.)
+            if case .fragmentsToServer = configuration.restarts {
                 restartsTried += 1
                 gathering = (ufrag, password, [], now + configuration.gatheringWait, true)
                 actions.append(.log("ice: restarting (\(reason)) by PATCH"))
+            } else {
+                awaitingAnswer = true
+                restarts += 1
+                actions.append(.log("ice: restarting (\(reason))"))
             }
         }
     }
