@@ -246,7 +246,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         while outcome.withLock({ $0 }) == nil {
             if stopRequested.load(ordering: .relaxed) { throw NegotiationError("stopped before the connection was up") }
             if MediaTime.now >= waitUntil { throw NegotiationError("no connection to the peer within \(Self.connectTimeout) (ICE and DTLS)") }
-            settled.wait(for: .milliseconds(100))
+            // Until the connection settles, stop() or the timeout: each signals.
+            settled.wait(for: waitUntil - MediaTime.now)
         }
         if let why = untrusted.withLock({ $0 }) { throw CallSecurityError(description: why) }
         if case .some(.some(let failure)) = outcome.withLock({ $0 }) { throw NegotiationError(failure) }
@@ -323,6 +324,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
 
     public func stop() {
         stopRequested.store(true, ordering: .relaxed)
+        settled.signal()  // a run() still waiting for the connection stops waiting
         let (sender, receiver) = parts.withLock { $0 }
         sender?.stop()
         receiver?.stop()
