@@ -88,7 +88,7 @@ let package = Package(
         .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "MediaCore", "RTPTransport", "ICEServers"]),
         .testTarget(name: "SignalingTests", dependencies: ["TestSupport", "Signaling", "EndpointSignaling", "SignalingService"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], resources: [.copy("Corpus")]),
-        .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "MediaCore", "Codecs", "Devices"]),
+        .testTarget(name: "DevicesTests", dependencies: ["TestSupport", "MediaCore", "Codecs", "Devices", "Platform"]),
         .testTarget(name: "CallEndpointTests", dependencies: ["TestSupport", "CallEndpoint", "MediaCore", "Codecs", "RTPTransport", "Signaling", "EndpointSignaling", "SignalingService", "Devices"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["TestSupport", "Benchmarks", "CallEndpoint", "MediaCore", "Codecs", "RTPTransport"]),
         .testTarget(name: "callendTests", dependencies: ["TestSupport", "callend", "Benchmarks", "MediaCore", "Codecs", "RTPTransport", "CallEndpoint"]),

@@ -258,5 +258,6 @@ public func runServe(_ args: inout Arguments) throws {
     }
     fflush(nil)  // flushes every stream; the line above must reach a parent reading our stdout
     server.start()
-    while true { sleep(3600) }
+    // The service runs on its own threads; this one parks for good.
+    dispatchMain()
 }

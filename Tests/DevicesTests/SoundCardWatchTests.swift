@@ -2,6 +2,8 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Devices
+import MediaCore
+import Platform
 import TestSupport
 
 @Suite struct SoundCardWatchTests {
@@ -57,6 +59,47 @@ import TestSupport
         cards.withLock { $0 = [] }
         #expect(FileManager.default.createFile(atPath: dir.path + "/controlC2", contents: nil))
         #expect(seen.withLock { $0.count } == count, "nothing is reported after stop")
+    }
+
+    /// The watch reads the list when a notification comes and at its reads again after one (one,
+    /// 300 ms later, here), and at no other time: between them its thread sleeps in poll(2).
+    @Test func theListIsReadOnNotificationsAndTheirRereadsOnly() throws {
+        let dir = try ScratchFolder()
+        let reads = Mutex<[MediaTime]>([])
+        let watch = SoundCardWatch(directory: dir.path, rereads: [.milliseconds(300)], list: { reads.withLock { $0.append(.now) }; return [] }) { _, _, _ in }
+        defer { watch.stop() }
+        #expect(eventually(2) { reads.withLock { $0.count } == 1 }, "the first look")
+        let created = MediaTime.now
+        let fd = open(dir.path + "/controlC1", O_CREAT | O_WRONLY, 0o600)
+        #expect(fd >= 0)
+        close(fd)
+        #expect(eventually(3) { reads.withLock { $0.count } >= 3 }, "a look at once and one again")
+        watch.stop()
+        let times = reads.withLock { $0 }
+        #expect(times.count == 3, "no look between: \(times.map { ($0 - created).inMilliseconds })")
+        if times.count == 3 {
+            #expect(times[2] - created >= .milliseconds(300), "the third look is the read again, not a poll: \((times[2] - created).inMilliseconds) ms")
+        }
+    }
+
+    /// With no /dev/snd yet (a box with no card), the folder's parent is watched until it comes.
+    @Test func aFolderThatAppearsLaterIsWatchedFromThen() throws {
+        let parent = try ScratchFolder()
+        let folder = parent.path + "/snd"
+        let cards = Mutex<[SoundCard]>([])
+        let seen = Mutex<[[String]]>([])
+        let watch = SoundCardWatch(directory: folder, list: { cards.withLock { $0 } }) { added, _, _ in
+            seen.withLock { $0.append(added.map(\.id)) }
+        }
+        defer { watch.stop() }
+        cards.withLock { $0 = [SoundCard(index: 0, id: "USB")] }
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        #expect(eventually(3) { seen.withLock { $0.contains(["USB"]) } }, "the card that came with the folder")
+        cards.withLock { $0.append(SoundCard(index: 1, id: "Loopback")) }
+        let fd = open(folder + "/controlC1", O_CREAT | O_WRONLY, 0o600)
+        #expect(fd >= 0)
+        close(fd)
+        #expect(eventually(3) { seen.withLock { $0.contains(["Loopback"]) } }, "a node in the folder, now watched")
     }
 }
 

@@ -81,3 +81,42 @@ import Testing
         #expect(try Self.offending([("Platform/TimedWait.swift", ["wait(timeout: .now() + x)"])]).isEmpty, "an edge")
     }
 }
+
+/// Nothing sleeps to wait: the library targets that make up the endpoint and the service block on
+/// a queue, a semaphore, poll(2) or a device until the thing they wait for happens (or its
+/// deadline). The one sleep is the pacer of a real-time source (`RealTimePacer`: a test pattern,
+/// a tone, a file played at its rate), through `sleepThread`. Benchmarks is not held to it yet:
+/// its schedules (change a link at 10 s) still sleep between their moments.
+@Suite struct NoSleepTests {
+    static let targets = ["Platform", "MediaCore", "Codecs", "Devices", "RTPTransport", "Signaling", "SignalingService", "EndpointSignaling",
+                          "CallEndpoint", "ServeCommand", "CLIKit", "ICEServers", "FuzzTargets"]
+    static let edges = ["Platform/NamedThread.swift", "MediaCore/Time/RealTimePacer.swift"]
+    static let pattern = #"\busleep\(|\bThread\.sleep|(^|[^\w.])sleep\(|\bnanosleep\(|\bsleepThread\(|\bTask\.sleep"#
+
+    static func offending(_ files: [(path: String, lines: [Substring])]) throws -> [String] {
+        let regex = try Regex(pattern)
+        return files.filter { file in targets.contains { file.path.hasPrefix($0 + "/") } && !edges.contains(file.path) }.flatMap { file in
+            file.lines.enumerated().compactMap { i, line in
+                let code = line.trimmingCharacters(in: .whitespaces)
+                guard !code.hasPrefix("//"), line.contains(regex) else { return nil }
+                return "\(file.path):\(i + 1): \(code)"
+            }
+        }
+    }
+
+    @Test func theLibraryTargetsDoNotSleep() throws {
+        let files = try SourceAuditTests.swiftFiles()
+        #expect(files.filter { f in Self.targets.contains { f.path.hasPrefix($0 + "/") } }.count >= 200, "the library targets' files were found")
+        let found = try Self.offending(files)
+        #expect(found.isEmpty, "a sleep in a library target:\n\(found.joined(separator: "\n"))")
+    }
+
+    @Test func theCheckCatchesEachSleep() throws {
+        for line in ["usleep(100_000)", "Thread.sleep(forTimeInterval: 0.1)", "while true { sleep(3600) }", "sleepThread(.milliseconds(20))",
+                     "nanosleep(&t, nil)", "try await Task.sleep(for: .seconds(1))"] {
+            #expect(try Self.offending([("Devices/X.swift", [Substring(line)])]).count == 1, "not caught: \(line)")
+        }
+        #expect(try Self.offending([("Devices/X.swift", ["/// usleep in a comment", "stopWake.wait(for: wait)", "func sleepless()"])]).isEmpty)
+        #expect(try Self.offending([("Benchmarks/X.swift", ["usleep(1)"]), ("MediaCore/Time/RealTimePacer.swift", ["sleepThread(wait)"])]).isEmpty)
+    }
+}

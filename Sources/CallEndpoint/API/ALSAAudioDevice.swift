@@ -33,6 +33,10 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     private let threads = Mutex<(capture: AudioThread?, playback: AudioThread?)>((nil, nil))
     /// The last error of each side (a device that went away, say), for stats.
     public let lastError = Mutex<String?>(nil)
+    /// After a PCM failed (a card unplugged), its thread's steps pass it by until then: one try
+    /// per `retryPause`, while the audio thread keeps its own pace (no sleep that stop() waits out).
+    private let retryAt = Mutex<(capture: MediaTime?, playback: MediaTime?)>((nil, nil))
+    static let retryPause: Duration = .milliseconds(100)
     private let watch = Mutex<SoundCardWatch?>(nil)
     private let changes = Mutex<(count: Int, last: AudioRouteChange?)>((0, nil))
 
@@ -167,11 +171,13 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
     private func install(capture name: String) throws {
         let handle = try open(name, .capture)
         capturePCM.withLock { $0 = handle }
+        retryAt.withLock { $0.capture = nil }  // a new PCM is tried at once
     }
 
     private func install(playback name: String) throws {
         let handle = try open(name, .playback)
         playbackPCM.withLock { $0 = handle }
+        retryAt.withLock { $0.playback = nil }
     }
 
     public func selectCapture(_ pcm: String) throws { try install(capture: pcm) }
@@ -183,6 +189,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
             guard t.capture == nil else { return }
             guard capturePCM.withLock({ $0 }) != nil else { throw ConfigurationError("no capture PCM in the audio route") }
             t.capture = AudioThread(name: "alsa-capture") { [self] in
+                if let at = retryAt.withLock({ $0.capture }), MediaTime.now < at { return }
                 // Holding the lock across the read keeps a switch from closing the PCM under it.
                 let result = capturePCM.withLock { h in Result { try h.map { h in try Self.transfer(h.pcm) { (pcm) throws(DeviceError) in try pcm.read(frames: AudioBlock.frames) } } } }
                 switch result {
@@ -190,7 +197,9 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
                     if restarted { processor?.streamRestarted() }
                     captureSink(microphone(samples))
                 case .success(nil): break
-                case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
+                case .failure(let error):
+                    lastError.withLock { $0 = "\(error)" }
+                    retryAt.withLock { $0.capture = .now + Self.retryPause }
                 }
             }
         }
@@ -206,6 +215,7 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
             guard t.playback == nil else { return }
             guard playbackPCM.withLock({ $0 }) != nil else { throw ConfigurationError("no playback PCM in the audio route") }
             t.playback = AudioThread(name: "alsa-playback") { [self] in
+                if let at = retryAt.withLock({ $0.playback }), MediaTime.now < at { return }
                 let block = queue.withLock { $0.next() }
                 processor?.render(block, channels: 2)
                 // The card is handed a block per block period, so it holds what was written ahead of
@@ -232,7 +242,9 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
                     }
                     if restarted { processor?.streamRestarted() }
                 case .success(nil): break
-                case .failure(let error): lastError.withLock { $0 = "\(error)" }; usleep(100_000)
+                case .failure(let error):
+                    lastError.withLock { $0 = "\(error)" }
+                    retryAt.withLock { $0.playback = .now + Self.retryPause }
                 }
             }
         }

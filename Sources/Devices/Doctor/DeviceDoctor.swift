@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import MediaCore
 import Platform
@@ -127,18 +128,21 @@ public enum DeviceDoctor {
         do { camera = try V4L2Camera(path: path, mode: mode) } catch { return .failure(error) }
         let stamps = Mutex<[Duration]>([])
         let lost = Mutex<DeviceError?>(nil)
+        let arrived = DispatchSemaphore(value: 0)
         camera.start { event in
             switch event {
             case .frame(let frame, _): stamps.withLock { $0.append(frame.timestamp) }
             case .deviceLost(let error): lost.withLock { $0 = $0 ?? error }
-            default: break
+            default: return
             }
+            arrived.signal()
         }
         let shortest = Duration.seconds(max(seconds, 6 / max(mode.frameRate.value, 0.1)))
         let longest = max(shortest * 1.5, .seconds(min(6, max(seconds * 4, 6 / max(mode.frameRate.value, 0.1)))))
         let start = MonotonicClock.now
         while true {
-            sleepThread(.milliseconds(20))
+            // Until a frame or the loss comes, or the time is up.
+            _ = arrived.wait(for: start + longest - MonotonicClock.now)
             let elapsed = MonotonicClock.now - start
             let count = stamps.withLock { $0.count }
             if lost.withLock({ $0 }) != nil || elapsed >= longest || (elapsed >= shortest && count >= 5) { break }
