@@ -217,7 +217,6 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
             t.playback = AudioThread(name: "alsa-playback") { [self] in
                 if let at = retryAt.withLock({ $0.playback }), MediaTime.now < at { return }
                 let block = queue.withLock { $0.next() }
-                processor?.render(block, channels: 2)
                 // The card is handed a block per block period, so it holds what was written ahead of
                 // that: the blocks of silence written at the start, and after each underrun, are
                 // the cushion a stall of up to that length does not empty (`PlaybackCushion`).
@@ -225,10 +224,18 @@ public final class ALSAAudioDevice: AudioDevice, @unchecked Sendable {  // PCM h
                     Result {
                         try h.map { h in
                             try Self.transfer(h.pcm) { (pcm) throws(DeviceError) in
+                                // The canceller's reference is what the speaker plays, in its
+                                // order: the cushion's silence too (left out, it made the echo
+                                // lag the reference by the cushion, which grows with each
+                                // underrun, until the lag left the estimator's reach).
                                 if !h.primed {
-                                    for _ in 0..<h.cushion.blocks { try pcm.write(Self.silentBlock) }
+                                    for _ in 0..<h.cushion.blocks {
+                                        processor?.render(Self.silentBlock, channels: 2)
+                                        try pcm.write(Self.silentBlock)
+                                    }
                                     h.primed = true
                                 }
+                                processor?.render(block, channels: 2)
                                 try pcm.write(block)
                             }
                         }
