@@ -130,6 +130,24 @@ import Signaling
         #expect(quiet.nextTick == nil)
     }
 
+    /// Local addresses that change again within a second of the restart the last change made
+    /// (a WHIP publisher's address added, then its first removed) restart once the second is
+    /// up: the change is kept, not dropped by the one-restart-a-second rule.
+    @Test func anAddressChangeTooSoonAfterARestartRestartsWhenTheSecondIsUp() {
+        var c = SessionController(.init(offerer: true, restarts: .fragmentsToServer(maxTries: 2), gatheringWait: .seconds(3), peer: "s"))
+        #expect(Self.acts(c.handle(.tick(addressesChanged: (["10.0.0.1"], ["10.0.0.1", "10.0.0.3"])), at: t0)) == [.restartICE(reason: "local addresses changed")])
+        _ = c.handle(.restartBegan(ufrag: "r1", password: "p"), at: t0 + .milliseconds(2))
+        _ = c.handle(.transport(.gatheringDone(ufrag: "r1")), at: t0 + .milliseconds(5))
+        _ = c.handle(.restartAnswered, at: t0 + .milliseconds(10))
+        #expect(c.nextTick == nil)
+        #expect(Self.acts(c.handle(.tick(addressesChanged: (["10.0.0.1", "10.0.0.3"], ["10.0.0.3"])), at: t0 + .milliseconds(1_000))).isEmpty, "not within the second")
+        #expect(c.nextTick == t0 + .milliseconds(1_002), "but kept for when the second is up")
+        #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: t0 + .milliseconds(1_002))) == [.restartICE(reason: "local addresses changed")])
+        _ = c.handle(.restartBegan(ufrag: "r2", password: "p"), at: t0 + .milliseconds(1_002))
+        _ = c.handle(.transport(.gatheringDone(ufrag: "r2")), at: t0 + .milliseconds(1_005))
+        #expect(c.nextTick == nil, "answered by that restart")
+    }
+
     /// A restart that could not start is due again when its pause ends, not before: a driver
     /// waiting for `nextTick` never spins on a moment that has passed.
     @Test func theNextTickMovesOnOnceItsMomentIsTaken() {

@@ -64,6 +64,9 @@ struct ICERestartPolicy: Sendable {
         return max(lostSince + afterLoss, since.map { $0 + Self.retry } ?? lostSince)
     }
 
+    /// When a change of local addresses may restart: a second after the last restart (nil: at once).
+    var addressRestart: MediaTime? { lastRestart.map { $0 + .seconds(1) } }
+
     func shouldRestart(at now: MediaTime, addressesChanged: Bool) -> Bool {
         if addressesChanged { return lastRestart.map { now - $0 >= .seconds(1) } ?? true }
         guard let lostSince else { return false }

@@ -111,6 +111,9 @@ struct SessionController: Sendable {
     /// A restart that could not start, or whose fragment could not be sent, is tried then.
     private var restartNotBefore: MediaTime?
     private var retryDue = false
+    /// Local addresses changed and no restart has answered it yet (one came too soon after the
+    /// last restart, or during one): it restarts as soon as the policy lets it.
+    private var addressesChangedSinceRestart = false
     /// Restarts by fragment since the path last worked.
     private var restartsTried = 0
     /// Local candidates by type ("host", "srflx", "relay"), for the line at the end of gathering.
@@ -132,8 +135,8 @@ struct SessionController: Sendable {
         var moments: [MediaTime] = []
         if let gathering { moments.append(gathering.until) }
         if configuration.restarts != .answersOnly, pendingReason == nil, gathering == nil {
-            let policyMoment = policy.nextRestart
-            for moment in [retryDue ? restartNotBefore : nil, policyMoment].compactMap({ $0 }) {
+            let addressMoment = addressesChangedSinceRestart ? policy.addressRestart ?? MediaTime(microseconds: 0) : nil
+            for moment in [retryDue ? restartNotBefore : nil, policy.nextRestart, addressMoment].compactMap({ $0 }) {
                 moments.append(max(moment, restartNotBefore ?? moment))
             }
         }
@@ -238,6 +241,7 @@ struct SessionController: Sendable {
             // Our restart: with offers, the offer went with the agent; with fragments, it goes once gathered.
             pendingReason = nil
             policy.restarted(at: now)
+            addressesChangedSinceRestart = false  // the new agent gathers on the addresses there are now
             // (A session that only answers asks for no restart of its own: `tick` sets no reason.)
             if case .fragmentsToServer = configuration.restarts {
                 restartsTried += 1
@@ -309,9 +313,10 @@ struct SessionController: Sendable {
             actions.append(.log("network: local addresses now \(addresses.now.sorted().joined(separator: " ")) (were \(addresses.before.sorted().joined(separator: " ")))"))
             // The signaling connection may have used a departed address: TCP would take minutes to say so.
             if configuration.restarts == .offers { actions.append(.reconnectSignaling("local addresses changed")) }
+            if configuration.restarts != .answersOnly { addressesChangedSinceRestart = true }
         }
         guard configuration.restarts != .answersOnly, pendingReason == nil, gathering == nil, restartNotBefore.map({ now >= $0 }) ?? true else { return }
-        let changed = addresses != nil
+        let changed = addressesChangedSinceRestart
         let retry = retryDue
         guard retry || policy.shouldRestart(at: now, addressesChanged: changed) else { return }
         retryDue = false
