@@ -16,6 +16,18 @@ import Testing
         return files
     }
 
+    /// The code lines (comments aside) of the files of `targets`, `edges` left out, that match
+    /// `regex`, as "path:line: text".
+    static func offending(_ files: [(path: String, lines: [Substring])], targets: [String], edges: [String], regex: Regex<AnyRegexOutput>) -> [String] {
+        files.filter { file in targets.contains { file.path.hasPrefix($0 + "/") } && !edges.contains(file.path) }.flatMap { file in
+            file.lines.enumerated().compactMap { i, line in
+                let code = line.trimmingCharacters(in: .whitespaces)
+                guard !code.hasPrefix("//"), line.contains(regex) else { return nil }
+                return "\(file.path):\(i + 1): \(code)"
+            }
+        }
+    }
+
     /// Lines that match `pattern`, as "path:line: text".
     static func matches(_ pattern: String) throws -> [String] {
         let regex = try Regex(pattern)
@@ -56,14 +68,7 @@ import Testing
     /// The lines of `files` (path, lines) that read another clock, comments aside.
     static func offending(_ files: [(path: String, lines: [Substring])]) throws -> [String] {
         // Simple word boundaries: by Unicode's, "ContinuousClock.now" is one word.
-        let regex = try Regex(pattern).wordBoundaryKind(.simple)
-        return files.filter { file in targets.contains { file.path.hasPrefix($0 + "/") } && !edges.contains(file.path) }.flatMap { file in
-            file.lines.enumerated().compactMap { i, line in
-                let code = line.trimmingCharacters(in: .whitespaces)
-                guard !code.hasPrefix("//"), line.contains(regex) else { return nil }
-                return "\(file.path):\(i + 1): \(code)"
-            }
-        }
+        SourceAuditTests.offending(files, targets: targets, edges: edges, regex: try Regex(pattern).wordBoundaryKind(.simple))
     }
 
     @Test func theLibraryTargetsReadOneClock() throws {
@@ -94,14 +99,7 @@ import Testing
     static let pattern = #"\busleep\(|\bThread\.sleep|(^|[^\w.])sleep\(|\bnanosleep\(|\bsleepThread\(|\bTask\.sleep"#
 
     static func offending(_ files: [(path: String, lines: [Substring])]) throws -> [String] {
-        let regex = try Regex(pattern)
-        return files.filter { file in targets.contains { file.path.hasPrefix($0 + "/") } && !edges.contains(file.path) }.flatMap { file in
-            file.lines.enumerated().compactMap { i, line in
-                let code = line.trimmingCharacters(in: .whitespaces)
-                guard !code.hasPrefix("//"), line.contains(regex) else { return nil }
-                return "\(file.path):\(i + 1): \(code)"
-            }
-        }
+        SourceAuditTests.offending(files, targets: targets, edges: edges, regex: try Regex(pattern))
     }
 
     @Test func theLibraryTargetsDoNotSleep() throws {
