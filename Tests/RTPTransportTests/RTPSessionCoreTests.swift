@@ -14,6 +14,8 @@ struct SimulatedCall {
     var delay: Duration = .milliseconds(30)
     /// Called for every datagram sent; returns nil to drop it, or extra delay.
     var link: (_ from: Side, _ packet: RTPPacket?, _ isRTCP: Bool, _ bytes: [UInt8]) -> Duration? = { _, _, _, _ in .zero }
+    /// In place of `link`, for a link whose extra delay depends on when a datagram is sent.
+    var timedLink: ((_ from: Side, _ packet: RTPPacket?, _ sentAt: MediaTime) -> Duration?)?
     /// What a side's shell would do with the core's actions other than sending.
     var onAction: (_ side: Side, _ action: SessionAction, _ call: inout SimulatedCall) -> Void = { _, _, _ in }
     private(set) var inFlight: [InFlight] = []
@@ -51,7 +53,9 @@ struct SimulatedCall {
             actions[side, default: []].append((now, action))
             if case .send(let bytes, let isRTCP, _) = action {
                 let packet = isRTCP ? nil : try? RTPPacket(parsing: bytes)
-                guard let extra = link(side, packet, isRTCP, bytes) else { continue }
+                let extra: Duration?
+                if let timedLink { extra = timedLink(side, packet, now) } else { extra = link(side, packet, isRTCP, bytes) }
+                guard let extra else { continue }
                 inFlight.append(InFlight(at: now + delay + extra, to: side == .a ? .b : .a, bytes: bytes, isRTCP: isRTCP))
             } else {
                 onAction(side, action, &self)
@@ -373,6 +377,59 @@ struct SimulatedCall {
         var freezes: [Duration] = []
         for seed: UInt64 in [29, 30, 31] { freezes += try freezesAtTenPercentLoss(seed: seed) }
         #expect(freezes.count <= 1, "\(freezes.count) freezes in 60 s: \(freezes)")
+    }
+
+    /// A link that holds everything for 300 ms three times (a cellular scheduler's gap): the
+    /// first two show as freezes; from the second on, frames are shown 100 ms after their time,
+    /// so the third is shown from what arrived before it, with no gap of 300 ms. A sender that
+    /// pauses its pictures twice on a clean link is no held link: its frames keep no delay.
+    @Test func aLinkThatHoldsTwiceKeepsFramesLongEnoughToRideTheNextHold() throws {
+        let held = try heldLink(holds: [4, 9, 14], senderPauses: [])
+        #expect(held.freezes.count == 2, "the first two holds freeze, the third does not: \(held.freezes)")
+        #expect(held.freezes.allSatisfy { $0.at < 10 }, "\(held.freezes)")
+        #expect(held.waitAfter(11) >= .milliseconds(90), "held \(held.waitAfter(11)) after the second hold")
+        #expect(held.waitAfter(2) <= .milliseconds(5), "no delay before any hold: \(held.waitAfter(2))")
+        let paused = try heldLink(holds: [], senderPauses: [4, 9, 14])
+        #expect(paused.waitAfter(15) <= .milliseconds(5), "a sender's pauses are no hold: \(paused.waitAfter(15))")
+    }
+
+    /// A call of 18 s from A to B over a 30 ms link: at each second of `holds` the link holds
+    /// what A sends for 300 ms, at each of `senderPauses` A sends no picture for 500 ms. Returns
+    /// B's freezes (gaps of 300 ms or more between frames shown, with when they started) and, for
+    /// a moment, how long B held the frames that completed after it before showing them.
+    func heldLink(holds: [Int], senderPauses: [Int]) throws -> (freezes: [(at: Int, gap: Duration)], waitAfter: (Int) -> Duration) {
+        let (ca, cb) = SimulatedCall.configurations(auto: false)
+        var call = SimulatedCall(a: ca, b: cb)
+        let start = call.now
+        func second(_ t: MediaTime) -> Double { (t - start).inSeconds }
+        var arrived: [UInt32: MediaTime] = [:]
+        // The link holds what A sends, retransmissions too.
+        call.timedLink = { from, packet, sent in
+            guard from == .a, let packet else { return .zero }
+            var extra = Duration.zero
+            for h in holds {
+                let from = start + .seconds(h), until = from + .milliseconds(300)
+                if sent >= from && sent < until { extra = until - sent }
+            }
+            if Self.isVideo(packet) { arrived[packet.timestamp] = max(arrived[packet.timestamp] ?? sent, sent + .milliseconds(30) + extra) }
+            return extra
+        }
+        for n in 0..<(18 * 30) {
+            let at = start + .microseconds(Int64(n) * 33_333)
+            if senderPauses.contains(where: { at >= start + .seconds($0) && at < start + .seconds($0) + .milliseconds(500) }) { continue }
+            var data = [UInt8](repeating: UInt8(truncatingIfNeeded: n), count: n == 0 ? 8_000 : 1_200)
+            data[0] = n == 0 ? 0x00 : 0x01
+            call.schedule(.encodedVideo(data: data, isKeyframe: n == 0, capturedAt: at), on: .a, at: at)
+        }
+        call.run(until: start + .milliseconds(18_500))
+        let shown = call.actions[.b, default: []].flatMap { entry -> [(at: MediaTime, timestamp: UInt32)] in
+            if case .decode(let frames) = entry.action { return frames.map { (entry.at, $0.rtpTimestamp) } }
+            return []
+        }
+        #expect(shown.count == 18 * 30 - senderPauses.count * 15, "\(shown.count) frames shown")
+        let freezes = zip(shown, shown.dropFirst()).filter { $1.at - $0.at >= .milliseconds(300) }.map { (Int(second($0.at)), $1.at - $0.at) }
+        let waits = shown.compactMap { s in arrived[s.timestamp].map { (second(s.at), s.at - $0) } }
+        return (freezes, { t in waits.first { $0.0 >= Double(t) }?.1 ?? .zero })
     }
 
     func freezesAtTenPercentLoss(seed: UInt64) throws -> [Duration] {

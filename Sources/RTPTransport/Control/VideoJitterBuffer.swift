@@ -89,6 +89,17 @@ public struct VideoJitterBuffer: Sendable {
     private var lateness: [(at: Duration, late: Duration)] = []
     static let latenessWindow: Duration = .seconds(10)
 
+    /// When the link last held the stream (see `noteHold`), over the last `holdMemory`.
+    private var holds: [Duration] = []
+    /// The newest media seen: its arrival and RTP time (retransmissions of older pictures are
+    /// not the stream's pace).
+    private var newest: (arrival: Duration, timestamp: UInt32)?
+    /// A hold: nothing new for this much longer than the pictures' own spacing (a cellular
+    /// scheduler's gap or outage; a sender that pauses or skips pictures spaces their RTP times
+    /// too, and is no hold).
+    public static let holdLength: Duration = .milliseconds(100)
+    public static let holdMemory: Duration = .seconds(30)
+
     public private(set) var keyframeNeeded = false
     public private(set) var framesReleased = 0
     public private(set) var framesDropped = 0
@@ -128,6 +139,7 @@ public struct VideoJitterBuffer: Sendable {
         }
         updateJitter(rtpTimestamp: packet.timestamp, arrival: arrival)
         noteTransit(rtpTimestamp: packet.timestamp, arrival: arrival)
+        noteHold(rtpTimestamp: packet.timestamp, arrival: arrival)
         packets[sequence] = Packet(fragment: fragment, marker: packet.marker, timestamp: packet.timestamp, arrival: arrival)
         if fragment.isKeyframeStart { keyframeStarts.insert(sequence) }
         if packets.count > maxPackets { dropOldestFrame() }
@@ -146,6 +158,22 @@ public struct VideoJitterBuffer: Sendable {
             jitter += (d - jitter) / 16
         }
         lastTransit = transit
+    }
+
+    private mutating func noteHold(rtpTimestamp: UInt32, arrival: Duration) {
+        if let newest {
+            let spacing = Int32(bitPattern: rtpTimestamp &- newest.timestamp)
+            guard spacing >= 0 else { return }
+            if arrival - newest.arrival - .seconds(Double(spacing) / clockRate) >= Self.holdLength { holds.append(arrival) }
+        }
+        newest = (arrival, rtpTimestamp)
+        holds.removeAll { arrival - $0 > Self.holdMemory }
+    }
+
+    /// How many times the link held the stream for `holdLength` or more in the last
+    /// `holdMemory` before `now`.
+    public func recentHolds(now: Duration) -> Int {
+        holds.count { now - $0 <= Self.holdMemory }
     }
 
     /// Whether `a` came faster than `b`: less time after its RTP time.

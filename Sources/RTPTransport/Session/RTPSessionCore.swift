@@ -85,6 +85,15 @@ public struct RTPSessionCore: Sendable {
         /// directions, the window off in both runs).
         static let latenessQuantile = 0.9
         static let smoothingFloor: Duration = .milliseconds(40)
+        /// A link that held the stream twice in 30 s (`VideoJitterBuffer.holdLength`: a
+        /// cellular scheduler's gaps and short outages) keeps frames at least 100 ms after their
+        /// time, so that a hold of up to about 350 ms is shown from what arrived before it instead
+        /// of as a freeze (the quantile above misses them: a hold is a few frames in 300). A
+        /// single blackout on a wired path adds nothing. In `bench cellular` over six offsets:
+        /// freezes 21.7 -> 20.1 a minute summed over the six directions, T-Mobile down 3.5 -> 2.8,
+        /// frame delay p95 the same or lower, p50 up by 0-40 ms where the link holds.
+        static let heldLinkDelay: Duration = .milliseconds(100)
+        static let heldLinkHolds = 2
 
         mutating func followRepairs(at now: MediaTime) {
             var delay = Duration.zero
@@ -95,6 +104,7 @@ public struct RTPSessionCore: Sendable {
             }
             let smoothing = jitter.recentLateness(Self.latenessQuantile)
             if smoothing >= Self.smoothingFloor { delay = max(delay, smoothing) }
+            if jitter.recentHolds(now: now.sinceOrigin) >= Self.heldLinkHolds { delay = max(delay, Self.heldLinkDelay) }
             jitter.playoutDelay = min(Self.maxPlayoutDelay, delay)
         }
     }
