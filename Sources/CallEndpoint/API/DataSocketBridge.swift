@@ -112,13 +112,16 @@ public final class DataSocketBridge: Sendable {
     /// Sends once a channel of the label is open (waiting for it, between rounds too).
     private func send(_ message: DataChannelMessage, _ listener: UnixSocketListener) -> Bool {
         while !listener.isStopping {
-            if track.waitUntilOpen(label: label, timeout: .seconds(1), stop: { listener.isStopping }), track.send(message, label: label) { return true }
+            if track.waitUntilOpen(label: label, timeout: .seconds(60), stop: { listener.isStopping }), track.send(message, label: label) { return true }
         }
         return false
     }
 
     /// Stops listening, ends the connections and removes the socket file.
-    public func stop() { listener.withLock { $0 }?.stop() }
+    public func stop() {
+        listener.withLock { $0 }?.stop()
+        track.wakeWaiters()  // a client's write waiting for a channel stops waiting
+    }
 
     deinit { stop() }
 }

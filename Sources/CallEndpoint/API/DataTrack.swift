@@ -23,9 +23,9 @@ public final class DataTrack: Sendable {
         var onChannel: (@Sendable (DataChannel) -> Void)?
     }
     private let state = Mutex(State())
-    /// Signalled whenever a channel opens or closes.
-    private let changed = DispatchSemaphore(value: 0)
-    private let waiters = Atomic<Int>(0)
+    /// Each `waitUntilOpen` waiting now: signalled whenever a channel opens or closes, and by
+    /// `wakeWaiters`.
+    private let waiters = Mutex<[ObjectIdentifier: DispatchSemaphore]>([:])
 
     public init(channels: [DataChannelOptions] = [.reliable("callend")]) {
         self.channels = channels
@@ -59,14 +59,25 @@ public final class DataTrack: Sendable {
     /// Waits until a channel of `label` is open; false after `timeout` or when `stop` says so.
     public func waitUntilOpen(label: String, timeout: Duration, stop: @Sendable () -> Bool = { false }) -> Bool {
         let deadline = MediaTime.now + timeout
-        while channel(label: label) == nil {
+        let woken = DispatchSemaphore(value: 0)
+        let id = ObjectIdentifier(woken)
+        defer { _ = waiters.withLock { $0.removeValue(forKey: id) } }
+        while true {
+            // Listed before the look: a change after it signals this wait, so none is missed.
+            waiters.withLock { $0[id] = woken }
+            if channel(label: label) != nil { return true }
             let left = deadline - MediaTime.now
             if left <= .zero || stop() { return false }
-            waiters.add(1, ordering: .relaxed)
-            changed.wait(for: min(left, .milliseconds(100)))
-            waiters.subtract(1, ordering: .relaxed)
+            woken.wait(for: left)
         }
-        return true
+    }
+
+    /// How many `waitUntilOpen` are waiting.
+    var waiting: Int { waiters.withLock { $0.count } }
+
+    /// Wakes every `waitUntilOpen` to look at its `stop` again (its owner is stopping).
+    public func wakeWaiters() {
+        for waiter in waiters.withLock({ Array($0.values) }) { waiter.signal() }
     }
 
     /// A round's session: its channels open (ours) or are opened (the peer's).
@@ -108,7 +119,5 @@ public final class DataTrack: Sendable {
         handler?(channel)
     }
 
-    private func wake() {
-        for _ in 0..<max(1, waiters.load(ordering: .relaxed)) { changed.signal() }
-    }
+    private func wake() { wakeWaiters() }
 }
