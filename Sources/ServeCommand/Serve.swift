@@ -258,6 +258,8 @@ public func runServe(_ args: inout Arguments) throws {
     }
     fflush(nil)  // flushes every stream; the line above must reach a parent reading our stdout
     server.start()
-    // The service runs on its own threads; this one parks for good.
-    dispatchMain()
+    // The service runs on its own threads; this one parks for good, with the stop signals still
+    // blocked (dispatchMain would unblock them in its sigsuspend, where one could be dropped).
+    let parked = DispatchSemaphore(value: 0)
+    while true { parked.wait() }
 }
