@@ -97,7 +97,7 @@ public final class DataTrack: Sendable {
             s.session = nil
             s.open = []
         }
-        wake()
+        wakeWaiters()
     }
 
     private func adopt(_ channel: DataChannel) {
@@ -109,15 +109,14 @@ public final class DataTrack: Sendable {
         channel.onStateChange { [weak self, weak channel] new in
             guard let self, let channel else { return }
             if new == .closed { self.state.withLock { $0.open.removeAll { $0 === channel } } }
-            self.wake()
+            self.wakeWaiters()
         }
         let handler = state.withLock { s -> (@Sendable (DataChannel) -> Void)? in
             if !s.open.contains(where: { $0 === channel }) { s.open.append(channel) }
             return s.onChannel
         }
-        wake()
+        wakeWaiters()
         handler?(channel)
     }
 
-    private func wake() { wakeWaiters() }
 }

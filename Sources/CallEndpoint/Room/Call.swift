@@ -93,6 +93,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         /// Waits until an event is appended or `timeout` passes (an event appended since the
         /// last wait returns at once).
         func wait(timeout: Duration) { arrived.wait(for: timeout) }
+        /// Ends a wait without an event (`stop()`): the waiter looks at what changed.
+        func wake() { arrived.signal() }
 
         var count: Int { items.withLock { $0.events.count } }
         var dropped: Int { items.withLock { $0.dropped } }
@@ -197,6 +199,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     public func stop() {
         stopRequested.store(true, ordering: .relaxed)
         stopWake.signal()
+        events.wake()
     }
 
     /// Signalled by stop(), for waits that must end early when the call does.
@@ -481,25 +484,21 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
     /// The candidates the round's agent (`ufrag`) gathers within two seconds, taken from the event
     /// queue (they go in the answer instead of trickling), and whether gathering finished.
     private func gatheredCandidates(round: Int, ufrag: String) -> (candidates: [String], complete: Bool) {
-        var candidates: [String] = []
-        let until = MediaTime.now + ViewerHub.gatheringWait
-        while MediaTime.now < until {
-            let gathering = events.take { event in
+        let queue = events
+        func taken() -> [BundleTransport.Event?] {
+            queue.take { event in
                 switch event {
-                case .transport(round, .localCandidate), .transport(round, .gatheringDone): true
+                case .transport(round, .localCandidate(_, ufrag)), .transport(round, .gatheringDone(ufrag)): true
                 default: false
                 }
-            }
-            for event in gathering {
-                switch event {
-                case .transport(_, .localCandidate(let line, let u)) where u == ufrag: candidates.append(line)
-                case .transport(_, .gatheringDone(let u)) where u == ufrag: return (candidates, true)
-                default: break
-                }
-            }
-            events.wait(timeout: until - MediaTime.now)  // woken by each event that comes
+            }.map { if case .transport(_, let event) = $0 { event } else { nil } }
         }
-        return (candidates, false)
+        return CallMedia.gather(for: ViewerHub.gatheringWait, stopped: { stopRequested.load(ordering: .relaxed) }) { wait in
+            let ready = taken()
+            if !ready.isEmpty { return ready }
+            queue.wait(timeout: wait)  // woken by each event that comes, and by stop()
+            return taken()
+        }
     }
 
     /// Signaling until an offer/answer completes; nil when stopped or out of time first.
@@ -526,7 +525,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         while !stopRequested.load(ordering: .relaxed) && deadline.map({ MediaTime.now < $0 }) ?? true {
             let pending = events.drain()
             if pending.isEmpty {
-                events.wait(timeout: .milliseconds(100))
+                // Until an event, stop() (it wakes the queue) or the duration's end.
+                events.wait(timeout: deadline.map { $0 - .now } ?? .seconds(3600))
                 continue
             }
             var negotiated: NegotiatedCall?
