@@ -258,8 +258,7 @@ public func runServe(_ args: inout Arguments) throws {
     }
     fflush(nil)  // flushes every stream; the line above must reach a parent reading our stdout
     server.start()
-    // The service runs on its own threads; this one parks for good, with the stop signals still
-    // blocked (dispatchMain would unblock them in its sigsuspend, where one could be dropped).
+    // The service runs on its own threads; this one parks for good.
     let parked = DispatchSemaphore(value: 0)
     while true { parked.wait() }
 }

@@ -122,7 +122,6 @@ func runBenchSignaling(_ args: inout Arguments) throws {
     print(SignalingBenchmark.format(try bench.runCluster(), roomsPerSecond: Double(rate)))
 }
 
-takeStopSignals()  // before any thread starts: every thread inherits the mask
 var args = Arguments(Array(CommandLine.arguments.dropFirst()))
 do {
     guard let what = args.popOperand() else {

@@ -3,7 +3,6 @@ import ServeCommand
 
 // callend-serve: `callend serve` in an executable that maps no media library (what `callend
 // serve` runs when this file is installed beside it). The options are serve's: --help lists them.
-takeStopSignals()  // before any thread starts: every thread inherits the mask
 var args = Arguments(Array(CommandLine.arguments.dropFirst()))
 do {
     try runServe(&args)

@@ -52,7 +52,6 @@ let mainHelp = """
     exit codes: 0 success, 1 the command failed, 2 bad command line
     """
 
-takeStopSignals()  // before any thread starts: every thread inherits the mask
 var args = Arguments(Array(CommandLine.arguments.dropFirst()))
 do {
     let first = CommandLine.arguments.dropFirst().first
