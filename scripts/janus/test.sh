@@ -4,7 +4,8 @@
 # namespace; `callend janus publish` in a second namespace behind a veth whose direction towards
 # Janus is a 1.2 Mbit/s tbf, sending a testsrc2 clip in auto mode; two subscribers beside Janus:
 # `callend janus subscribe` and headless Chromium on a page that uses Janus's own JavaScript
-# library (libjs-janus-gateway: scripts/janus/subscriber.html). Checks:
+# library (libjs-janus-gateway: scripts/janus/subscriber.html); callend's subscriber is started
+# before the publisher and told of it by Janus. Checks:
 #   - each subscriber decodes >= 90 % of the frames the publisher sent (its frame rate over the
 #     time it watched against the publisher's);
 #   - Janus's feedback drove the publisher's estimate: the median of its later decisions follows
@@ -71,6 +72,14 @@ refused wrong-secret "API secret" ip netns exec "$np" "$bin" janus publish "$api
 refused no-room "no such room" ip netns exec "$np" "$bin" janus publish "$api" --room 4321 "${common[@]}" --video-source pattern --duration 5
 refused no-publisher "no publisher" ip netns exec "$nj" "$bin" janus subscribe "$api" --room 1234 --wait 1 "${common[@]}" --duration 5
 
+# callend's subscriber comes first and waits in the room: Janus tells it of the publisher when it
+# publishes (its lookout handle hears the room's events; nothing polls).
+ip netns exec "$nj" "$bin" janus subscribe "$api" --room 1234 --display camera --wait 30 "${common[@]}" --duration 30 \
+  > "$work/subscriber.out" 2> "$work/subscriber.err" &
+sub=$!
+pids+=($sub)
+wait_for "$work/subscriber.err" "no publisher in room 1234 yet" 30 || { tail -5 "$work/subscriber.err"; exit 1; }
+
 # The publisher behind 1.2 Mbit/s, in auto mode (a clip with detail everywhere fills its rate).
 ffmpeg -loglevel error -y -f lavfi -i testsrc2=size=640x360:rate=30 -t 4 -pix_fmt yuv420p "$work/clip.y4m" || exit 1
 ip netns exec "$np" tc qdisc add dev "${np}v" root tbf rate 1200kbit burst 15000 latency 100ms
@@ -88,10 +97,6 @@ ln -s /usr/share/janus/demos/javascript "$work/page/javascript"
 pids+=($!)
 wait_port "$nj" 127.0.0.1 8091 30 || exit 1
 
-ip netns exec "$nj" "$bin" janus subscribe "$api" --room 1234 --display camera "${common[@]}" --duration 30 \
-  > "$work/subscriber.out" 2> "$work/subscriber.err" &
-sub=$!
-pids+=($sub)
 ip netns exec "$nj" "$py" scripts/whep/watch.py "http://127.0.0.1:8091/subscriber.html?server=$api&room=1234&display=camera&secret=$secret" \
   --page janus --frames 30 --seconds 25 --timeout 60 > "$work/chromium.out" 2> "$work/chromium.err" || fail "Chromium did not watch: $(tail -c 300 "$work/chromium.out") $(tail -3 "$work/chromium.err")"
 wait "$sub" || fail "callend's subscriber failed: $(tail -3 "$work/subscriber.err")"

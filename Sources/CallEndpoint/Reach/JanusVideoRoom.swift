@@ -113,12 +113,12 @@ final class JanusVideoRoomHandle: Sendable {
 
     /// Sends `body` (with a JSEP description) to the plugin and returns its answer: at once for a
     /// synchronous request, else the event with the request's transaction (within `timeout`).
-    func request(_ body: JSONValue, jsep: JSONValue? = nil, timeout: Duration = .seconds(15)) throws(JanusError) -> (data: JSONValue, jsep: JSONValue?) {
+    func request(_ body: JSONValue, jsep: JSONValue? = nil, on other: UInt64? = nil, timeout: Duration = .seconds(15)) throws(JanusError) -> (data: JSONValue, jsep: JSONValue?) {
         let what = body["request"]?.stringValue ?? "message"
         let transaction = JanusClient.transaction()
         awaited.withLock { $0 = transaction }
         defer { awaited.withLock { $0 = nil } }
-        switch try client.message(session: session, handle: handle, body: body, jsep: jsep, transaction: transaction) {
+        switch try client.message(session: session, handle: other ?? handle, body: body, jsep: jsep, transaction: transaction) {
         case .data(let data): return (data, nil)
         case .ack: break
         }
@@ -170,6 +170,10 @@ public final class JanusVideoRoom: Sendable {
     private let running = Mutex<CallMedia?>(nil)
     /// Why Janus ended the media (a hangup, the session lost), when it did.
     private let ended = Mutex<String?>(nil)
+    /// A subscriber waiting for its publisher: the handle that sits in the room to hear of
+    /// publishers (`findFeed`), and what Janus says to it (nil: `stop()` wakes the wait).
+    private let lookout = Mutex<UInt64?>(nil)
+    private let lookoutEvents = BlockingQueue<JSONValue?>()
 
     public init(_ role: Role, options: JanusRoomOptions, media: Call.Media, duration: Duration?, log: @escaping @Sendable (LogMessage) -> Void = { _ in }) throws {
         self.role = role
@@ -184,6 +188,7 @@ public final class JanusVideoRoom: Sendable {
     public func stop() {
         stopRequested.store(true, ordering: .relaxed)
         running.withLock { $0 }?.stop()
+        _ = lookoutEvents.append(nil)
     }
 
     private var stopped: Bool { stopRequested.load(ordering: .relaxed) }
@@ -222,7 +227,13 @@ public final class JanusVideoRoom: Sendable {
         let deadline = duration.map { MediaTime.now + $0 }
         defer { media.close() }
         let current = Mutex<CallMedia?>(nil)
-        let room = try JanusVideoRoomHandle(client: client, log: log) { [self] event in handle(event, media: { current.withLock { $0 } }) }
+        let room = try JanusVideoRoomHandle(client: client, log: log) { [self] event in
+            if let sender = JanusClient.id(event["sender"]), sender == lookout.withLock({ $0 }) {
+                _ = lookoutEvents.append(event)
+            } else {
+                handle(event, media: { current.withLock { $0 } })
+            }
+        }
         defer { room.close() }
         let events = BlockingQueue<BundleTransport.Event?>(capacity: 4096)
         var ice = ICEAgent.Configuration(controlling: role == .publisher)
@@ -320,18 +331,27 @@ public final class JanusVideoRoom: Sendable {
     }
 
     /// The feed to watch: the one asked for, or the first publisher in the room (of that display
-    /// name), waiting up to `feedWait` for one to appear.
+    /// name), waiting up to `feedWait` for one to appear. Janus tells of a new publisher only the
+    /// room's participants, so a second handle joins as one that publishes nothing, hears the
+    /// room's publishers in its join's answer and then as they come, and is detached (leaving the
+    /// room) once the feed is known.
     private func findFeed(_ room: JanusVideoRoomHandle) throws -> UInt64 {
         if let feed = options.feed { return feed }
         let until = MediaTime.now + options.feedWait
+        let id = try room.client.attach(session: room.session, plugin: JanusVideoRoomHandle.plugin)
+        lookout.withLock { $0 = id }
+        defer { try? room.client.detach(session: room.session, handle: id) }
+        let joined = try room.request(.object(["request": .string("join"), "room": .number(Double(options.room)), "ptype": .string("publisher"),
+                                               "display": .string("callend subscriber, waiting for a publisher")]), on: id)
+        var news = [joined.data]
         var announced = false
         while true {
-            let reply = try room.request(.object(["request": .string("listparticipants"), "room": .number(Double(options.room))]))
-            if case .array(let participants)? = reply.data["participants"] {
-                for p in participants where p["publisher"]?.boolValue == true {
-                    guard options.display == nil || p["display"]?.stringValue == options.display, let id = JanusClient.id(p["id"]) else { continue }
-                    log("janus: feed \(id)\(p["display"]?.stringValue.map { " (\($0))" } ?? "") publishes in room \(options.room)")
-                    return id
+            for data in news {
+                guard case .array(let publishers)? = data["publishers"] else { continue }
+                for p in publishers {
+                    guard options.display == nil || p["display"]?.stringValue == options.display, let feed = JanusClient.id(p["id"]) else { continue }
+                    log("janus: feed \(feed)\(p["display"]?.stringValue.map { " (\($0))" } ?? "") publishes in room \(options.room)")
+                    return feed
                 }
             }
             if stopped { throw NegotiationError("stopped before a publisher appeared") }
@@ -342,7 +362,7 @@ public final class JanusVideoRoom: Sendable {
                 log("janus: no publisher in room \(options.room) yet; waiting up to \(options.feedWait)")
                 announced = true
             }
-            DispatchSemaphore(value: 0).wait(for: .milliseconds(250))  // a poll: Janus's API tells no one when a publisher joins a room one has not joined
+            news = lookoutEvents.take(timeout: until - .now).compactMap { $0?["plugindata"]?["data"] }
         }
     }
 }
