@@ -17,17 +17,33 @@ func launchCallend(_ arguments: [String], environment: [String: String] = [:], i
     return (process, out, err)
 }
 
-/// SIGTERM, then up to 5 s to exit; a process that ignores it is killed and the test fails.
+/// SIGTERM, then up to 30 s to exit; a process that ignores it is killed and the test fails with
+/// what each of its threads was blocked in. Exiting takes tens of milliseconds here; the
+/// grace is for a machine so loaded that a test's whole run takes a hundred times as long,
+/// since the verdict is whether it obeys, not how fast the machine is.
 func terminate(_ process: Process, sourceLocation: SourceLocation = #_sourceLocation) {
     guard process.isRunning else { return }
     process.terminate()
-    let deadline = Date().addingTimeInterval(5)
+    let deadline = Date().addingTimeInterval(30)
     while process.isRunning && Date() < deadline { usleep(10_000) }
     if process.isRunning {
+        let state = processState(process.processIdentifier)
         kill(process.processIdentifier, SIGKILL)
-        Issue.record("callend did not stop on SIGTERM", sourceLocation: sourceLocation)
+        Issue.record("callend did not stop on SIGTERM within 30 s: \(state)", sourceLocation: sourceLocation)
     }
     process.waitUntilExit()
+}
+
+/// A running process's signal masks and, for each thread, its name and the kernel function it
+/// waits in: what a test reports of a process that did not do what it was told.
+func processState(_ pid: Int32) -> String {
+    func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "?" }
+    let signals = read("/proc/\(pid)/status").split(separator: "\n").filter { $0.hasPrefix("Sig") || $0.hasPrefix("ShdPnd") }
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    let threads = tasks.sorted().map { tid in
+        "\(read("/proc/\(pid)/task/\(tid)/comm").trimmingCharacters(in: .whitespacesAndNewlines)) in \(read("/proc/\(pid)/task/\(tid)/wchan"))"
+    }
+    return signals.joined(separator: " ") + "; threads: " + threads.joined(separator: ", ")
 }
 
 final class SecretFile {
@@ -108,6 +124,18 @@ func exchange(port: Int, line: String) throws -> String {
             terminate(server)
             #expect(server.terminationReason == .exit && server.terminationStatus == 0, "round \(round)")
         }
+    }
+
+    /// What a test that gave up on a process reports: its signal masks and each thread's wait.
+    @Test func aStuckProcessIsDescribedByItsMasksAndThreads() throws {
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        sleeper.arguments = ["30"]
+        try sleeper.run()
+        defer { kill(sleeper.processIdentifier, SIGKILL); sleeper.waitUntilExit() }  // it inherits the runner's blocked signals
+        let state = processState(sleeper.processIdentifier)
+        #expect(state.contains("SigBlk:") && state.contains("SigCgt:") && state.contains("threads: sleep in "), "\(state)")
+        #expect(processState(-1).hasPrefix("; threads: "))
     }
 
     @Test func secretFromEnvironmentAndBadSetups() throws {
