@@ -128,32 +128,6 @@ public struct CongestionBenchmark {
         }
     }
 
-    /// The router's counters as the sampler in R prints them (every 100 ms), stamped on arrival.
-    final class CounterFeed: @unchecked Sendable {  // `lock` guards `all`
-        private let lock = NSLock()
-        private var all: [(at: MediaTime, counters: NamespaceTopology.Counters)] = []
-        private let process: Process
-
-        init(topology: NamespaceTopology, direction: NamespaceTopology.Direction, clock: MonotonicClock) throws {
-            process = try topology.sampler(interval: 0.1, direction: direction)
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            ExternalTool.forEachLine(of: out, clock: clock) { [self] line, at in
-                if let counters = try? NamespaceTopology.counters(line: line) { lock.lock(); all.append((at, counters)); lock.unlock() }
-            }
-        }
-
-        var latest: (at: MediaTime, counters: NamespaceTopology.Counters)? { lock.lock(); defer { lock.unlock() }; return all.last }
-        var readings: [(at: MediaTime, counters: NamespaceTopology.Counters)] { lock.lock(); defer { lock.unlock() }; return all }
-
-        func stop() {
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-        }
-    }
-
     /// The directions a run measures, with the schedule each follows.
     var directions: [(direction: NamespaceTopology.Direction, schedule: CapacitySchedule)] {
         [(.towardB, options.schedule)] + (options.reverseSchedule.map { [(.towardA, $0)] } ?? [])
@@ -174,7 +148,7 @@ public struct CongestionBenchmark {
             try topology.shape(bitsPerSecond: schedule.phases[0].capacity, burst: options.burstBytes, direction: direction)
         }
         if options.delayMilliseconds > 0 {
-            try topology.addDelay(executable: options.executable, milliseconds: options.delayMilliseconds)
+            try topology.addDelay(executable: options.executable, milliseconds: options.delayMilliseconds, log: options.outputDirectory + "/delay-relay.log")
             log("\(name): path round trip \(try topology.roundTrip())")
         }
         let sampler = Sampler()
@@ -183,7 +157,12 @@ public struct CongestionBenchmark {
             for p in processes where p.isRunning { p.terminate() }
             for p in processes { p.waitUntilExit() }
         }
-        let feeds = try directions.map { try CounterFeed(topology: topology, direction: $0.direction, clock: sampler.clock) }
+        // The router's counters toward each direction's receiver, every 100 ms.
+        let feeds = try directions.map { entry in
+            try SampleFeed(process: try topology.sampler(interval: 0.1, direction: entry.direction), clock: sampler.clock) { line in
+                try? NamespaceTopology.counters(line: line)
+            }
+        }
         defer { feeds.forEach { $0.stop() } }
         log("\(name): waiting for media to flow")
         // The schedule starts when each sender has put 20 kB on the wire (setup time differs
@@ -191,16 +170,15 @@ public struct CongestionBenchmark {
         let deadline = MediaTime.now + .seconds(30)
         var bases: [NamespaceTopology.Counters?] = feeds.map { _ in nil }
         while true {
-            for (i, feed) in feeds.enumerated() where bases[i] == nil { bases[i] = feed.latest?.counters }
+            for (i, feed) in feeds.enumerated() where bases[i] == nil { bases[i] = feed.latest?.value }
             let flowing = zip(feeds, bases).allSatisfy { feed, base in
-                guard let base, let now = feed.latest?.counters else { return false }
+                guard let base, let now = feed.latest?.value else { return false }
                 return now.sent - base.sent >= 20_000
             }
             if flowing { break }
-            guard MediaTime.now < deadline, processes.allSatisfy(\.isRunning) else {
+            guard processes.allSatisfy(\.isRunning), feeds[0].next(before: deadline) else {
                 throw ExternalTool.Failure(description: "\(name): no media within 30 s (or a peer exited); logs in the output folder")
             }
-            usleep(50_000)
         }
         sampler.begin()
         let origin = sampler.clock.now
@@ -212,17 +190,22 @@ public struct CongestionBenchmark {
             zip(schedule.starts, schedule.phases).dropFirst().map { (time: $0, capacity: $1.capacity, direction: direction) }
         }.sorted { $0.time < $1.time }
         var changes: [[(time: Double, capacity: Int)]] = directions.map { [(0, $0.schedule.phases[0].capacity)] }
-        for event in events {
-            while let t = sampler.now, t < event.time {
-                if !processes.allSatisfy(\.isRunning) { throw ExternalTool.Failure(description: "\(name): a peer exited early at \(Int(t)) s; logs in the output folder") }
-                usleep(useconds_t(min(0.1, event.time - t) * 1_000_000))
+        let peers = PeerWatch(processes)
+        func wait(until time: Double) throws {
+            let t = sampler.now ?? 0
+            guard t < time else { return }
+            guard peers.stayUp(for: .milliseconds(Int64((time - t) * 1000))) else {
+                throw ExternalTool.Failure(description: "\(name): a peer exited early at \(Int(sampler.now ?? t)) s; logs in the output folder")
             }
+        }
+        for event in events {
+            try wait(until: event.time)
             try topology.shape(bitsPerSecond: event.capacity, burst: options.burstBytes, direction: event.direction)
             changes[event.direction.rawValue].append((sampler.now ?? event.time, event.capacity))
             log(String(format: "%@: %.0f s: capacity %d kbit/s", runName(name, event.direction), event.time, event.capacity / 1000))
         }
         let duration = directions.map(\.schedule.duration).max() ?? 0
-        while let t = sampler.now, t < duration { usleep(useconds_t(min(0.1, duration - t) * 1_000_000)) }
+        try wait(until: duration)
         return directions.enumerated().map { i, entry in
             let samples = Self.samples(feeds[i].readings, origin: origin, base: bases[i], changes: changes[i], duration: entry.schedule.duration)
             let switches = sampler.modeSwitches(entry.direction)
@@ -232,13 +215,13 @@ public struct CongestionBenchmark {
     }
 
     /// One direction's readings as samples from the schedule's start, the capacity in force at each.
-    private static func samples(_ readings: [(at: MediaTime, counters: NamespaceTopology.Counters)], origin: MediaTime,
+    private static func samples(_ readings: [SampleFeed<NamespaceTopology.Counters>.Reading], origin: MediaTime,
                                 base: NamespaceTopology.Counters?, changes: [(time: Double, capacity: Int)], duration: Double) -> [BottleneckSample] {
         var samples: [BottleneckSample] = []
         var offsets = (delivered: UInt64(0), packets: UInt64(0), drops: UInt64(0))
         var last: NamespaceTopology.Counters?
         for reading in readings {
-            let c = reading.counters
+            let c = reading.value
             // A replaced qdisc may start its counters again: carry the old totals over.
             if let l = last, c.delivered < l.delivered || c.packets < l.packets || c.drops < l.drops {
                 offsets.delivered += l.delivered; offsets.packets += l.packets; offsets.drops += l.drops
@@ -269,10 +252,8 @@ public struct CongestionBenchmark {
         let tls = try ServiceTLS(directory: work + "/tls", host: topology.addressA)
         let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", secretFile]
                                           + tls.serveArguments + web)
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        usleep(300_000)
+        // The endpoints connect once it listens.
+        try ExternalTool.start(server, log: options.outputDirectory + "/serve.log", ready: "listening on", within: .seconds(30))
         let now = Int64(WallClock.unixSeconds)
         func join(_ who: String, in ns: String, extra: [String]) throws -> (Process, Pipe) {
             let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "congestion", issuedAt: now, expires: now + 3600))
@@ -329,17 +310,22 @@ public struct CongestionBenchmark {
     private func startAiortc(topology: NamespaceTopology, python: String, clip: String) throws -> [Process] {
         let seconds = "\(Int(options.schedule.duration) + 60)"
         let peer = options.scripts + "/aiortc_peer.py"
-        func start(_ ns: String, _ arguments: [String], log name: String) throws -> Process {
+        /// The answerer's "listening" (it prints it once its port is open) starts the offerer.
+        func start(_ ns: String, _ arguments: [String], log name: String, ready: String? = nil) throws -> Process {
             let p = try topology.process(in: ns, python, [peer] + arguments)
-            let logFile = try ExternalTool.newFile(options.outputDirectory + "/aiortc-\(name).log")
+            let path = options.outputDirectory + "/aiortc-\(name).log"
+            if let ready {
+                try ExternalTool.start(p, log: path, ready: ready, within: .seconds(30))
+                return p
+            }
+            let logFile = try ExternalTool.newFile(path)
             p.standardOutput = logFile
             p.standardError = logFile
             try p.run()
             return p
         }
         let video = options.reverseSchedule == nil ? [] : ["--video", clip]
-        let answerer = try start(topology.b, ["answer", "--listen", "\(topology.addressB):7100", "--seconds", seconds] + video, log: "b")
-        usleep(500_000)
+        let answerer = try start(topology.b, ["answer", "--listen", "\(topology.addressB):7100", "--seconds", seconds] + video, log: "b", ready: "listening")
         let offerer = try start(topology.a, ["offer", "--connect", "\(topology.addressB):7100", "--video", clip, "--seconds", seconds], log: "a")
         return [answerer, offerer]
     }

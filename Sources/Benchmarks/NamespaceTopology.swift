@@ -75,21 +75,13 @@ final class NamespaceTopology {
     /// Adds `milliseconds` of one-way delay in each direction: `executable bench delay-relay`
     /// runs in R on a TUN device, and policy routing sends everything R forwards from A or B
     /// through it (the relay writes packets back into R, which then routes them normally, to the
-    /// bottleneck toward B or back to A). `remove()` stops the relay.
-    func addDelay(executable: String, milliseconds: Int) throws {
+    /// bottleneck toward B or back to A). Its output goes to `log`; `remove()` stops it.
+    func addDelay(executable: String, milliseconds: Int, log: String) throws {
         let device = "\(r)d"
         let relay = try process(in: r, executable, ["bench", "delay-relay", "--device", device, "--delay-ms", "\(milliseconds)"])
-        relay.standardOutput = FileHandle.nullDevice
-        try relay.run()
+        // It says so once its device exists.
+        try ExternalTool.start(relay, log: log, ready: "relaying on \(device)", within: .seconds(10))
         started.append(relay)
-        var appeared = false
-        for _ in 0..<50 where !appeared {
-            appeared = (try? ip(["-n", r, "link", "show", "dev", device])) != nil
-            if !appeared { usleep(100_000) }
-        }
-        guard appeared, relay.isRunning else {
-            throw ExternalTool.Failure(description: "the delay relay did not create \(device) in \(r)")
-        }
         try ip(["-n", r, "link", "set", device, "up"])
         // Packets come back from the relay on the TUN device with A's or B's source address;
         // reverse-path filtering would drop them.

@@ -122,9 +122,8 @@ public struct SharedLinkBenchmark {
             try writePrivateFile(atPath: work + "/secret", contents: s.printable)
             let server = try topology.process(in: topology.a, options.executable, ["serve", "--listen", "\(topology.addressA):7000", "--secret-file", work + "/secret"]
                                               + tls.serveArguments)
-            server.standardOutput = FileHandle.nullDevice
-            server.standardError = FileHandle.nullDevice
-            try server.run()
+            // The endpoints connect once it listens.
+            try ExternalTool.start(server, log: options.outputDirectory + "/\(stack)-serve.log", ready: "listening on", within: .seconds(30))
             processes.append(server)
             secret = s
         }
@@ -152,44 +151,38 @@ public struct SharedLinkBenchmark {
                 let answerer = try topology.process(in: topology.b, python, [peer, "answer", "--listen", "\(topology.addressB):\(port)", "--seconds", "\(seconds)"])
                 let offerer = try topology.process(in: sender.namespace, python,
                                                    [peer, "offer", "--connect", "\(topology.addressB):\(port)", "--video", clip, "--seconds", "\(seconds)"])
-                for (p, who) in [(answerer, "b"), (offerer, "a")] {
-                    let file = try output(who)
-                    p.standardOutput = file
-                    p.standardError = file
-                }
-                try answerer.run()
+                // The offerer connects to the answerer's signaling port once it says it listens.
+                try ExternalTool.start(answerer, log: options.outputDirectory + "/\(tag)-b.log", ready: "listening", within: .seconds(20))
                 processes.append(answerer)
-                // The offerer connects to the answerer's signaling port: wait until it listens.
-                let deadline = MediaTime.now + .seconds(20)
-                while (try? ExternalTool.run("ip", ["netns", "exec", topology.b, "sh", "-c", "ss -Hltn sport = :\(port) | grep -q LISTEN"])) == nil {
-                    guard MediaTime.now < deadline, answerer.isRunning else { throw ExternalTool.Failure(description: "aiortc answerer \(index + 1) did not listen") }
-                    usleep(100_000)
-                }
+                let file = try output("a")
+                offerer.standardOutput = file
+                offerer.standardError = file
                 try offerer.run()
                 processes.append(offerer)
             }
         }
 
         let clock = MonotonicClock()
-        let sampler = try topology.flowSampler(interval: 0.1)
-        let feed = FlowFeed(process: sampler, senders: flowCount, clock: clock)
-        try feed.start()
+        // Bytes delivered per sender and the bottleneck's counters, every 100 ms.
+        let feed = try SampleFeed(process: try topology.flowSampler(interval: 0.1), clock: clock) { [flowCount] line in
+            try? NamespaceTopology.flowCounters(line: line, senders: flowCount)
+        }
         defer { feed.stop() }
         try startCall(0)
         log("\(stack): waiting for the first call's media")
         let deadline = MediaTime.now + .seconds(40)
-        while (feed.latest?.perSender[0] ?? 0) < 20_000 {
-            guard MediaTime.now < deadline, processes.allSatisfy(\.isRunning) else {
+        while (feed.latest?.value.perSender[0] ?? 0) < 20_000 {
+            guard processes.allSatisfy(\.isRunning), feed.next(before: deadline) else {
                 throw ExternalTool.Failure(description: "\(stack): no media within 40 s (or a peer exited); logs in the output folder")
             }
-            usleep(50_000)
         }
         let origin = clock.now
         func elapsed() -> Double { (clock.now - origin).inSeconds }
         func wait(until t: Double) throws {
-            while elapsed() < t {
-                if !processes.allSatisfy(\.isRunning) { throw ExternalTool.Failure(description: "\(stack): a peer exited early at \(Int(elapsed())) s; logs in the output folder") }
-                usleep(useconds_t(min(0.1, t - elapsed()) * 1_000_000))
+            guard elapsed() < t else { return }
+            // The calls started by now, and the service: each must stay up to the moment.
+            guard PeerWatch(processes).stayUp(for: .milliseconds(Int64((t - elapsed()) * 1000))) else {
+                throw ExternalTool.Failure(description: "\(stack): a peer exited early at \(Int(elapsed())) s; logs in the output folder")
             }
         }
         var flows = ["\(stack) call 1"]
@@ -224,7 +217,8 @@ public struct SharedLinkBenchmark {
         let samples = feed.readings.compactMap { reading -> Sample? in
             let t = (reading.at - origin).inSeconds
             guard t >= 0, t <= options.duration else { return nil }
-            return Sample(time: t, delivered: reading.perSender, backlogBytes: reading.tbf.backlog, drops: reading.tbf.drops, packets: reading.tbf.packets)
+            let (delivered, tbf) = reading.value
+            return Sample(time: t, delivered: delivered, backlogBytes: tbf.backlog, drops: tbf.drops, packets: tbf.packets)
         }
         return Run(name: stack, flows: flows, samples: samples)
     }
@@ -255,42 +249,6 @@ public struct SharedLinkBenchmark {
     s.close()
     print("sent", sent, "bytes", flush=True)
     """
-
-    /// The router's counters per flow, stamped on arrival.
-    final class FlowFeed: @unchecked Sendable {  // `lock` guards `all`
-        typealias Reading = (at: MediaTime, perSender: [UInt64], tbf: NamespaceTopology.Counters)
-        private let lock = NSLock()
-        private var all: [Reading] = []
-        private let process: Process
-        private let senders: Int
-        private let clock: MonotonicClock
-
-        init(process: Process, senders: Int, clock: MonotonicClock) {
-            self.process = process
-            self.senders = senders
-            self.clock = clock
-        }
-
-        func start() throws {
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            ExternalTool.forEachLine(of: out, clock: clock) { [self] line, at in
-                if let c = try? NamespaceTopology.flowCounters(line: line, senders: senders) {
-                    lock.lock(); all.append((at, c.perSender, c.tbf)); lock.unlock()
-                }
-            }
-        }
-
-        var latest: Reading? { lock.lock(); defer { lock.unlock() }; return all.last }
-        var readings: [Reading] { lock.lock(); defer { lock.unlock() }; return all }
-
-        func stop() {
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-        }
-    }
 
     /// The figures per run, the targets, and callend / aiortc ratios.
     public static func report(_ runs: [Run], options: Options) -> String {

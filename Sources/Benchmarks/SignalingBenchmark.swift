@@ -106,6 +106,8 @@ public struct SignalingBenchmark {
         let issuer = TokenIssuer(secret: secret)
         let joinedAgain = Mutex<[Int: MediaTime]>([:])
         let joinedOnce = Mutex<Set<Int>>([])
+        // Signalled once per client's first join, and once per client's first join again.
+        let (firstJoins, rejoins) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
         var clients: [SignalingClient] = []
         defer { for client in clients { client.stop() } }
         let others = services.dropFirst().map { (host: "127.0.0.1", port: $0.port) }
@@ -121,9 +123,14 @@ public struct SignalingBenchmark {
             configuration.eventHandler = { event in
                 guard case .joined(_, _, let rejoined) = event else { return }
                 if rejoined {
-                    joinedAgain.withLock { if $0[i] == nil { $0[i] = .now } }
+                    let first = joinedAgain.withLock { again in
+                        guard again[i] == nil else { return false }
+                        again[i] = .now
+                        return true
+                    }
+                    if first { rejoins.signal() }
                 } else {
-                    _ = joinedOnce.withLock { $0.insert(i) }
+                    if joinedOnce.withLock({ $0.insert(i).inserted }) { firstJoins.signal() }
                 }
             }
             let client = SignalingClient(configuration: configuration)
@@ -131,16 +138,16 @@ public struct SignalingBenchmark {
             clients.append(client)
         }
         let deadline = MediaTime.now + .seconds(30)
-        while joinedOnce.withLock({ $0.count }) < 2 * pairs {
-            guard MediaTime.now < deadline else { throw ExternalTool.Failure(description: "failover: not every client joined within 30 s") }
-            usleep(10_000)
-        }
+        var joined = 0
+        while joined < 2 * pairs, firstJoins.wait(for: deadline - .now) { joined += 1 }
+        guard joined == 2 * pairs else { throw ExternalTool.Failure(description: "failover: not every client joined within 30 s") }
         log("failover: \(2 * pairs) clients joined; killing node 1 (pid \(services[0].process.processIdentifier))")
         let killed = MediaTime.now
         kill(services[0].process.processIdentifier, SIGKILL)
         services[0].process.waitUntilExit()
         let back = MediaTime.now + .seconds(30)
-        while joinedAgain.withLock({ $0.count }) < pairs, MediaTime.now < back { usleep(10_000) }
+        var rejoined = 0
+        while rejoined < pairs, rejoins.wait(for: back - .now) { rejoined += 1 }
         return joinedAgain.withLock { $0 }.filter { $0.key % 2 == 0 }.values.map { ($0 - killed).inSeconds }
     }
 
@@ -240,15 +247,9 @@ final class RedisServerProcess {
             process = Process()
             process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                 "--dir", directory.path, "--loglevel", "warning"]
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            let deadline = MediaTime.now + .seconds(10)
-            while process.isRunning, MediaTime.now < deadline {
-                if (try? ExternalTool.run("/usr/bin/redis-cli", ["-p", "\(port)", "ping"]))?.output.hasPrefix("PONG") == true { return }
-                usleep(20_000)
-            }
-            terminate()
+                                 "--dir", directory.path, "--loglevel", "notice"]
+            // It says when it takes connections.
+            if (try? ExternalTool.start(process, log: directory.path + "/redis.log", ready: "Ready to accept connections", within: .seconds(10))) != nil { return }
         }
         stop()
         throw ExternalTool.Failure(description: "redis-server did not start")

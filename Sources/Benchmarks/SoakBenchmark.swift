@@ -58,8 +58,22 @@ public struct SoakBenchmark: Sendable {
     private let stopBox: StopBox
 
     /// Ends the run early (SIGINT, SIGTERM): it reports what it measured so far and cleans up.
-    final class StopBox: Sendable { let flag = Atomic<Bool>(false) }
-    public func stop() { stopBox.flag.store(true, ordering: .relaxed) }
+    /// `news` is signalled by each line a process prints and by `stop()`: waits for a line end
+    /// on it. `stopped` is signalled by `stop()` alone and ends the run's timed waits.
+    final class StopBox: Sendable {
+        let flag = Atomic<Bool>(false)
+        let news = DispatchSemaphore(value: 0)
+        let stopped = DispatchSemaphore(value: 0)
+        /// Waits `duration`, or less when the run is stopped meanwhile.
+        func pause(_ duration: Duration) {
+            if stopped.wait(for: duration) { stopped.signal() }  // it stays stopped for the next pause
+        }
+    }
+    public func stop() {
+        stopBox.flag.store(true, ordering: .relaxed)
+        stopBox.news.signal()
+        stopBox.stopped.signal()
+    }
 
     public init(options: Options, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.options = options
@@ -130,7 +144,7 @@ public struct SoakBenchmark: Sendable {
         var nextBlackout = mediaStart + options.blackoutEvery
         var lastLog = clock()
         while clock() < end {
-            usleep(200_000)
+            stopBox.pause(.milliseconds(200))  // a sample of memory and CPU each 200 ms
             if stopBox.flag.load(ordering: .relaxed) {
                 log("soak: stopped early")
                 end = clock()
@@ -145,7 +159,7 @@ public struct SoakBenchmark: Sendable {
                 for address in [topology.addressA, topology.addressB] {
                     try ExternalTool.run("ip", ["-n", topology.r, "route", "add", "blackhole", address + "/32"])
                 }
-                usleep(UInt32(options.blackoutSeconds * 1_000_000))
+                stopBox.pause(.milliseconds(Int64(options.blackoutSeconds * 1000)))
                 for address in [topology.addressA, topology.addressB] {
                     try ExternalTool.run("ip", ["-n", topology.r, "route", "del", "blackhole", address + "/32"])
                 }
@@ -273,6 +287,7 @@ public struct SoakBenchmark: Sendable {
                         pending.removeSubrange(pending.startIndex...newline)
                         let at = clock()
                         lines.lines.withLock { $0.append((at, text)) }
+                        stopBox.news.signal()
                     }
                 }
                 try? file?.close()
@@ -280,13 +295,14 @@ public struct SoakBenchmark: Sendable {
         }
     }
 
+    /// Waits until `condition` holds, looking again at each line a process prints (and on
+    /// `stop()`), for up to `seconds`.
     private func wait(seconds: Double, _ condition: () -> Bool) -> Bool {
         let deadline = MediaTime.now + .milliseconds(Int64(seconds * 1000))
-        while MediaTime.now < deadline {
-            if condition() { return true }
-            usleep(100_000)
+        while !condition() {
+            guard stopBox.news.wait(for: deadline - .now) else { return condition() }
         }
-        return condition()
+        return true
     }
 
     static func residentKiB(_ pid: Int32) -> Int { SignalingBenchmark.residentKiB(pid: pid) }

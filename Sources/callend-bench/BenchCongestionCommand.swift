@@ -2,6 +2,7 @@ import Benchmarks
 import CallEndpoint
 import Foundation
 import CLIKit
+import Platform
 
 let benchCongestionHelp = """
     usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH] [--chromium]
@@ -71,8 +72,9 @@ let benchDelayRelayHelp = """
     usage: callend bench delay-relay --device NAME --delay-ms MS
 
     Needs root. Creates the TUN device NAME and writes every packet read from it back after MS
-    milliseconds (1-1000), in order, until it is stopped (SIGTERM or SIGINT). 'bench congestion
-    --delay' runs it in its router namespace and routes the forwarded traffic through it.
+    milliseconds (1-1000), in order, until it is stopped (SIGTERM or SIGINT). Prints "relaying on
+    NAME" once the device exists. 'bench congestion --delay' runs it in its router namespace and
+    routes the forwarded traffic through it.
     """
 
 func runBenchDelayRelay(_ args: inout Arguments) throws {
@@ -83,7 +85,7 @@ func runBenchDelayRelay(_ args: inout Arguments) throws {
     guard let device, let delay else { throw UsageError(description: "bench delay-relay needs --device NAME and --delay-ms MS") }
     let relay: DelayRelay
     do { relay = try DelayRelay(device: device, delay: .milliseconds(delay)) } catch { fail(error, code: .failure) }
-    unblockStopSignals()
+    relayStarted(on: device)
     relay.run()
 }
 
@@ -100,7 +102,8 @@ let benchCellularLinkHelp = """
     ms from the trace's start (repeated for several in one ms); it repeats. With --log, one line
     per second and direction: its start (Unix ms), capacity and delivered bit/s, drops, the
     longest queue wait (ms).
-    Runs until stopped (SIGTERM or SIGINT). scripts/cellular/bench.sh runs it in its router.
+    Prints "relaying on NAME" once the device exists, and runs until stopped (SIGTERM or SIGINT).
+    scripts/loss/bench.sh runs it in its router.
     """
 
 func runBenchCellularLink(_ args: inout Arguments) throws {
@@ -124,13 +127,16 @@ func runBenchCellularLink(_ args: inout Arguments) throws {
         relay = try CellularRelay(device: device, uplink: try trace(uplink), downlink: try trace(downlink), delay: .milliseconds(delay),
                                   queueLimit: queue, uplinkDestination: destination, log: log)
     } catch let error as UsageError { throw error } catch { fail(error, code: .failure) }
-    unblockStopSignals()
+    relayStarted(on: device)
     relay.run()
 }
 
-/// A relay stopped by a signal: the default action must hold even when the parent spawned it
-/// from a thread that blocks signals (the mask is inherited; a test runner's threads do).
-func unblockStopSignals() {
+/// A relay whose device exists: it says so (whoever started it routes through the device on
+/// that line, not after a guessed wait), and a signal stops it: the default action must hold
+/// even when the parent spawned it from a thread that blocks signals (the mask is inherited; a
+/// test runner's threads do).
+func relayStarted(on device: String) {
+    LogWriter.writeStandardOutput("relaying on \(device)\n")
     var stopSignals = sigset_t()
     sigemptyset(&stopSignals)
     for stop in [SIGTERM, SIGINT] {

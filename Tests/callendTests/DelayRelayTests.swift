@@ -21,7 +21,9 @@ struct DelayRelayTests {
         defer { topology.remove() }
         let direct = try averageRoundTrip(topology)
         #expect(direct < 10, "without the relay: \(direct) ms")
-        try topology.addDelay(executable: binary, milliseconds: 30)
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("callend-relay-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        try topology.addDelay(executable: binary, milliseconds: 30, log: log)
         let delayed = try averageRoundTrip(topology)
         #expect(delayed >= 59 && delayed < 75, "through the relay: \(delayed) ms")
     }

@@ -88,11 +88,7 @@ delay_on() {  # delay_on [BENCH ARGS...]: a relay on TUN device ${tag}d (default
   [ ${#relay[@]} -gt 0 ] || relay=(delay-relay --delay-ms 50)
   ip netns exec "$r" "$bin" bench "${relay[@]}" --device "${tag}d" > "$work/relay.log" 2>&1 &
   delay_pid=$!; pids+=($delay_pid)
-  local deadline=$((SECONDS + 10))
-  until ip -n "$r" link show dev "${tag}d" > /dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || { echo "loss bench: the delay relay did not start"; exit 1; }
-    sleep 0.05
-  done
+  wait_for "$work/relay.log" "relaying on ${tag}d" 10 || { echo "loss bench: the delay relay did not start"; cat "$work/relay.log"; exit 1; }
   ip -n "$r" link set "${tag}d" up
   for key in all default "${tag}d"; do ip netns exec "$r" sysctl -q -w "net.ipv4.conf.$key.rp_filter=0"; done
   ip -n "$r" route add default dev "${tag}d" table 100
