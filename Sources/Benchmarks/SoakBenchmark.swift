@@ -58,8 +58,8 @@ public struct SoakBenchmark: Sendable {
     private let stopBox: StopBox
 
     /// Ends the run early (SIGINT, SIGTERM): it reports what it measured so far and cleans up.
-    /// `news` is signalled by each line a process prints and by `stop()`: waits for a line end
-    /// on it. `stopped` is signalled by `stop()` alone and ends the run's timed waits.
+    /// `news` is signalled by each line a process prints and by `stop()`: a wait for a line
+    /// waits on it. `stopped` is signalled by `stop()` alone and ends the run's timed waits.
     final class StopBox: Sendable {
         let flag = Atomic<Bool>(false)
         let news = DispatchSemaphore(value: 0)
