@@ -878,7 +878,10 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         var result = try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
         if newSession.load(ordering: .relaxed) { result.received.endReason = Self.newSessionReason }
         // A WHIP publisher's DELETE ends its session, not this endpoint: the next one is waited for.
-        if publisherLeft.load(ordering: .relaxed) { result.received.endReason = "the WHIP publisher ended its session" }
+        // Its RTCP BYE says the same, and may come before the service's bye for the DELETE.
+        if publisherLeft.load(ordering: .relaxed) || Self.isWHIPPublisher(peer) && result.received.endedByPeerBye {
+            result.received.endReason = "the WHIP publisher ended its session"
+        }
         // A refusal ends this session, not the call: the peer may come back with another.
         if let refusal = refusedBy.withLock({ $0 }) { result.received.endReason = "\(peer) refused the session: \(refusal)" }
         return result

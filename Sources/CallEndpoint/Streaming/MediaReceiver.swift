@@ -97,6 +97,8 @@ public struct ReceiverSummary: Sendable, CustomStringConvertible {
     public var firstFrameAt: Duration?
     /// Why receiving ended early (bye, silence), empty when it ran its course.
     public var endReason = ""
+    /// The session ended on the peer's RTCP BYE (`endReason` words it for a person).
+    public var endedByPeerBye = false
     /// Video delay minus audio delay (capture to playout, by the sender reports), ms: positive
     /// when the picture comes after the sound. Nil until both streams have sender reports.
     public var avOffsetMs: Double?
@@ -263,6 +265,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         let over = state.withLock { s -> Bool in
             if s.saidBye || idle && configuration.silenceEndsSession {
                 s.summary.endReason = s.saidBye ? "peer said bye" : "peer silent for \(configuration.idleTimeout)"
+                s.summary.endedByPeerBye = s.saidBye
                 return true
             }
             if idle, s.summary.silentSince == nil, let lastArrival {
