@@ -67,14 +67,10 @@ final class RecordingTransport: PacketTransport {
         receiving.transportSequenceExtensionID = 3
         receiving.duration = .seconds(6)
         let receiver = try MediaReceiver(configuration: receiving)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            _ = try? receiver.run()
-            done.signal()
-        }.start()
+        let run = ReceiverRun(receiver)
         let stats = try sender.run()
         receiver.stop()
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        _ = run.summary(within: 10)
         #expect(stats.audioPackets > 100 && stats.transportFeedbackReceived > 10)
         let made = decisions.withLock { $0 }
         // Audio read as lost would be a fifth of the packets from the first feedback on. A loaded

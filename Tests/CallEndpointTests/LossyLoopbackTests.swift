@@ -86,18 +86,12 @@ func freeReceiverPorts() throws -> Int {
         receiveConfiguration.duration = .seconds(9)
         let receiver = try MediaReceiver(configuration: receiveConfiguration)
 
-        let summary = Mutex<ReceiverSummary?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let thread = Thread {
-            summary.withLock { $0 = try? receiver.run() }
-            done.signal()
-        }
-        thread.start()
+        let run = ReceiverRun(receiver)
         let sent = try sender.run()
-        #expect(done.wait(timeout: .now() + 15) == .success)
+        let summary = run.summary(within: 15)
         videoRelay.socket.close()
         audioRelay.socket.close()
-        let received = try #require(summary.withLock { $0 })
+        let received = try #require(summary)
 
         #expect(videoRelay.dropped.load(ordering: .relaxed) > 20, "the script dropped video packets")
         #expect(received.nacksSent > 0 && sent.retransmitted > 0 && received.retransmissionsReceived > 0)
@@ -132,16 +126,11 @@ func freeReceiverPorts() throws -> Int {
         receiveConfiguration.listenHost = "127.0.0.1"
         receiveConfiguration.duration = .seconds(6)
         let receiver = try MediaReceiver(configuration: receiveConfiguration)
-        let summary = Mutex<ReceiverSummary?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            summary.withLock { $0 = try? receiver.run() }
-            done.signal()
-        }.start()
+        let run = ReceiverRun(receiver)
         let sent = try sender.run()
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        let summary = run.summary(within: 10)
         videoRelay.socket.close()
-        let received = try #require(summary.withLock { $0 })
+        let received = try #require(summary)
         #expect(received.pliSent >= 1, "\(received)")
         #expect(sent.keyframeRequests >= 1 && sent.keyframes >= 2, "\(sent)")
         #expect(received.keyframes >= 2)

@@ -4,6 +4,27 @@ import Testing
 import TestSupport
 @testable import CallEndpoint
 
+/// A receiver run on a thread of its own while the test sends to it: `summary(within:)` waits
+/// for it to end and returns its summary (nil when it threw or did not end in time).
+final class ReceiverRun: Sendable {
+    private let result = Mutex<ReceiverSummary?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ receiver: MediaReceiver) {
+        Thread { [self] in
+            let ended = try? receiver.run()
+            result.withLock { $0 = ended }
+            done.signal()
+        }.start()
+    }
+
+    func summary(within seconds: Int, sourceLocation: SourceLocation = #_sourceLocation) -> ReceiverSummary? {
+        let ended = done.wait(timeout: .now() + .seconds(seconds)) == .success
+        #expect(ended, "the receiver did not end within \(seconds) s", sourceLocation: sourceLocation)
+        return ended ? result.withLock { $0 } : nil
+    }
+}
+
 /// How a receiver's session ended, as a flag an endpoint can key on (a WHIP publisher's RTCP BYE
 /// ends its session), not only as the words of `endReason`.
 @Suite struct ReceiverEndTests {
@@ -19,17 +40,10 @@ import TestSupport
         receiving.listenHost = "127.0.0.1"
         receiving.duration = .seconds(20)
         let receiver = try MediaReceiver(configuration: receiving)
-        let summary = Mutex<ReceiverSummary?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            let ended = try? receiver.run()
-            summary.withLock { $0 = ended }
-            done.signal()
-        }.start()
+        let run = ReceiverRun(receiver)
         _ = try sender.run()
         // Long before the receiver's own 20 s: it ends on the sender's BYE.
-        #expect(done.wait(timeout: .now() + 10) == .success)
-        return summary.withLock { $0 }
+        return run.summary(within: 10)
     }
 
     @Test func aSenderThatEndsSaysByeAndTheSummaryFlagsIt() throws {
