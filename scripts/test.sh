@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# All tests: dependencies, a warning-free build, swift test, the codec tests under
-# AddressSanitizer with LeakSanitizer, then the stages that need namespaces, a VM, outside peers.
+# All tests: dependencies, a warning-free build, swift test, then the stages that need
+# namespaces, a VM, outside peers; beside those, at the lowest priority, the codec tests under
+# AddressSanitizer with LeakSanitizer and the fuzz targets' corpora.
 #
 # Every stage ends passed, failed or skipped (a stage script exits 77 when it cannot run here,
 # saying why), and every stage runs whatever an earlier one did: a later stage never hides an
@@ -17,7 +18,7 @@ failures=() skips=()
 # stage NAME COMMAND...: runs one part, says how it ended and how long it took (the whole must
 # stay well inside CI's time; the closing notes report these).
 stage() {
-  local name=$1 start=$SECONDS rc outcome before after left
+  local name=$1 start=$SECONDS rc before after left
   shift
   before=$(leftovers)
   "$@" 2>&1 | tee "$stage_log"
@@ -31,6 +32,12 @@ stage() {
     echo "test.sh: $name left behind: $(echo $left) (CI runs alone: each is this stage's)" | tee -a "$stage_log"
     rc=1
   fi
+  settle "$name" "$rc" "$stage_log" $((SECONDS - start))
+}
+
+# settle NAME STATUS LOG SECONDS: counts how a stage ended (0 passed, 77 skipped, else failed).
+settle() {
+  local name=$1 rc=$2 stage_output=$3 seconds=$4 outcome
   case $rc in
     0) outcome=passed ;;
     77) outcome=skipped ;;
@@ -46,10 +53,51 @@ stage() {
     failed) failed=$((failed + 1)); failures+=("$name")
       # For the summary: the lines that say FAILED (a check's own verdict, wherever it sits in the
       # stage's output), then the stage's last lines, where a stage that died says why.
-      { echo "test.sh: $name failed; its lines that say FAILED:"; grep -a "FAILED" "$stage_log" | head -8 | cut -c1-400
-        echo "test.sh: $name: its last lines:"; tail -12 "$stage_log" | cut -c1-400; } >> "$failed_stages" ;;
+      { echo "test.sh: $name failed; its lines that say FAILED:"; grep -a "FAILED" "$stage_output" | head -8 | cut -c1-400
+        echo "test.sh: $name: its last lines:"; tail -12 "$stage_output" | cut -c1-400; } >> "$failed_stages" ;;
   esac
-  echo "test.sh: $name $outcome in $((SECONDS - start)) s ($((SECONDS - started)) s so far)"
+  echo "test.sh: $name $outcome in $seconds s ($((SECONDS - started)) s so far)"
+}
+
+# Stages that need processor time but no clock (builds, and tests judged on what they compute,
+# not on when) run one after another beside the others at the lowest priority, so they take the
+# cores only while the stages that follow the clock leave them idle (a call waiting out a
+# blackout, a VM booting). Each has a temp folder of its own, which must be empty when it ends.
+# start_beside NAME COMMAND [NAME COMMAND ...] (a COMMAND is split at spaces); join_beside
+# waits for them and counts them, their output in one piece.
+beside_dir=$(mktemp -d /tmp/test-sh-beside.XXXXXX)
+beside_pid= beside_names=()
+start_beside() {
+  local i=0 names=() commands=()
+  while [ $# -ge 2 ]; do names+=("$1"); commands+=("$2"); shift 2; done
+  beside_names=("${names[@]}")
+  set -m   # its own process group: an interrupted test.sh stops the whole of it
+  (
+    for i in "${!names[@]}"; do
+      mkdir -p "$beside_dir/$i.tmp"
+      local start=$SECONDS rc
+      # shellcheck disable=SC2086 # the command's words
+      TMPDIR=$beside_dir/$i.tmp nice -n 19 ${commands[$i]} > "$beside_dir/$i.log" 2>&1
+      rc=$?
+      [ -n "$(ls -A "$beside_dir/$i.tmp")" ] && { echo "test.sh: ${names[$i]} left behind: $(ls -A "$beside_dir/$i.tmp" | head -5 | xargs)" >> "$beside_dir/$i.log"; rc=1; }
+      echo "$rc $((SECONDS - start))" > "$beside_dir/$i.rc"
+    done
+  ) &
+  beside_pid=$!
+  set +m
+  echo "test.sh: started beside the next stages, at the lowest priority: ${names[*]}"
+}
+join_beside() {
+  local i rc seconds
+  [ -n "$beside_pid" ] || return 0
+  wait "$beside_pid"
+  beside_pid=
+  for i in "${!beside_names[@]}"; do
+    echo "test.sh: ${beside_names[$i]} (beside the stages above):"
+    cat "$beside_dir/$i.log"
+    read -r rc seconds < "$beside_dir/$i.rc" 2> /dev/null || { rc=1 seconds=0; echo "test.sh: ${beside_names[$i]} never ended"; }
+    settle "${beside_names[$i]}" "$rc" "$beside_dir/$i.log" "$seconds"
+  done
 }
 
 # What a stage could leave behind: network namespaces and the temp folders the stages make.
@@ -76,7 +124,7 @@ log=$(mktemp)
 failed_tests=$(mktemp)
 stage_log=$(mktemp)
 failed_stages=$(mktemp)
-trap 'rm -f "$log" "$failed_tests" "$stage_log" "$failed_stages"' EXIT
+trap '[ -n "$beside_pid" ] && kill -- -"$beside_pid" 2> /dev/null; rm -rf "$log" "$failed_tests" "$stage_log" "$failed_stages" "$beside_dir"' EXIT
 build() {
   swift build --build-tests "${swift_flags[@]}" 2>&1 | tee "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
@@ -91,6 +139,12 @@ if [ $failed -ne 0 ]; then
   summary
   exit 1
 fi
+# Beside every stage from here on: the codec tests under AddressSanitizer with LeakSanitizer (a
+# build of their own), then every network- and user-fed parser under libFuzzer with
+# AddressSanitizer: each target starts and runs its whole corpus once (seeds and past crashes;
+# they also replay in swift test without the sanitizer). Fuzzing for millions of executions is a
+# bench: scripts/fuzz.sh TARGET --runs N.
+start_beside leak-check scripts/leak-check.sh fuzz "scripts/fuzz.sh --all --runs 0"
 # swift test; a test skipped for any reason but "it runs in the device lab VM" (the devicelab
 # stage runs those) makes the stage skipped, not passed.
 unit_tests() {
@@ -119,11 +173,6 @@ stage "swift test" unit_tests
 # what it waited for the others): where the test command's minutes go.
 grep -aE '^✔ Test .* passed after [0-9.]+ seconds' "$log" | grep -v '^✔ Test run with' | sed -E 's/^✔ Test (.*) passed after ([0-9.]+) seconds.*/\2 \1/' \
   | sort -rn | head -5 | awk '{ time = $1; $1 = ""; printf "test.sh: slowest tests: %6.1f s %s\n", time, $0 }'
-stage leak-check scripts/leak-check.sh
-# Every network- and user-fed parser under libFuzzer with AddressSanitizer: each target starts
-# and runs its whole corpus once (seeds and past crashes; they also replay in swift test without
-# the sanitizer). Fuzzing for millions of executions is a bench: scripts/fuzz.sh TARGET --runs N.
-stage fuzz scripts/fuzz.sh --all --runs 0
 # Real V4L2 and ALSA drivers (vivid, snd-aloop) in a qemu VM; skips where qemu cannot run.
 stage devicelab scripts/devicelab/test.sh
 # The service against the attacks of issue 27, over real sockets and namespaces: a PyJWT
@@ -181,5 +230,6 @@ stage fleet scripts/fleet/test.sh
 # cases of bench congestion (three calls, a TCP download, congestion both ways) against floors
 # near what the short runs measure (root).
 stage congestion scripts/congestion/test.sh
+join_beside
 summary
 [ $failed -eq 0 ]
