@@ -1,4 +1,3 @@
-import Dispatch
 import FoundationEssentials
 import Platform
 import Signaling
@@ -91,16 +90,19 @@ public func onTerminationSignals(_ action: @escaping @Sendable () -> Void) {
     onSignals([SIGINT, SIGTERM], action)
 }
 
-/// Each of `signals` runs `action` on a dispatch queue instead of its default (SIGHUP: a reload).
+/// Each of `signals` runs `action` on the process's `signals` thread instead of its default
+/// (SIGHUP: a reload).
 ///
 /// The handler is in place when this returns: a signal handler of our own writes the signal's
-/// number to a pipe that a dispatch source reads. Dispatch's own signal sources install their
+/// number to a pipe that the `signals` thread reads. Dispatch's own signal sources install their
 /// handler later, on its manager thread; until then the signal was ignored and the kernel dropped
 /// it, which lost a SIGTERM sent the moment `serve` said it listens (1 in 5 tries on an idle
-/// machine, 3 in 4 on a busy one). Nothing is blocked or ignored, so a child process starts with
-/// the default handling of every signal. The signals are unblocked in the calling thread (call
-/// this on the main thread): a process inherits its parent's mask, and a test runner's threads
-/// block every signal.
+/// machine, 3 in 4 on a busy one). The pipe was read by a dispatch source until a `join` was seen
+/// not to stop on SIGTERM (a few in a hundred test runs on a loaded machine): its handler never
+/// ran, with the handler's byte written; a thread blocked in read(2) has no such step to miss.
+/// Nothing is blocked or ignored, so a child process starts with the default handling of every
+/// signal. The signals are unblocked in the calling thread (call this on the main thread): a
+/// process inherits its parent's mask, and a test runner's threads block every signal.
 public func onSignals(_ signals: [Int32], _ action: @escaping @Sendable () -> Void) {
     let router = SignalRouter.shared
     router.actions.withLock { actions in
@@ -131,26 +133,26 @@ nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
 private final class SignalRouter: Sendable {
     static let shared = SignalRouter()
     let actions = Mutex<[Int32: @Sendable () -> Void]>([:])
-    nonisolated(unsafe) private var source: (any DispatchSourceRead)?  // written once, in init
 
     private init() {
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else { fatalError("cannot make the signal pipe: errno \(errno)") }
-        for end in ends {
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-        }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        // The handler's end never blocks (a full pipe drops a repeat of a signal already there);
+        // the thread's end does.
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         signalPipeWriteEnd = ends[1]
         let readEnd = ends[0]
-        let source = DispatchSource.makeReadSource(fileDescriptor: readEnd, queue: .global())
-        source.setEventHandler { [self] in
+        startThread(named: "signals") { [self] in
             var bytes = [UInt8](repeating: 0, count: 64)
-            let count = read(readEnd, &bytes, bytes.count)
-            for sig in bytes.prefix(max(0, count)) {
-                actions.withLock { $0[Int32(sig)] }?()
+            while true {
+                let count = read(readEnd, &bytes, bytes.count)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return }
+                for sig in bytes.prefix(count) {
+                    actions.withLock { $0[Int32(sig)] }?()
+                }
             }
         }
-        source.resume()
-        self.source = source
     }
 }

@@ -43,7 +43,23 @@ func processState(_ pid: Int32) -> String {
     let threads = tasks.sorted().map { tid in
         "\(read("/proc/\(pid)/task/\(tid)/comm").trimmingCharacters(in: .whitespacesAndNewlines)) in \(read("/proc/\(pid)/task/\(tid)/wchan"))"
     }
-    return signals.joined(separator: " ") + "; threads: " + threads.joined(separator: ", ")
+    return signals.joined(separator: " ") + "; threads: " + threads.joined(separator: ", ") + stacks(pid)
+}
+
+/// Each thread's stack, where gdb is installed (it is not a dependency: a developer's tool).
+func stacks(_ pid: Int32) -> String {
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/gdb") else { return "" }
+    let gdb = Process()
+    gdb.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+    gdb.arguments = ["30", "/usr/bin/gdb", "-p", "\(pid)", "-batch", "-nx", "-ex", "thread apply all bt 16"]
+    let out = Pipe()
+    gdb.standardOutput = out
+    gdb.standardError = FileHandle.nullDevice
+    guard (try? gdb.run()) != nil else { return "" }
+    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    gdb.waitUntilExit()
+    let frames = text.split(separator: "\n").filter { $0.hasPrefix("Thread ") || $0.hasPrefix("#") }
+    return "; stacks:\n" + frames.joined(separator: "\n")
 }
 
 final class SecretFile {
