@@ -134,7 +134,7 @@ final class RecordingProxy: @unchecked Sendable {  // the listener is set in ini
         // Bob offered; Alice saw a forged fingerprint, refused Bob's real certificate, and said so.
         #expect(eventually(30) { aliceEvents.contains { if case .participantLeft("bob", let why) = $0 { return why.contains("does not match the fingerprint") }; return false } },
                 "alice ends the session with the reason")
-        #expect(eventually(10) { bobEvents.contains { if case .participantLeft("alice", let why) = $0 { return why.contains("certificate") }; return false } },
+        #expect(eventually(30) { bobEvents.contains { if case .participantLeft("alice", let why) = $0 { return why.contains("certificate") }; return false } },
                 "bob hears why")
         #expect(renderer.frames == 0, "no picture went through a session whose certificate was refused")
         // Alice is still in the room, not ended by the lie.

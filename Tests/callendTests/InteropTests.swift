@@ -148,11 +148,12 @@ func framesDecoded(_ output: String) -> Int? {
         let sent = try runCallend(args)
         #expect(sent.status == 0, "\(sent.stderr)")
         finish(ffmpeg, within: 10)
-        // ffmpeg keeps 3 s of what it received: 90 frames at 30 fps, or a few fewer when the
-        // sender's pattern source, starved on a loaded machine (the whole suite in parallel),
-        // skipped a picture (87 seen once in CI): 95 %.
+        // ffmpeg keeps 3 s of the 5 s sent: 90 frames at 30 fps, fewer when the sender's pattern
+        // source, starved on a loaded machine (the whole suite side by side), skipped pictures
+        // (87 seen in CI, 80 with eight tests at a time): 95 % of 3/5 of what was sent.
         let decoded = countY4MFrames(video)
-        #expect(decoded >= 86, "ffmpeg decoded \(decoded) of 90 frames (srtp: \(srtp))")
+        let window = Double(framesSent(sent.stdout) ?? 150) * 3 / 5
+        #expect(Double(decoded) >= 0.95 * window, "ffmpeg decoded \(decoded) of the \(Int(window)) frames sent in its 3 s (srtp: \(srtp))")
         #expect(wavSeconds(audio) > 2.9, "ffmpeg decoded \(wavSeconds(audio)) s of Opus (srtp: \(srtp))")
     }
 
