@@ -81,8 +81,9 @@ let package = Package(
         // Data channels' SCTP (RFC 8831) through usrsctp (Debian's libusrsctp-dev) behind a small
         // C API: AF_CONN associations whose packets ride on the call's DTLS.
         .target(name: "CDataChannel", linkerSettings: [.linkedLibrary("usrsctp")]),
-        // Helpers shared by the test targets only.
-        .target(name: "TestSupport", path: "Sources/TestSupport"),
+        // Helpers shared by the test targets only, and the pool their tasks run on.
+        .target(name: "CTestPool"),
+        .target(name: "TestSupport", dependencies: ["CTestPool"], path: "Sources/TestSupport"),
 
         .testTarget(name: "CodecsTests", dependencies: ["TestSupport", "MediaCore", "Codecs"]),
         .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "MediaCore", "RTPTransport", "ICEServers"]),
