@@ -22,10 +22,9 @@ for tool in dpkg-deb dpkg-shlibdeps help2man; do
   command -v $tool > /dev/null || { echo "package.sh: needs $tool (Debian dpkg-dev, help2man: scripts/install-deps.sh installs them)" >&2; exit 1; }
 done
 
-# The same build path and flags as the containers stage: one of them builds, the other finds it
-# done (the build stage holds the tree warning-free).
-swift build -c release --static-swift-stdlib --build-path .build/static --product callend >&2
-swift build -c release --static-swift-stdlib --build-path .build/static --product callend-serve >&2
+# The build the containers stage uses too: whichever comes first builds, the other finds it done
+# (the build stage holds the tree warning-free).
+scripts/static-build.sh >&2
 bin=.build/static/release
 version=${version:-$("$bin/callend" --version | sed -n '1s/^callend //p')}
 arch=$(dpkg --print-architecture)

@@ -62,7 +62,7 @@ settle() {
 # Stages that need processor time but no clock (builds, and tests judged on what they compute,
 # not on when) run one after another beside the others at the lowest priority, so they take the
 # cores only while the stages that follow the clock leave them idle (a call waiting out a
-# blackout, a VM booting). Each has a temp folder of its own, which must be empty when it ends.
+# blackout, a VM booting). Each has a temp folder of its own, where it must leave no callend-*.
 # start_beside NAME COMMAND [NAME COMMAND ...] (a COMMAND is split at spaces); join_beside
 # waits for them and counts them, their output in one piece.
 beside_dir=$(mktemp -d /tmp/test-sh-beside.XXXXXX)
@@ -75,11 +75,13 @@ start_beside() {
   (
     for i in "${!names[@]}"; do
       mkdir -p "$beside_dir/$i.tmp"
-      local start=$SECONDS rc
+      local start=$SECONDS rc left
       # shellcheck disable=SC2086 # the command's words
       TMPDIR=$beside_dir/$i.tmp nice -n 19 ${commands[$i]} > "$beside_dir/$i.log" 2>&1
       rc=$?
-      [ -n "$(ls -A "$beside_dir/$i.tmp")" ] && { echo "test.sh: ${names[$i]} left behind: $(ls -A "$beside_dir/$i.tmp" | head -5 | xargs)" >> "$beside_dir/$i.log"; rc=1; }
+      # What the stage's own code made (SwiftPM leaves folders of its own in TMPDIR too).
+      left=$(cd "$beside_dir/$i.tmp" && ls -d callend-* 2> /dev/null | head -5 | xargs)
+      [ -n "$left" ] && { echo "test.sh: ${names[$i]} left behind: $left" >> "$beside_dir/$i.log"; rc=1; }
       echo "$rc $((SECONDS - start))" > "$beside_dir/$i.rc"
     done
   ) &
@@ -139,12 +141,13 @@ if [ $failed -ne 0 ]; then
   summary
   exit 1
 fi
-# Beside every stage from here on: the codec tests under AddressSanitizer with LeakSanitizer (a
-# build of their own), then every network- and user-fed parser under libFuzzer with
+# Beside every stage from here on: the static build the containers and package stages use
+# (scripts/static-build.sh, counted as a stage of its own), the codec tests under AddressSanitizer
+# with LeakSanitizer (a build of their own), then every network- and user-fed parser under libFuzzer with
 # AddressSanitizer: each target starts and runs its whole corpus once (seeds and past crashes;
 # they also replay in swift test without the sanitizer). Fuzzing for millions of executions is a
 # bench: scripts/fuzz.sh TARGET --runs N.
-start_beside leak-check scripts/leak-check.sh fuzz "scripts/fuzz.sh --all --runs 0"
+start_beside "static build" scripts/static-build.sh leak-check scripts/leak-check.sh fuzz "scripts/fuzz.sh --all --runs 0"
 # swift test; a test skipped for any reason but "it runs in the device lab VM" (the devicelab
 # stage runs those) makes the stage skipped, not passed.
 unit_tests() {

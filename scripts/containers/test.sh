@@ -56,10 +56,9 @@ done
 # on the network, the other on the cores, so they run side by side.
 bash scripts/containers/make-base.sh "$work/rootfs" > /dev/null 2> "$work/base.log" &
 base=$!
-# The two programs the image holds (not the benches or the fuzzer), as scripts/package.sh builds
-# them: the package stage finds them built.
-{ swift build -c release --static-swift-stdlib --build-path .build/static --product callend \
-    && swift build -c release --static-swift-stdlib --build-path .build/static --product callend-serve; } > "$work/build.log" 2>&1
+# The two programs the image holds, as scripts/package.sh builds them (test.sh has built them
+# beside the stages before this one; run alone, this stage builds them).
+scripts/static-build.sh > "$work/build.log" 2>&1
 built=$?
 echo "containers: static build done in $((SECONDS - started)) s"
 if ! wait $base; then
