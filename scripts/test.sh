@@ -141,12 +141,17 @@ if [ $failed -ne 0 ]; then
   summary
   exit 1
 fi
+# Real V4L2 and ALSA drivers (vivid, snd-aloop) in a qemu VM; skips where qemu cannot run. It
+# runs the DeviceLab suite of the test binary the build made, before anything runs beside it: the
+# VM's processor is emulated and its sound cards keep real time, so a build beside it starves
+# them (176 xruns and an echo canceller restarted 108 times, once, with the builds below beside).
+stage devicelab scripts/devicelab/test.sh
 # Beside every stage from here on: the static build the containers and package stages use
-# (scripts/static-build.sh, counted as a stage of its own), the codec tests under AddressSanitizer
-# with LeakSanitizer (a build of their own), then every network- and user-fed parser under libFuzzer with
-# AddressSanitizer: each target starts and runs its whole corpus once (seeds and past crashes;
-# they also replay in swift test without the sanitizer). Fuzzing for millions of executions is a
-# bench: scripts/fuzz.sh TARGET --runs N.
+# (scripts/static-build.sh, counted as a stage of its own), the codec tests under
+# AddressSanitizer with LeakSanitizer (a build of their own), then every network- and user-fed
+# parser under libFuzzer with AddressSanitizer: each target starts and runs its whole corpus once
+# (seeds and past crashes; they also replay in swift test without the sanitizer). Fuzzing for
+# millions of executions is a bench: scripts/fuzz.sh TARGET --runs N.
 start_beside "static build" scripts/static-build.sh leak-check scripts/leak-check.sh fuzz "scripts/fuzz.sh --all --runs 0"
 # swift test; a test skipped for any reason but "it runs in the device lab VM" (the devicelab
 # stage runs those) makes the stage skipped, not passed.
@@ -176,8 +181,6 @@ stage "swift test" unit_tests
 # what it waited for the others): where the test command's minutes go.
 grep -aE '^✔ Test .* passed after [0-9.]+ seconds' "$log" | grep -v '^✔ Test run with' | sed -E 's/^✔ Test (.*) passed after ([0-9.]+) seconds.*/\2 \1/' \
   | sort -rn | head -5 | awk '{ time = $1; $1 = ""; printf "test.sh: slowest tests: %6.1f s %s\n", time, $0 }'
-# Real V4L2 and ALSA drivers (vivid, snd-aloop) in a qemu VM; skips where qemu cannot run.
-stage devicelab scripts/devicelab/test.sh
 # The service against the attacks of issue 27, over real sockets and namespaces: a PyJWT
 # default-claims token renewed for no longer than it had, a renewal refused after the grace,
 # plaintext refused off loopback (root).

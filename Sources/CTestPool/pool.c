@@ -38,7 +38,7 @@ typedef struct Entry {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ready = PTHREAD_COND_INITIALIZER;
 static Entry *head, *tail;
-static int width, started, idle;
+static int width, started, idle, queued;
 
 static void *worker(void *unused) {
     (void)unused;
@@ -60,6 +60,7 @@ static void *worker(void *unused) {
         while (head == NULL) pthread_cond_wait(&ready, &lock);
         idle -= 1;
         Entry *entry = head;
+        queued -= 1;
         head = entry->next;
         if (head == NULL) tail = NULL;
         pthread_mutex_unlock(&lock);
@@ -82,9 +83,10 @@ __attribute__((swiftcall)) static void enqueue(Job *job, EnqueueOriginal origina
     pthread_mutex_lock(&lock);
     if (tail != NULL) tail->next = entry; else head = entry;
     tail = entry;
-    // A thread more while none is free, up to the width: a job never waits behind a blocked one
-    // while the pool has room.
-    if (idle == 0 && started < width) {
+    queued += 1;
+    // A thread more while the jobs waiting outnumber the threads free, up to the width: a job
+    // never waits behind a blocked one while the pool has room.
+    if (queued > idle && started < width) {
         started += 1;
         spawn = 1;
     } else {
