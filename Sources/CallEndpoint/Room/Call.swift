@@ -875,7 +875,16 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         encoding.onDecision = { decision in log("\(decision.line)") }
         // While viewers watch, the peer takes their shared encoder: one encode for all.
         encoding.fanoutWhenWatched = viewersEncoder
-        var result = try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
+        var result: (sent: SenderStatistics, received: ReceiverSummary)
+        do {
+            result = try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
+        } catch let error as NegotiationError {
+            // A refusal that came before the connection was up stopped the wait for it: the round
+            // ends with the refusal's reason, not "stopped before the connection was up" (which
+            // hid why from the peer whose certificate was refused, whenever the refusal beat DTLS).
+            guard let refusal = refusedBy.withLock({ $0 }) else { throw error }
+            throw NegotiationError("\(peer) refused the session: \(refusal)")
+        }
         if newSession.load(ordering: .relaxed) { result.received.endReason = Self.newSessionReason }
         // A WHIP publisher's DELETE ends its session, not this endpoint: the next one is waited for.
         // Its RTCP BYE says the same, and may come before the service's bye for the DELETE.
