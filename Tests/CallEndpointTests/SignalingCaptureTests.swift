@@ -125,7 +125,7 @@ final class RecordingProxy: @unchecked Sendable {  // the listener is set in ini
             var media = try Call.Media.synthetic(width: 160, height: 120)
             media.renderers = renderers
             let room = try Room.connect(options: try service.options(who), server: ("127.0.0.1", proxy.port),
-                                        media: media, duration: .seconds(30), delegate: waiter)
+                                        media: media, duration: .seconds(600), delegate: waiter)
             #expect(waiter.joined.wait(timeout: 30))
             return room
         }
@@ -137,8 +137,12 @@ final class RecordingProxy: @unchecked Sendable {  // the listener is set in ini
         #expect(eventually(30) { bobEvents.contains { if case .participantLeft("alice", let why) = $0 { return why.contains("certificate") }; return false } },
                 "bob hears why")
         #expect(renderer.frames == 0, "no picture went through a session whose certificate was refused")
-        // Alice is still in the room, not ended by the lie.
+        // Alice is still in the room, not ended by the lie, and leaves when told to (not at the end
+        // of its 10 minutes: the refused round's watcher once took the wake-up of the stop).
         alice.disconnect()
+        let left = eventually(30) { aliceEvents.contains { if case .disconnected = $0 { return true }; return false } }
+        #expect(left, "alice leaves when told to")
+        guard left else { return }  // its wait would last the rest of its 10 minutes
         let summary = try alice.wait()
         #expect(summary.endReason == "stopped", "\(summary.endReason)")
     }

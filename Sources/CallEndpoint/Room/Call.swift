@@ -672,7 +672,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         let newSession = Atomic<Bool>(false)
         let publisherLeft = Atomic<Bool>(false)
         let refusedBy = Mutex<String?>(nil)
+        let watcherDone = DispatchSemaphore(value: 0)
         startThread(named: "call-watcher") { [self] in
+            defer { watcherDone.signal() }
             var controller = controller
             var noted: Set<String> = []
             var addresses = LocalAddressWatch()
@@ -866,6 +868,11 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         current.withLock { $0.media = callMedia }
         defer {
             roundOver.store(true, ordering: .relaxed)
+            // The watcher reads the queue the next round reads: woken and waited for, it takes
+            // neither the next round's events nor its wake-ups (a stop() in the next round's
+            // negotiation once woke only this watcher, and the call went on to its duration's end).
+            events.wake()
+            if !watcherDone.wait(for: .seconds(10)) { log(.warning("the round's watcher did not end within 10 s")) }
             current.withLock { $0.media = nil }
         }
         var encoding = CallMedia.Encoding()
