@@ -60,9 +60,9 @@ settle() {
 }
 
 # Stages that need processor time but no clock (builds, and tests judged on what they compute,
-# not on when) run one after another beside the others at the lowest priority (SCHED_IDLE), so they take the
-# cores only while the stages that follow the clock leave them idle (a call waiting out a
-# blackout, a VM booting). Each has a temp folder of its own, where it must leave no callend-*.
+# not on when) run one after another beside the others at the lowest priority (SCHED_IDLE), so
+# they take the cores only while the stages that follow the clock leave them idle (a call waiting
+# out a blackout, a VM booting). Each has a temp folder of its own, where it must leave no callend-*.
 # start_beside NAME COMMAND [NAME COMMAND ...] (a COMMAND is split at spaces); join_beside
 # waits for them and counts them, their output in one piece.
 beside_dir=$(mktemp -d /tmp/test-sh-beside.XXXXXX)

@@ -141,7 +141,7 @@ func framesDecoded(_ output: String) -> Int? {
         let ffmpeg = try launch("ffmpeg", ["-v", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdp,
                                            "-map", "0:v", "-fps_mode", "passthrough", "-y", video, "-map", "0:a", "-t", "3", "-y", audio])
         #expect(waitForUDPListeners([port, port + 2]), "ffmpeg listens")
-        // Two seconds more than ffmpeg keeps, and time to finish: on a loaded machine (the
+        // Two seconds more than ffmpeg keeps of the sound, and time to finish: on a loaded machine (the
         // whole suite in parallel) ffmpeg once had not written its audio file 5 s after a 4 s send.
         var args = ["send", "--to", "127.0.0.1:\(port)", "--duration", "5"]
         if let key { args += ["--srtp-key", key] }

@@ -882,6 +882,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         encoding.onDecision = { decision in log("\(decision.line)") }
         // While viewers watch, the peer takes their shared encoder: one encode for all.
         encoding.fanoutWhenWatched = viewersEncoder
+        /// Why the round ended, when the peer refused the session.
+        func refusal() -> String? { refusedBy.withLock { $0 }.map { "\(peer) refused the session: \($0)" } }
         var result: (sent: SenderStatistics, received: ReceiverSummary)
         do {
             result = try callMedia.run(call, media: media, encoding: encoding, duration: remaining)
@@ -889,8 +891,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             // A refusal that came before the connection was up stopped the wait for it: the round
             // ends with the refusal's reason, not "stopped before the connection was up" (which
             // hid why from the peer whose certificate was refused, whenever the refusal beat DTLS).
-            guard let refusal = refusedBy.withLock({ $0 }) else { throw error }
-            throw NegotiationError("\(peer) refused the session: \(refusal)")
+            throw refusal().map(NegotiationError.init) ?? error
         }
         if newSession.load(ordering: .relaxed) { result.received.endReason = Self.newSessionReason }
         // A WHIP publisher's DELETE ends its session, not this endpoint: the next one is waited for.
@@ -899,7 +900,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             result.received.endReason = "the WHIP publisher ended its session"
         }
         // A refusal ends this session, not the call: the peer may come back with another.
-        if let refusal = refusedBy.withLock({ $0 }) { result.received.endReason = "\(peer) refused the session: \(refusal)" }
+        if let refusal = refusal() { result.received.endReason = refusal }
         return result
     }
 
