@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer, with AddressSanitizer) of every parser the network or a
 # user feeds: scripts/fuzz.sh TARGET[,TARGET...]|--all [--seconds S] [--runs N] [--no-asan]
-#   targets: rtp rtcp vp8 opus red sdp signaling jwt claims websocket http whip y4m ivf wav dcep extremes session
+#   targets: rtp rtcp vp8 h264 opus red sdp signaling jwt claims websocket http whip y4m ivf wav dcep extremes session
 # Builds .build/fuzz/release/callend-fuzz (swiftc -sanitize=fuzzer,address), starts from the seed
 # corpus in Tests/FuzzTargetsTests/Corpus/TARGET (captured from ffmpeg, GStreamer, Chromium and
 # PyJWT by scripts/fuzz/capture-seeds.py, plus hand-made ones), keeps what it learns in
@@ -16,7 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 usage() { echo "usage: scripts/fuzz.sh TARGET[,TARGET...]|--all [--seconds S] [--runs N]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
-all=(rtp rtcp vp8 opus red sdp signaling jwt claims websocket http whip y4m ivf wav dcep extremes session)
+all=(rtp rtcp vp8 h264 opus red sdp signaling jwt claims websocket http whip y4m ivf wav dcep extremes session)
 case $1 in
   --all) targets=("${all[@]}") ;;
   -h|--help) sed -n '2,16p' "$0"; exit 0 ;;

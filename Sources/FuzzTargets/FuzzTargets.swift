@@ -10,7 +10,7 @@ import SignalingService
 /// crash found (Tests/FuzzCorpus) through the same functions. A target may reject its input in
 /// any way it likes; what it must not do is crash, hang or grow without bound.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    case rtp, rtcp, vp8, opus, red, sdp, signaling, jwt, claims, websocket, http, whip, y4m, ivf, wav, dcep, extremes, session
+    case rtp, rtcp, vp8, h264, opus, red, sdp, signaling, jwt, claims, websocket, http, whip, y4m, ivf, wav, dcep, extremes, session
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -40,6 +40,24 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 _ = buffer.popFrames(now: now)
             }
             _ = buffer.popFrames(now: now + .seconds(5))
+        case .h264:
+            // A run of RTP packets, each behind a 2-byte length, rebuilt into access units
+            // (pictures end at the marker). What comes out whole must survive packetizing again.
+            var depacketizer = H264Depacketizer()
+            var picture: [(sequence: UInt16, payload: [UInt8])] = []
+            let packets = Self.chunks(bytes).compactMap { try? RTPPacket(parsing: Array($0)) }
+            for (index, packet) in packets.enumerated() {
+                picture.append((packet.sequenceNumber, packet.payload))
+                guard packet.marker || index == packets.count - 1 else { continue }
+                let accessUnit = depacketizer.accessUnit(from: picture)
+                picture = []
+                let units = accessUnit.units.filter { H264NALUnit.type(of: $0[0]) != H264NALUnit.accessUnitDelimiter }
+                var packetizer = H264Packetizer(maxPayloadSize: 300)
+                let payloads = packetizer.packetize(units: units.map { $0[...] })
+                var again = H264Depacketizer()
+                let rebuilt = again.accessUnit(from: payloads.enumerated().map { (UInt16($0.offset), $0.element) })
+                precondition(rebuilt.units == units, "an H.264 access unit does not survive packetizing again")
+            }
         case .opus:
             _ = try? OpusPayload.validate(bytes)
         case .red:

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Captures the fuzz targets' seed corpora from outside programs, into Tests/FuzzTargetsTests/Corpus:
-RTP and RTCP as ffmpeg and GStreamer send them (VP8 and Opus), their SDP, the HTTP requests and
+RTP and RTCP as ffmpeg and GStreamer send them (VP8, H.264 and Opus), their SDP, the HTTP requests and
 WebSocket frames headless Chromium sends to a signaling service (when Chromium is there), tokens
 from PyJWT, and Y4M, IVF and WAV files from ffmpeg. Run from the repository root; each seed is a
 small file named after where it came from. The hand-made seeds next to them stay.
@@ -63,6 +63,23 @@ def rtp_and_friends():
     if gst_vp8:
         save("vp8", "gstreamer-vp8-stream", framed(gst_vp8))
         save("vp8", "gstreamer-vp8-reordered", framed(gst_vp8[5:10] + gst_vp8[:5] + gst_vp8[10:]))
+
+def h264():
+    """H.264 (RFC 6184) as ffmpeg (x264, single units and FU-A) and GStreamer (OpenH264, STAP-A
+    and FU-A) send it, framed like the VP8 streams."""
+    ff, _ = capture_rtp("ffmpeg-h264", ["ffmpeg", "-nostdin", "-re", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=30",
+        "-c:v", "libx264", "-profile:v", "baseline", "-tune", "zerolatency", "-g", "10", "-f", "rtp",
+        "-pkt_size", "400", "rtp://127.0.0.1:{port}"], packets=40)
+    gst, _ = capture_rtp("gst-h264", ["gst-launch-1.0", "-q", "videotestsrc", "is-live=true", "pattern=smpte", "!",
+        "video/x-raw,width=160,height=120", "!", "openh264enc", "gop-size=10", "!", "rtph264pay", "mtu=400",
+        "config-interval=-1", "aggregate-mode=zero-latency", "!", "udpsink", "host=127.0.0.1", "port={port}"], packets=40)
+    def framed(packets):
+        return b"".join(struct.pack(">H", len(p)) + p for p in packets)
+    if ff:
+        save("h264", "ffmpeg-h264-stream", framed(ff))
+    if gst:
+        save("h264", "gstreamer-h264-stream", framed(gst))
+        save("h264", "gstreamer-h264-reordered", framed(gst[5:10] + gst[:5] + gst[10:]))
 
 def sdp_and_files():
     with tempfile.TemporaryDirectory() as work:
@@ -156,9 +173,9 @@ def chromium():
         # The reader takes chunks behind 2-byte lengths: one chunk with everything Chromium sent.
         save("websocket", f"chromium-frames-{i}", struct.pack(">H", len(f)) + f)
 
-rtp_and_friends()
-sdp_and_files()
-tokens()
-chromium()
+# Arguments name the parts to capture again (rtp, h264, files, tokens, chromium); none: all.
+parts = {"rtp": rtp_and_friends, "h264": h264, "files": sdp_and_files, "tokens": tokens, "chromium": chromium}
+for name in sys.argv[1:] or parts:
+    parts[name]()
 for target in sorted(os.listdir(corpus)):
     print(f"capture-seeds: {target}: {len(os.listdir(os.path.join(corpus, target)))} seeds")
