@@ -35,7 +35,7 @@ let package = Package(
         // Frames, pixel conversion, containers, MediaTime and the clocks: what codecs, devices
         // and the media path share, with no codec in it.
         .target(name: "MediaCore", dependencies: ["CYUV", "Platform"]),
-        .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP", "CVoice"]),
+        .target(name: "Codecs", dependencies: ["MediaCore", "COpus", "CVPX", "CSpeexDSP", "CVoice", "CH264"]),
         .target(name: "RTPTransport", dependencies: ["MediaCore", "CSRTP", "CNice", "COpenSSL", "Platform", "CDataChannel", "ICEServers"]),
         // Signaling in three: what both sides speak (messages, tokens, sockets and TLS, HTTP's
         // parts), the service (server, cluster, web side) and what an endpoint links (the room
@@ -78,6 +78,10 @@ let package = Package(
         // is loaded with dlopen when a recording starts (Debian's links some sixty libraries an
         // endpoint that records nothing should not map), its headers from libavformat-dev.
         .target(name: "CWebMWriter"),
+        // H.264 in software behind a small C API: OpenH264 to encode, libavcodec's decoder to
+        // decode, both loaded with dlopen on first use (a VP8 call maps neither, and a box
+        // without them still calls in VP8); headers from libopenh264-dev and libavcodec-dev.
+        .target(name: "CH264"),
         // Data channels' SCTP (RFC 8831) through usrsctp (Debian's libusrsctp-dev) behind a small
         // C API: AF_CONN associations whose packets ride on the call's DTLS.
         .target(name: "CDataChannel", linkerSettings: [.linkedLibrary("usrsctp")]),

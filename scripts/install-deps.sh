@@ -11,6 +11,9 @@ packages=(
   libusrsctp-dev
   # join --record-dir's WebM muxer (headers to build; the library is loaded only when recording)
   libavformat-dev
+  # H.264 in software: OpenH264 to encode, libavcodec (with libavformat-dev) to decode; both
+  # loaded when H.264 is used
+  libopenh264-dev
   # outside tools the tests and benches compare against or make fixtures with
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
   # PyJWT for /usr/bin/python3 (token interop tests), openssl to make test certificates

@@ -89,6 +89,11 @@ shlibs=$(cd "$work" && dpkg-shlibdeps -O "callend/usr/bin/callend" "callend/usr/
 # the major version this build was made for.
 avformat=$(dpkg -S "$(readlink -f "$(pkg-config --variable=libdir libavformat)/libavformat.so")" | cut -d: -f1) \
   || { echo "package.sh: cannot tell which package holds libavformat (Debian libavformat-dev)" >&2; exit 1; }
+# H.264 in software loads OpenH264 and libavcodec the same way, when a call first uses H.264.
+openh264=$(dpkg -S "$(readlink -f "$(pkg-config --variable=libdir openh264)/libopenh264.so")" | cut -d: -f1) \
+  || { echo "package.sh: cannot tell which package holds libopenh264 (Debian libopenh264-dev)" >&2; exit 1; }
+avcodec=$(dpkg -S "$(readlink -f "$(pkg-config --variable=libdir libavcodec)/libavcodec.so")" | cut -d: -f1) \
+  || { echo "package.sh: cannot tell which package holds libavcodec (Debian libavcodec-dev)" >&2; exit 1; }
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 cat > "$root/DEBIAN/control" <<CONTROL
 Package: callend
@@ -97,7 +102,7 @@ Architecture: $arch
 Maintainer: callend authors <callend@example.org>
 Installed-Size: $size
 Depends: $shlibs, systemd
-Recommends: $avformat
+Recommends: $avformat, $avcodec, $openh264
 Section: net
 Priority: optional
 Homepage: https://github.com/callend/callend
