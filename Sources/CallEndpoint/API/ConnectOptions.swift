@@ -24,7 +24,7 @@ public struct EncodingParameters: Sendable, Equatable {
 /// Which candidates ICE may use (as RTCConfiguration's iceTransportPolicy).
 public enum ICETransportPolicy: String, Sendable, CaseIterable { case all, relay }
 
-public enum VideoCodec: String, Sendable, Codable, CaseIterable { case vp8 = "VP8" }
+public enum VideoCodec: String, Sendable, Codable, CaseIterable { case vp8 = "VP8", h264 = "H264" }
 public enum AudioCodec: String, Sendable, Codable, CaseIterable { case opus = "opus" }
 
 /// A configuration mistake the caller can fix, with what to do instead.

@@ -25,6 +25,8 @@ public struct LocalMedia: Sendable, Equatable {
     public var streamID = "callend"
     /// Whether this side offers, and accepts, data channels (an m=application section).
     public var dataChannels = false
+    /// The video codecs this side offers and accepts, most wanted first.
+    public var videoCodecs: [VideoCodec] = [.vp8]
 
     public init(sendsVideo: Bool, sendsAudio: Bool) {
         self.sendsVideo = sendsVideo
@@ -69,6 +71,7 @@ public struct NegotiatedCall: Sendable, Equatable {
 /// with RTX, ULPFEC in RED, NACK, PLI, FIR and transport-cc, everything bundled with rtcp-mux. An offer from anyone is
 /// answered with the first VP8 and the first Opus it lists (in its payload types); every other
 /// section is declined with port 0; nothing acceptable is an error that says what was offered.
+/// With H.264 among `LocalMedia.videoCodecs`, video is chosen in that order (`choose`).
 public enum OfferAnswer {
     static let opus = JSEPDescription.Codec(payloadType: 111, name: "opus", clockRate: 48_000, channels: 2,
                                             parameters: "minptime=10;useinbandfec=1", feedback: ["transport-cc"], redPayloadType: 63)
@@ -80,6 +83,17 @@ public enum OfferAnswer {
         (codec.redRTXPayloadType, codec.ulpfecPayloadType) = (99, 100)
         return codec
     }()
+    /// H.264 in packetization mode 1 with RTX, as libwebrtc offers it: constrained baseline
+    /// (what callend's encoder makes), then baseline and main, in which the same stream is valid
+    /// (H.264 A.2), so a peer that lists only those still gets it; all at level 3.1, which is
+    /// what callend states it receives.
+    static let h264: [JSEPDescription.Codec] = [(102, "42e01f"), (104, "42001f"), (106, "4d001f")].map { payloadType, profile in
+        JSEPDescription.Codec(payloadType: payloadType, name: "H264", clockRate: 90_000,
+                              parameters: H264FormatParameters(profileLevelID: H264ProfileLevelID(hex: profile)!).fmtp,
+                              feedback: ["nack", "nack pli", "ccm fir", "transport-cc"], rtxPayloadType: payloadType + 1)
+    }
+    /// The level callend states it receives (3.1: 1280x720 at 30 fps).
+    static let h264Level: UInt8 = 0x1f
     static let supportedFeedback: [MediaKind: Set<String>] = [.video: ["nack", "nack pli", "ccm fir", "transport-cc"], .audio: ["transport-cc"]]
     /// The header extension callend reads and writes (RFC 8285, ID 3 where callend chooses).
     static let transportCC = JSEPDescription.HeaderExtension(id: 3, uri: TransportSequenceNumber.uri)
@@ -93,7 +107,7 @@ public enum OfferAnswer {
         audio.codecs = [opus]
         audio.direction = .init(sends: local.sendsAudio, receives: local.receives)
         var video = JSEPDescription.Media(kind: "video", mid: "1")
-        video.codecs = [vp8]
+        video.codecs = local.videoCodecs.flatMap { $0 == .vp8 ? [vp8] : h264 }
         video.direction = .init(sends: local.sendsVideo, receives: local.receives)
         for i in [0, 1] {
             var m = i == 0 ? audio : video
@@ -124,7 +138,7 @@ public enum OfferAnswer {
             answered.proto = offered.proto
             answered.formats = offered.formats
             guard let kind = MediaKind(rawValue: offered.kind), !offered.isRejected, !streams.contains(where: { $0.kind == kind }),
-                  let chosen = choose(kind, from: offered.codecs) else {
+                  let chosen = choose(kind, from: offered.codecs, video: local.videoCodecs) else {
                 // Declined (RFC 3264 §6): port 0; what callend does not speak, or a second section of a kind.
                 answered.port = 0
                 (answered.direction, answered.rtcpMux, answered.rtcpReducedSize) = (.inactive, false, false)
@@ -145,7 +159,9 @@ public enum OfferAnswer {
         }
         guard !streams.isEmpty else {
             let offered = offer.media.map { "\($0.kind) (\($0.codecs.map(\.name).joined(separator: ", ")))" }.joined(separator: "; ")
-            throw NegotiationError("nothing in the offer that callend speaks: it sends and receives Opus and VP8; offered \(offered)")
+            let names = ["Opus"] + local.videoCodecs.map { $0 == .vp8 ? "VP8" : "H.264 (packetization mode 1)" }
+            let spoken = names.dropLast().joined(separator: ", ") + " and " + names.last!
+            throw NegotiationError("nothing in the offer that callend speaks: it sends and receives \(spoken); offered \(offered)")
         }
         var mine = transport
         mine.setup = offer.transport.setup == .active ? .passive : .active
@@ -171,6 +187,9 @@ public enum OfferAnswer {
             guard let codec = answered.codecs.first, let offered = ours.codecs.first(where: { $0.payloadType == codec.payloadType && $0.isCodec(codec.name, clockRate: codec.clockRate) }) else {
                 throw NegotiationError("the answer chose a codec for \(answered.kind) that was not offered: \(answered.codecs.map { "\($0.payloadType) \($0.name)" })")
             }
+            if codec.isCodec("H264", clockRate: 90_000), H264FormatParameters(fmtp: codec.parameters)?.packetizationMode != 1 {
+                throw NegotiationError("the answer chose H.264 payload type \(codec.payloadType) with \(codec.parameters ?? "no fmtp"); callend speaks packetization mode 1 only")
+            }
             var agreed = offered
             agreed.feedback = offered.feedback.filter(codec.feedback.contains)
             agreed.rtxPayloadType = codec.rtxPayloadType == offered.rtxPayloadType ? offered.rtxPayloadType : nil
@@ -195,10 +214,31 @@ public enum OfferAnswer {
         return NegotiatedCall(streams: streams, remoteTransport: answer.transport, dtlsRole: role, data: data)
     }
 
-    /// The first offered codec of `kind` callend speaks, with the feedback both know.
-    static func choose(_ kind: MediaKind, from offered: [JSEPDescription.Codec]) -> JSEPDescription.Codec? {
-        let mine = kind == .video ? vp8 : opus
-        guard var codec = offered.first(where: { $0.isCodec(mine.name, clockRate: mine.clockRate) && (kind == .video || $0.channels == 2) }) else { return nil }
+    /// The offered codec of `kind` callend speaks, in the order of `video` (its preference), with
+    /// the feedback both know. Of the H.264 payload types, packetization mode 1 only, constrained
+    /// baseline first, then any profile whose streams a constrained baseline one is valid in;
+    /// answered at callend's own level (RFC 6184 §8.2.2).
+    static func choose(_ kind: MediaKind, from offered: [JSEPDescription.Codec], video: [VideoCodec] = [.vp8]) -> JSEPDescription.Codec? {
+        let found: JSEPDescription.Codec?
+        if kind == .audio {
+            found = offered.first { $0.isCodec(opus.name, clockRate: opus.clockRate) && $0.channels == 2 }
+        } else {
+            found = video.lazy.compactMap { preferred -> JSEPDescription.Codec? in
+                guard preferred == .h264 else { return offered.first { $0.isCodec(vp8.name, clockRate: vp8.clockRate) } }
+                let usable = offered.compactMap { codec -> (JSEPDescription.Codec, H264FormatParameters)? in
+                    guard codec.isCodec("H264", clockRate: 90_000), let parameters = H264FormatParameters(fmtp: codec.parameters),
+                          parameters.packetizationMode == 1, parameters.profileLevelID.carriesConstrainedBaseline else { return nil }
+                    return (codec, parameters)
+                }
+                guard let (codec, parameters) = usable.first(where: { $0.1.profileLevelID.profile == .constrainedBaseline }) ?? usable.first else { return nil }
+                var answered = codec
+                answered.parameters = parameters.answer(localLevel: h264Level).fmtp
+                // ULPFEC protects VP8 only so far: none for H.264 (the section's RED is for it).
+                (answered.redPayloadType, answered.ulpfecPayloadType, answered.redRTXPayloadType) = (nil, nil, nil)
+                return answered
+            }.first
+        }
+        guard var codec = found else { return nil }
         codec.feedback = codec.feedback.filter { supportedFeedback[kind]?.contains($0) ?? false }
         if kind == .audio {
             (codec.rtxPayloadType, codec.ulpfecPayloadType, codec.redRTXPayloadType) = (nil, nil, nil)
