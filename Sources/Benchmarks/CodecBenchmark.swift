@@ -50,24 +50,25 @@ public struct CodecBenchmark {
         return Int((scaled / 100_000).rounded()) * 100_000
     }
 
-    public func run() throws -> (video: [VideoRow], audio: [AudioRow]) {
+    public func run() throws -> (video: [VideoRow], h264: [H264Row], audio: [AudioRow]) {
         let temporary = options.workDirectory == nil
         let dir = options.workDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("callend-bench-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { if temporary { try? FileManager.default.removeItem(atPath: dir) } }
 
-        var video: [VideoRow] = []
+        var video: [VideoRow] = [], h264: [H264Row] = []
         for (width, height) in options.sizes {
             video.append(try benchVideo(width: width, height: height, dir: dir))
+            h264.append(try benchH264(width: width, height: height, clip: Self.clip(width: width, height: height, dir: dir), dir: dir))
         }
         let audio = try benchAudio(dir: dir)
-        return (video, audio)
+        return (video, h264, audio)
     }
 
     // MARK: VP8
 
     func benchVideo(width: Int, height: Int, dir: String) throws -> VideoRow {
-        let clip = "\(dir)/testsrc-\(width)x\(height).y4m"
+        let clip = Self.clip(width: width, height: height, dir: dir)
         log("making \(clip) (ffmpeg testsrc, \(options.frames) frames)")
         try ExternalTool.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(width)x\(height):rate=30",
                                         "-frames:v", "\(options.frames)", "-pix_fmt", "yuv420p", clip])
@@ -92,6 +93,8 @@ public struct CodecBenchmark {
         return VideoRow(size: "\(width)x\(height)", targetBitrate: configuration.targetBitrate, ourFPS: median(ourFPS), theirFPS: median(theirFPS),
                         ourPSNR: ourPSNR, theirPSNR: theirPSNR, ourBitrate: ourBitrate, theirBitrate: theirBitrate)
     }
+
+    static func clip(width: Int, height: Int, dir: String) -> String { "\(dir)/testsrc-\(width)x\(height).y4m" }
 
     /// Encodes the clip and returns frames per second of encoder time, measured around the
     /// encode calls as vpxenc measures its own (file reading and writing are outside).
@@ -187,7 +190,7 @@ public struct CodecBenchmark {
 
     // MARK: Report
 
-    public static func report(video: [VideoRow], audio: [AudioRow], configurationNote: String) -> String {
+    public static func report(video: [VideoRow], h264: [H264Row] = [], audio: [AudioRow], configurationNote: String) -> String {
         var lines: [String] = []
         lines.append("VP8: callend VP8Encoder vs vpxenc (libvpx \(CodecLibraries.vpxVersion)), same settings:")
         lines.append("  \(configurationNote)")
@@ -200,6 +203,7 @@ public struct CodecBenchmark {
             lines.append(pad([r.size, "ratio", format(r.fpsRatio, 3) + "x", (r.psnrDelta >= 0 ? "+" : "") + format(r.psnrDelta, 2),
                               format(r.bitrateRatio, 3) + "x"]))
         }
+        lines += reportH264(h264)
         lines.append("")
         lines.append("Opus (\(CodecLibraries.opusVersion)): stereo 48 kHz, 96 kbit/s VBR, complexity 10, 20 ms frames, in times realtime")
         lines.append("  callend = codec calls only; opusenc/opusdec = whole process wall time (file I/O and Ogg included)")
@@ -209,12 +213,12 @@ public struct CodecBenchmark {
         }
         lines.append("")
         let met = video.allSatisfy(\.meetsTargets)
-        lines.append("targets (fps ratio ≥ 0.95, |ΔPSNR| ≤ 0.2 dB, bitrate within 5 %): \(met ? "met" : "NOT met")")
+        lines.append("VP8 targets (fps ratio ≥ 0.95, |ΔPSNR| ≤ 0.2 dB, bitrate within 5 %): \(met ? "met" : "NOT met")")
         return lines.joined(separator: "\n")
     }
 
     static func pad(_ columns: [String]) -> String {
-        let widths = [12, 10, 12, 10, 10]
+        let widths = [12, 13, 12, 10, 10]
         return "  " + zip(columns, widths).map { $0.padding(toLength: max($1, $0.count + 1), withPad: " ", startingAt: 0) }.joined()
     }
 }

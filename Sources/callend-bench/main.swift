@@ -19,9 +19,12 @@ let benchCodecsHelp = """
 
     Makes ffmpeg testsrc clips, encodes each with callend's VP8Encoder and with vpxenc at the same
     settings (realtime, cpu-used -6, CBR, one thread, error resilient), and prints encode fps, PSNR
-    and bitrate for both and their ratios. Then encodes and decodes a stereo clip with Opus and with
-    opusenc/opusdec and prints both realtime factors. Needs ffmpeg, vpxenc, opusenc, opusdec
-    (scripts/install-deps.sh installs them).
+    and bitrate for both and their ratios. Encodes the same clips in H.264 with callend's
+    H264Encoder (OpenH264), with GStreamer's openh264enc at the same settings and with x264
+    (ffmpeg) at the same bitrate, and prints the same figures. Then encodes and decodes a stereo
+    clip with Opus and with opusenc/opusdec and prints both realtime factors. Needs ffmpeg,
+    vpxenc, opusenc, opusdec, gst-launch-1.0 with openh264enc (scripts/install-deps.sh installs
+    them).
 
       --frames N          frames per clip (default 300)
       --repeat N          runs of each encoder; the median is reported (default 3)
@@ -76,14 +79,14 @@ func runBenchCodecs(_ args: inout Arguments) throws {
     try args.finish(command: "bench codecs")
 
     let bench = CodecBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
-    let result: (video: [CodecBenchmark.VideoRow], audio: [CodecBenchmark.AudioRow])
+    let result: (video: [CodecBenchmark.VideoRow], h264: [CodecBenchmark.H264Row], audio: [CodecBenchmark.AudioRow])
     do {
         result = try bench.run()
     } catch {
         fail(error, code: .failure)
     }
     let settings = VP8EncoderSettingsNote.text
-    print(CodecBenchmark.report(video: result.video, audio: result.audio, configurationNote: settings))
+    print(CodecBenchmark.report(video: result.video, h264: result.h264, audio: result.audio, configurationNote: settings))
 }
 
 let benchSignalingHelp = """

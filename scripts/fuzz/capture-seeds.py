@@ -42,6 +42,10 @@ def capture_rtp(name, command, packets=40):
     proc.wait()
     return rtp, rtcp
 
+def framed(packets):
+    """RTP packets each behind its 2-byte length (RFC 4571), as the stream targets read them."""
+    return b"".join(struct.pack(">H", len(p)) + p for p in packets)
+
 def rtp_and_friends():
     ff_vp8, ff_rtcp = capture_rtp("ffmpeg-vp8", ["ffmpeg", "-nostdin", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30",
         "-c:v", "libvpx", "-deadline", "realtime", "-b:v", "300k", "-f", "rtp", "rtp://127.0.0.1:{port}?rtcpport={rtcp}"], packets=60)
@@ -56,8 +60,6 @@ def rtp_and_friends():
         save("opus", f"ffmpeg-opus-payload-{i}", p[12 + 4 * (p[0] & 0x0f):])
     for i, p in enumerate((ff_rtcp + ff_rtcp2)[:4]):
         save("rtcp", f"ffmpeg-sr-{i}", p)
-    def framed(packets):
-        return b"".join(struct.pack(">H", len(p)) + p for p in packets)
     if ff_vp8:
         save("vp8", "ffmpeg-vp8-stream", framed(ff_vp8))
     if gst_vp8:
@@ -73,8 +75,6 @@ def h264():
     gst, _ = capture_rtp("gst-h264", ["gst-launch-1.0", "-q", "videotestsrc", "is-live=true", "pattern=smpte", "!",
         "video/x-raw,width=160,height=120", "!", "openh264enc", "gop-size=10", "!", "rtph264pay", "mtu=400",
         "config-interval=-1", "aggregate-mode=zero-latency", "!", "udpsink", "host=127.0.0.1", "port={port}"], packets=40)
-    def framed(packets):
-        return b"".join(struct.pack(">H", len(p)) + p for p in packets)
     if ff:
         save("h264", "ffmpeg-h264-stream", framed(ff))
     if gst:
