@@ -43,10 +43,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .h264:
             // A run of RTP packets, each behind a 2-byte length, rebuilt into access units
             // (pictures end at the marker). What comes out whole must survive packetizing again.
+            // The same packets go through the jitter buffer, which finds H.264 frames itself.
             var depacketizer = H264Depacketizer()
             var picture: [(sequence: UInt16, payload: [UInt8])] = []
             let packets = Self.chunks(bytes).compactMap { try? RTPPacket(parsing: Array($0)) }
+            var buffer = VideoJitterBuffer(format: .h264)
             for (index, packet) in packets.enumerated() {
+                _ = buffer.insert(packet, arrival: .milliseconds(5 * index))
+                _ = buffer.popFrames(now: .milliseconds(5 * index))
                 picture.append((packet.sequenceNumber, packet.payload))
                 guard packet.marker || index == packets.count - 1 else { continue }
                 let accessUnit = depacketizer.accessUnit(from: picture)
@@ -58,6 +62,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 let rebuilt = again.accessUnit(from: payloads.enumerated().map { (UInt16($0.offset), $0.element) })
                 precondition(rebuilt.units == units, "an H.264 access unit does not survive packetizing again")
             }
+            _ = buffer.popFrames(now: .seconds(60))
         case .opus:
             _ = try? OpusPayload.validate(bytes)
         case .red:

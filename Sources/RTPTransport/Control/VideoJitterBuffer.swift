@@ -1,9 +1,15 @@
+import MediaCore
 import Platform
-/// Collects video RTP packets and hands out complete VP8 frames in decode order. Pure: arrival
-/// and `now` are passed in.
+/// Collects video RTP packets and hands out complete VP8 or H.264 frames in decode order. Pure:
+/// arrival and `now` are passed in.
 ///
-/// - A frame is complete when its first packet (S = 1, PID = 0), its last (marker) and every
-///   sequence number between them have arrived, in any order.
+/// - A frame is complete when its first packet, its last (marker) and every sequence number
+///   between them have arrived, in any order. VP8 marks the first packet (S = 1, PID = 0);
+///   H.264 does not (RFC 6184 §5.1), so there a packet starts a frame when it follows the last
+///   frame released, or the packet before it has another timestamp; with the packet before it
+///   missing, only when the frame it opens decodes on its own: an IDR with its parameter sets,
+///   as every IDR is sent (`H264Packetizer`, libwebrtc, GStreamer's config-interval). An H.264
+///   frame comes out as an Annex B access unit (`H264Depacketizer`).
 /// - A frame is released as soon as it is complete and continues the previous one (its first
 ///   sequence number follows the previous frame's last, or its VP8 picture ID follows the
 ///   previous frame's: the sequence numbers between are FEC, not media), or it is a keyframe.
@@ -45,7 +51,15 @@ public struct VideoJitterBuffer: Sendable {
     }
 
     struct Packet {
-        var fragment: VP8PayloadFragment
+        /// VP8: the frame's bytes after the payload descriptor. H.264: the whole payload.
+        var data: [UInt8]
+        /// VP8's S bit with partition 0 (H.264 has none: see `startsFrame`).
+        var isFrameStart: Bool
+        /// VP8: the first packet of a keyframe. H.264: a packet that may open one, its first unit
+        /// a delimiter, SEI, parameter set or the start of an IDR slice.
+        var isKeyframeStart: Bool
+        var pictureID: PictureID?
+        var sequenceNumber: UInt16
         var marker: Bool
         var timestamp: UInt32
         var arrival: Duration
@@ -53,6 +67,7 @@ public struct VideoJitterBuffer: Sendable {
 
     static let startupReorderingGrace: Duration = .milliseconds(10)
 
+    public let format: VideoPayloadFormat
     public let clockRate: Double
     public let maxPackets: Int
     public var minimumDelay: Duration
@@ -106,8 +121,9 @@ public struct VideoJitterBuffer: Sendable {
     public private(set) var latePackets = 0
     public private(set) var duplicatePackets = 0
 
-    public init(clockRate: Double = 90_000, maxPackets: Int = 4000,
+    public init(format: VideoPayloadFormat = .vp8, clockRate: Double = 90_000, maxPackets: Int = 4000,
                 minimumDelay: Duration = .milliseconds(10), maximumDelay: Duration = .milliseconds(500)) {
+        self.format = format
         self.clockRate = clockRate
         self.maxPackets = maxPackets
         self.minimumDelay = minimumDelay
@@ -127,7 +143,7 @@ public struct VideoJitterBuffer: Sendable {
     public mutating func clearKeyframeRequest() { keyframeNeeded = false }
 
     public mutating func insert(_ packet: RTPPacket, arrival: Duration) -> InsertResult {
-        guard let fragment = try? VP8PayloadFragment(parsing: packet.payload) else { return .invalid }
+        guard let parsed = Self.parse(packet, format, arrival: arrival) else { return .invalid }
         let sequence = unwrapper.unwrap(packet.sequenceNumber)
         if let lastReleased, sequence <= lastReleased {
             latePackets += 1
@@ -140,10 +156,34 @@ public struct VideoJitterBuffer: Sendable {
         updateJitter(rtpTimestamp: packet.timestamp, arrival: arrival)
         noteTransit(rtpTimestamp: packet.timestamp, arrival: arrival)
         noteHold(rtpTimestamp: packet.timestamp, arrival: arrival)
-        packets[sequence] = Packet(fragment: fragment, marker: packet.marker, timestamp: packet.timestamp, arrival: arrival)
-        if fragment.isKeyframeStart { keyframeStarts.insert(sequence) }
+        packets[sequence] = parsed
+        if parsed.isKeyframeStart { keyframeStarts.insert(sequence) }
         if packets.count > maxPackets { dropOldestFrame() }
         return .inserted
+    }
+
+    /// What the buffer keeps of a packet; nil for a payload that does not parse.
+    static func parse(_ packet: RTPPacket, _ format: VideoPayloadFormat, arrival: Duration) -> Packet? {
+        switch format {
+        case .vp8:
+            guard let fragment = try? VP8PayloadFragment(parsing: packet.payload) else { return nil }
+            let pictureID = fragment.descriptor.pictureID.map { PictureID(value: $0, is15Bit: fragment.descriptor.pictureIDIs15Bit) }
+            return Packet(data: fragment.data, isFrameStart: fragment.isFrameStart, isKeyframeStart: fragment.isKeyframeStart,
+                          pictureID: pictureID, sequenceNumber: packet.sequenceNumber, marker: packet.marker,
+                          timestamp: packet.timestamp, arrival: arrival)
+        case .h264:
+            guard let payload = try? H264Payload(parsing: packet.payload) else { return nil }
+            let opening: UInt8?
+            switch payload {
+            case .single(let unit): opening = H264NALUnit.type(of: unit[0])
+            case .aggregate(let units): opening = H264NALUnit.type(of: units[0][0])
+            case .fragment(let header, let start, _, _): opening = start ? H264NALUnit.type(of: header) : nil
+            }
+            let mayOpenKeyframe = opening.map { [H264NALUnit.accessUnitDelimiter, H264NALUnit.sei, H264NALUnit.sequenceParameterSet,
+                                                 H264NALUnit.pictureParameterSet, H264NALUnit.idrSlice].contains($0) } ?? false
+            return Packet(data: packet.payload, isFrameStart: false, isKeyframeStart: mayOpenKeyframe, pictureID: nil,
+                          sequenceNumber: packet.sequenceNumber, marker: packet.marker, timestamp: packet.timestamp, arrival: arrival)
+        }
     }
 
     /// RFC 3550 §A.8 on packet transit times, in seconds; packets of one frame share a timestamp,
@@ -250,7 +290,7 @@ public struct VideoJitterBuffer: Sendable {
             // keyframe still arriving (a pacer spreads a large one over tens of milliseconds) or
             // being repaired gets as long as any other frame before it is given up.
             if let first = packets[oldest] {
-                let grace = first.fragment.isKeyframeStart ? max(Self.startupReorderingGrace, targetDelay) : Self.startupReorderingGrace
+                let grace = first.isKeyframeStart ? max(Self.startupReorderingGrace, targetDelay) : Self.startupReorderingGrace
                 if now - first.arrival >= grace { keyframeNeeded = true }
             }
             return nil
@@ -296,23 +336,42 @@ public struct VideoJitterBuffer: Sendable {
         framesReleased += 1
     }
 
+    /// Whether the packet at `sequence` opens its frame: VP8 says so; for H.264, see the type's
+    /// notes (`completeFrame` checks that a frame after a gap decodes on its own).
+    private func startsFrame(_ sequence: Int64, _ packet: Packet) -> Bool {
+        guard format == .h264 else { return packet.isFrameStart }
+        if sequence - 1 == lastReleased { return true }
+        guard let previous = packets[sequence - 1] else { return packet.isKeyframeStart }
+        return previous.timestamp != packet.timestamp
+    }
+
     /// The frame whose first packet is `start`, if all its packets are here.
     private func completeFrame(startingAt start: Int64, now: Duration) -> Frame? {
-        guard let first = packets[start], first.fragment.isFrameStart else { return nil }
-        var data = first.fragment.data
+        guard let first = packets[start], startsFrame(start, first) else { return nil }
+        var data = first.data
+        var payloads: [(sequence: UInt16, payload: [UInt8])] = format == .h264 ? [(first.sequenceNumber, first.data)] : []
         var sequence = start
         var completedAt = first.arrival
         var packet = first
         while !packet.marker {
             sequence += 1
-            guard let next = packets[sequence], next.timestamp == first.timestamp, !next.fragment.isFrameStart else { return nil }
-            data += next.fragment.data
+            guard let next = packets[sequence], next.timestamp == first.timestamp, format == .h264 || !next.isFrameStart else { return nil }
+            if format == .vp8 { data += next.data } else { payloads.append((next.sequenceNumber, next.data)) }
             completedAt = max(completedAt, next.arrival)
             packet = next
         }
-        return Frame(data: data, rtpTimestamp: first.timestamp, isKeyframe: first.fragment.isKeyframeStart,
-                     firstSequence: start, lastSequence: sequence, completedAt: completedAt,
-                     pictureID: first.fragment.descriptor.pictureID.map { PictureID(value: $0, is15Bit: first.fragment.descriptor.pictureIDIs15Bit) })
+        var isKeyframe = first.isKeyframeStart
+        if format == .h264 {
+            // Every packet is here, so only a payload that does not parse leaves a hole, and the
+            // decoder then asks for a keyframe.
+            var depacketizer = H264Depacketizer()
+            let accessUnit = depacketizer.accessUnit(from: payloads)
+            if start - 1 != lastReleased, packets[start - 1] == nil, !accessUnit.decodable { return nil }
+            data = accessUnit.annexB
+            isKeyframe = accessUnit.isKeyframe
+        }
+        return Frame(data: data, rtpTimestamp: first.timestamp, isKeyframe: isKeyframe,
+                     firstSequence: start, lastSequence: sequence, completedAt: completedAt, pictureID: first.pictureID)
     }
 
     /// The first keyframe whose packets are all here. Only keyframes' first packets are looked
@@ -320,7 +379,8 @@ public struct VideoJitterBuffer: Sendable {
     /// for every packet that arrives meanwhile.
     private func nextCompleteKeyframe(now: Duration) -> Frame? {
         for sequence in keyframeStarts.sorted() {
-            if let frame = completeFrame(startingAt: sequence, now: now) { return frame }
+            // H.264's are only packets that may open a keyframe: the frame says whether it is one.
+            if let frame = completeFrame(startingAt: sequence, now: now), frame.isKeyframe { return frame }
         }
         return nil
     }

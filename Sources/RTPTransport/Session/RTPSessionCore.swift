@@ -39,7 +39,7 @@ public struct RTPSessionCore: Sendable {
 
     struct OutboundVideo: Sendable {
         let stream: SessionConfiguration.Outbound
-        var packetizer = VP8Packetizer(initialPictureID: UInt16.random(in: 0...0x7fff))
+        var packetizer: VideoPacketizer
         var sequence = UInt16.random(in: 0...UInt16.max)
         let timestampBase = UInt32.random(in: 0...UInt32.max)
         var counters = StreamCounters(clockRate: 90_000)
@@ -59,7 +59,7 @@ public struct RTPSessionCore: Sendable {
     struct InboundVideo: Sendable {
         let stream: SessionConfiguration.Inbound
         var statistics: ReceiverStatistics?
-        var jitter = VideoJitterBuffer(minimumDelay: .milliseconds(20))
+        var jitter: VideoJitterBuffer
         var nack = NACKRequester()
         var throttle = KeyframeRequestThrottle()
         var needKeyframe = false
@@ -137,13 +137,16 @@ public struct RTPSessionCore: Sendable {
     public init(configuration: SessionConfiguration) {
         self.configuration = configuration
         video = configuration.video.map { stream in
-            OutboundVideo(stream: stream, responder: configuration.rtx.map { RetransmissionResponder(ssrc: $0.ssrc, payloadType: $0.payloadType) },
+            OutboundVideo(stream: stream, packetizer: VideoPacketizer(format: stream.videoFormat), responder: configuration.rtx.map { RetransmissionResponder(ssrc: $0.ssrc, payloadType: $0.payloadType) },
                           fec: stream.redPayloadType.flatMap { red in
                               stream.fecPayloadType.map { FECProtector(mediaPayloadType: stream.payloadType, redPayloadType: red, fecPayloadType: $0) }
                           })
         }
         audio = configuration.audio.map { OutboundAudio(stream: $0) }
-        receivedVideo = configuration.receivedVideo.map { InboundVideo(stream: $0, fec: $0.redPayloadType != nil && $0.fecPayloadType != nil ? FECRecoverer() : nil) }
+        receivedVideo = configuration.receivedVideo.map {
+            InboundVideo(stream: $0, jitter: VideoJitterBuffer(format: $0.videoFormat, minimumDelay: .milliseconds(20)),
+                         fec: $0.redPayloadType != nil && $0.fecPayloadType != nil ? FECRecoverer() : nil)
+        }
         receivedVideo?.jitter.retransmissionWait = NACKRequester().retransmissionWait
         receivedAudio = configuration.receivedAudio.map { InboundAudio(stream: $0) }
         var mids: [UInt32: String] = [:]

@@ -67,6 +67,8 @@ public struct SessionConfiguration: Sendable {
         public var redPayloadType: UInt8?
         /// Video: ULPFEC (RFC 5109) inside RED, when both sides agreed on it.
         public var fecPayloadType: UInt8?
+        /// Video: what the frames handed to the core are, and so how they are packetized.
+        public var videoFormat: VideoPayloadFormat = .vp8
         public init(ssrc: UInt32, payloadType: UInt8, mid: String? = nil, redPayloadType: UInt8? = nil, fecPayloadType: UInt8? = nil) {
             (self.ssrc, self.payloadType, self.mid, self.redPayloadType, self.fecPayloadType) = (ssrc, payloadType, mid, redPayloadType, fecPayloadType)
         }
@@ -81,6 +83,8 @@ public struct SessionConfiguration: Sendable {
         /// Video: ULPFEC (RFC 5109) inside RED, and the RTX payload type for RED packets.
         public var fecPayloadType: UInt8?
         public var redRTXPayloadType: UInt8?
+        /// Video: the payload format, and so how frames are found and put back together.
+        public var videoFormat: VideoPayloadFormat = .vp8
         public init(payloadType: UInt8, rtxPayloadType: UInt8? = nil, feedback: [String] = [], redPayloadType: UInt8? = nil,
                     fecPayloadType: UInt8? = nil, redRTXPayloadType: UInt8? = nil) {
             (self.payloadType, self.rtxPayloadType, self.feedback, self.redPayloadType) = (payloadType, rtxPayloadType, feedback, redPayloadType)
