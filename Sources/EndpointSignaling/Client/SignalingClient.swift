@@ -94,7 +94,15 @@ public final class SignalingClient: Sendable {
         var fresh: [RelayMessage] = []
         var stopped = false
         var started = false
+        /// The session thread's eventfd; -1 before it starts and once it has ended.
         var wakeFD: Int32 = -1
+        /// Wakes the session thread. Called with the lock held, so that the descriptor cannot
+        /// be closed (and its number reused) between reading it and writing to it.
+        func wake() {
+            guard wakeFD >= 0 else { return }
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
         var nextID = 1
         /// Set by `reconnect(because:)`: the session in progress ends and a new one starts.
         var reconnectReason: String?
@@ -152,7 +160,7 @@ public final class SignalingClient: Sendable {
     /// Queues a relay message; returns the id it is sent under (the one given, or a new one).
     @discardableResult
     public func send(_ message: RelayMessage) -> String {
-        let (id, wake) = state.withLock { s -> (String, Int32) in
+        state.withLock { s -> String in
             var m = message
             if m.id.isEmpty {
                 // Unique per client instance too: receivers drop repeats by sender and id, and a
@@ -162,21 +170,19 @@ public final class SignalingClient: Sendable {
             }
             s.outbox.append(m)
             s.fresh.append(m)
-            return (m.id, s.wakeFD)
+            s.wake()
+            return m.id
         }
-        Self.wake(wake)
-        return id
     }
 
     /// Drops the connection and connects again at once (rejoining the room), for when the
     /// caller knows the connection is dead before TCP does: the local address it used is gone.
     /// Unacknowledged messages go again on the new connection.
     public func reconnect(because reason: String) {
-        let wake = state.withLock { s -> Int32 in
+        state.withLock { s in
             s.reconnectReason = reason
-            return s.wakeFD
+            s.wake()
         }
-        Self.wake(wake)
     }
 
     /// Waits until the service acknowledged (or refused) the message sent under `id`, or the
@@ -197,25 +203,19 @@ public final class SignalingClient: Sendable {
 
     /// Stops the client; anything still unacknowledged is reported as undelivered.
     public func stop() {
-        let wake = state.withLock { s -> Int32 in
+        state.withLock { s in
             s.stopped = true
-            return s.wakeFD
+            s.wake()
         }
-        Self.wake(wake)
-    }
-
-    private static func wake(_ fd: Int32) {
-        guard fd >= 0 else { return }
-        var one: UInt64 = 1
-        _ = write(fd, &one, 8)
     }
 
     private var isStopped: Bool { state.withLock { $0.stopped } }
+    /// The session thread's eventfd while it runs, else -1.
+    var wakeDescriptor: Int32 { state.withLock { $0.wakeFD } }
 
     // MARK: Session thread
 
     private func run(wakeFD: Int32) {
-        defer { close(wakeFD) }
         var attempt = 0
         var hasJoined = false
         var seen = RecentIDs(capacity: 4096)
@@ -245,6 +245,10 @@ public final class SignalingClient: Sendable {
     private func finish(reason: String) {
         let (left, waiters) = state.withLock { s -> ([RelayMessage], [DispatchSemaphore]) in
             s.stopped = true
+            // Closed under the lock every waker writes under: a wake after the close would write
+            // to whatever took the number next (another connection's socket, say).
+            if s.wakeFD >= 0 { close(s.wakeFD) }
+            s.wakeFD = -1
             defer { s.outbox.removeAll(); s.fresh.removeAll() }
             return (s.outbox, s.settledWaiters())
         }
