@@ -162,9 +162,11 @@ final class MessageLog: Sendable {
         let reason = link.server.abortReason ?? ""
         #expect(reason.contains("max-message-size") || reason.contains("waiting to be completed"), "\(reason)")
         #expect(seen.withLock { $0?.state } == .closed, "the channel closed with the association")
-        // What the server took before aborting: the bound, plus what was in flight to it.
-        #expect(sent <= DataChannelSession.maxMessageSize + (2 << 20), "\(sent) bytes sent before the abort")
-        print("a message that never ends: aborted after \(sent) bytes were sent: \(reason)")
+        // What the server held is the bound at most. (What the client queued before it heard of the
+        // abort depends on the machine's speed: it was 32 MiB once in CI, so it is only printed.)
+        let held = link.server.association.mostHeldInParts
+        #expect(held > 0 && held <= DataChannelSession.maxMessageSize, "\(held) bytes held in parts")
+        print("a message that never ends: aborted holding \(held) bytes in parts (\(sent) sent): \(reason)")
         link.client.close()
         link.server.close()
     }

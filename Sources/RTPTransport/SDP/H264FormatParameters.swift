@@ -1,8 +1,8 @@
 /// The H.264 a=fmtp parameters that decide whether two sides can talk (RFC 6184 §8.1):
 /// `profile-level-id` (the profile and level a payload type carries), `packetization-mode` (only
 /// mode 1, non-interleaved, is spoken here) and `level-asymmetry-allowed` (each side states the
-/// level it can receive, RFC 6184 §8.2.2 as updated by RFC 7742 §6.2). Other parameters are kept
-/// out of the decision, as libwebrtc does.
+/// level it can receive, RFC 6184 §8.2.2; RFC 7742 §6.2 makes these rules WebRTC's). Other
+/// parameters are kept out of the decision, as libwebrtc does.
 public struct H264FormatParameters: Sendable, Equatable {
     public var profileLevelID: H264ProfileLevelID
     public var packetizationMode: Int

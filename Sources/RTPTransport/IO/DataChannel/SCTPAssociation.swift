@@ -40,11 +40,15 @@ public final class SCTPAssociation: @unchecked Sendable {  // the handle is set 
         /// Parts of messages larger than usrsctp hands over at once, per stream, and their sum.
         var partial: [UInt16: [UInt8]] = [:]
         var partialBytes = 0
+        /// The most `partialBytes` ever held: what a peer's unfinished messages cost at their worst.
+        var mostPartialBytes = 0
         /// Whole messages handed to the delivery queue and not yet to their handler.
         var queuedBytes = 0
         var closed = false
     }
     private let state = Mutex(State())
+    /// The most bytes the peer's unfinished messages held here at once.
+    var mostHeldInParts: Int { state.withLock { $0.mostPartialBytes } }
 
     /// The largest message taken from the peer: what this side says in a=max-message-size
     /// (RFC 8841). A message over it, or parts of one that would be, abort the association.
@@ -131,6 +135,7 @@ public final class SCTPAssociation: @unchecked Sendable {  // the handle is set 
                 }
                 s.partial[stream, default: []].append(contentsOf: data)
                 s.partialBytes += data.count
+                s.mostPartialBytes = max(s.mostPartialBytes, s.partialBytes)
                 return .more
             }
             let whole: [UInt8]
