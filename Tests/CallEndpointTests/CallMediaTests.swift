@@ -30,16 +30,21 @@ final class CallMediaPair: Sendable {
         }
     }
 
-    init(certificateA: DTLSCertificate? = nil) throws {
+    /// `videoCodecs`: what a offers (in its order of preference), and b accepts unless
+    /// `answererCodecs` says otherwise.
+    init(certificateA: DTLSCertificate? = nil, videoCodecs: [VideoCodec] = [.vp8], answererCodecs: [VideoCodec]? = nil, width: Int = 320, height: Int = 240) throws {
         let (toB, toA) = (Wire(), Wire())
         (self.toB, self.toA) = (toB, toA)
         var ice = ICEAgent.Configuration(controlling: true)
         ice.localAddresses = ["127.0.0.1"]
-        a = try CallMedia(media: try Call.Media.synthetic(width: 320, height: 240), ice: ice, certificate: try certificateA ?? DTLSCertificate()) { event in
+        var media = try Call.Media.synthetic(width: width, height: height)
+        media.videoCodecs = videoCodecs
+        a = try CallMedia(media: media, ice: ice, certificate: try certificateA ?? DTLSCertificate()) { event in
             toB.event(event)
         }
         ice.controlling = false
-        b = try CallMedia(media: try Call.Media.synthetic(width: 320, height: 240), ice: ice, certificate: try DTLSCertificate()) { event in
+        media.videoCodecs = answererCodecs ?? videoCodecs
+        b = try CallMedia(media: media, ice: ice, certificate: try DTLSCertificate()) { event in
             toA.event(event)
         }
         let offer = a.offer()

@@ -74,6 +74,8 @@ public final class MeshCall: @unchecked Sendable {  // the links are used on the
         sent.dataTrack = nil
         sent.renderers = []
         sent.audioPlayout = nil
+        // One encode in VP8 temporal layers feeds every peer.
+        sent.videoCodecs = [.vp8]
         self.media = sent
         self.duration = duration
         self.log = log

@@ -41,6 +41,8 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
         var watched = media
         watched.dataTrack = nil
         watched.recording = nil
+        // The viewers share one VP8 encode in temporal layers.
+        watched.videoCodecs = [.vp8]
         self.media = watched
         self.certificate = certificate
         var shared = encoding

@@ -42,6 +42,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         var local = LocalMedia(sendsVideo: media.videoTrack != nil, sendsAudio: media.audioTrack != nil)
         local.receives = receives
         local.dataChannels = media.dataTrack != nil
+        local.videoCodecs = media.videoCodecs
         dataTrack = media.dataTrack
         self.local = local
         final class Outcome: @unchecked Sendable {  // set once, right after init
@@ -256,6 +257,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.payloadTypes = .init(video: video?.codec.payloadType ?? 96, rtx: video?.codec.rtxPayloadType,
                                      audio: audio?.codec.payloadType ?? 111, audioRED: audio?.codec.redPayloadType,
                                      videoRED: video?.codec.ulpfecPayloadType == nil ? nil : video?.codec.redPayloadType, videoFEC: video?.codec.ulpfecPayloadType)
+        sending.videoFormat = video.flatMap { VideoPayloadFormat(encodingName: $0.codec.name) } ?? .vp8
         let tracks = (video: video?.sends == true ? media.videoTrack : nil, audio: audio?.sends == true ? media.audioTrack : nil)
         sending.duration = duration
         sending.ssrcs = (local.videoSSRC, local.rtxSSRC, local.audioSSRC)
@@ -269,15 +271,18 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.maxVideoBitrate = encoding.maxVideoBitrate
         sending.videoBitrate = min(sending.videoBitrate, encoding.maxVideoBitrate)
         sending.onDecision = encoding.onDecision
-        sending.videoFanout = encoding.fanout
+        // The shared encoders are VP8's: a session in another codec encodes its own video.
+        sending.videoFanout = sending.videoFormat == .vp8 ? encoding.fanout : nil
         sending.audioFanout = encoding.audioFanout
-        sending.videoFanoutWhenWatched = encoding.fanoutWhenWatched
+        sending.videoFanoutWhenWatched = sending.videoFormat == .vp8 ? encoding.fanoutWhenWatched : nil
         let incoming = (video: call.stream(.video).flatMap { $0.receives ? $0 : nil }, audio: call.stream(.audio).flatMap { $0.receives ? $0 : nil })
         var receiving = MediaReceiverConfiguration(
             video: incoming.video.map {
-                .init(payloadType: $0.codec.payloadType, rtxPayloadType: $0.codec.rtxPayloadType, feedback: $0.codec.feedback,
-                      redPayloadType: $0.codec.ulpfecPayloadType == nil ? nil : $0.codec.redPayloadType, fecPayloadType: $0.codec.ulpfecPayloadType,
-                      redRTXPayloadType: $0.codec.redRTXPayloadType)
+                var inbound = SessionConfiguration.Inbound(payloadType: $0.codec.payloadType, rtxPayloadType: $0.codec.rtxPayloadType, feedback: $0.codec.feedback,
+                                                           redPayloadType: $0.codec.ulpfecPayloadType == nil ? nil : $0.codec.redPayloadType,
+                                                           fecPayloadType: $0.codec.ulpfecPayloadType, redRTXPayloadType: $0.codec.redRTXPayloadType)
+                inbound.videoFormat = VideoPayloadFormat(encodingName: $0.codec.name) ?? .vp8
+                return inbound
             },
             audio: incoming.audio.map { .init(payloadType: $0.codec.payloadType, redPayloadType: $0.codec.redPayloadType) })
         // The peer's last frames get two seconds more; a side that takes no media ends with its sender.

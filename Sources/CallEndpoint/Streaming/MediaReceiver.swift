@@ -50,7 +50,11 @@ public struct MediaReceiverConfiguration: Sendable {
     /// The streams an SDP file describes (`callend receive`, GStreamer or ffmpeg as the sender).
     public init(description: SessionDescriptionFile) {
         file = description
-        video = description.streams.first { $0.kind == .video }.map { .init(payloadType: $0.payloadType, rtxPayloadType: $0.rtxPayloadType, feedback: $0.feedback) }
+        video = description.streams.first { $0.kind == .video }.map {
+            var inbound = SessionConfiguration.Inbound(payloadType: $0.payloadType, rtxPayloadType: $0.rtxPayloadType, feedback: $0.feedback)
+            inbound.videoFormat = VideoPayloadFormat(encodingName: $0.encodingName) ?? .vp8
+            return inbound
+        }
         audio = description.streams.first { $0.kind == .audio }.map { .init(payloadType: $0.payloadType) }
     }
 }
@@ -189,8 +193,8 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         started = loop.clock.now
         let streams = configuration.file?.streams ?? []
         let videoStream = streams.first { $0.kind == .video }, audioStream = streams.first { $0.kind == .audio }
-        if let v = videoStream, v.encodingName.uppercased() != "VP8" {
-            throw ParseError("SDP", "video is \(v.encodingName); callend receives VP8")
+        if let v = videoStream, VideoPayloadFormat(encodingName: v.encodingName) == nil {
+            throw ParseError("SDP", "video is \(v.encodingName); callend receives VP8 and H264")
         }
         if let a = audioStream, a.encodingName.lowercased() != "opus" {
             throw ParseError("SDP", "audio is \(a.encodingName); callend receives Opus")
@@ -219,7 +223,7 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         ownedPlayout = configuration.audioPlayout != nil ? nil : try configuration.audioOutput.map { try SyntheticAudioDevice(source: .silence, outputPath: $0) }
         renderers = configuration.videoRenderers + ownedRenderers + (configuration.recorder.map { [$0] } ?? [])
         speaker = configuration.audioPlayout ?? ownedPlayout
-        videoStage = try VideoDecodeStage(renderers: renderers, clock: clock)
+        videoStage = try VideoDecodeStage(renderers: renderers, clock: clock, format: configuration.video?.videoFormat ?? .vp8)
         videoStage.start { [weak self] outcome in self?.decoded(outcome) }
     }
 

@@ -83,7 +83,7 @@ extension MediaSender {
         var lastEncoded: Duration?
         /// The time libvpx was last told, and the sender's clock then.
         var shown: (encoder: Duration, clock: Duration)?
-        var encoder: VP8Encoder?
+        var encoder: (any VideoEncoder)?
         while shouldContinue() {
             // Until a picture comes, the source ends, stop(), or the duration is over.
             guard let item = frames.take(timeout: configuration.duration.map { $0 - elapsed }) else { continue }
@@ -144,11 +144,9 @@ extension MediaSender {
                 try running.setResolution(width: frame.width, height: frame.height)
             } else {
                 let rate = max(1, Int(source.format.frameRate.rounded()))
-                var settings = VP8EncoderConfiguration(width: frame.width, height: frame.height, frameRate: rate, targetBitrate: configuration.videoBitrate)
-                // Auto mode changes mode under congestion: a keyframe may cost at most three
-                // average frames, so a step down does not overfill the smaller pipe.
-                if auto { settings.maxIntraBitratePercent = 300 }
-                encoder = try VP8Encoder(configuration: settings)
+                // Auto mode changes mode under congestion: its keyframes are capped.
+                encoder = try configuration.videoFormat.makeEncoder(width: frame.width, height: frame.height, frameRate: rate,
+                                                                   bitrate: configuration.videoBitrate, capsKeyframes: auto)
             }
             guard let encoder else { break }
             // Encoder pushback: while the pacer still holds more than 100 ms of earlier frames, a
@@ -175,7 +173,7 @@ extension MediaSender {
             // monotonic clock, whatever clock the sender runs on).
             let age = MonotonicClock.now - frame.timestamp
             let encodeStart = MediaTime.now
-            let encodedFrames = try encoder.encode(frame, at: encoderTime)
+            let encodedFrames = try encoder.encode(frame, at: encoderTime, forceKeyframe: false)
             let took = MediaTime.now - encodeStart
             if auto {
                 // The encoder's own state may step the mode down: too slow for the frame rate

@@ -89,6 +89,8 @@ public struct MediaSenderConfiguration: Sendable {
         }
     }
     public var payloadTypes = PayloadTypes()
+    /// The video codec sent (the one negotiated; VP8 for SDP files).
+    public var videoFormat: VideoPayloadFormat = .vp8
 
     public init(destinationHost: String, videoPort: Int) {
         self.destinationHost = destinationHost

@@ -51,6 +51,7 @@ final class MediaSession {
             if sender.videoTrack != nil {
                 c.video = .init(ssrc: sender.videoSSRC, payloadType: s.payloadTypes.video, mid: s.midExtension?.video,
                                 redPayloadType: s.payloadTypes.videoRED, fecPayloadType: s.payloadTypes.videoFEC)
+                c.video?.videoFormat = s.videoFormat
                 if let rtx = s.payloadTypes.rtx { c.rtx = (sender.rtxSSRC, rtx) }
             }
             if sender.audioTrack != nil {

@@ -5,7 +5,7 @@ import Platform
 import RTPTransport
 import Synchronization
 
-/// Decodes complete VP8 frames and hands the pictures to the renderers on a thread of its own,
+/// Decodes complete frames (VP8 or H.264) and hands the pictures to the renderers on a thread of its own,
 /// so that neither a slow decoder nor a slow renderer (a file on an SD card, a snapshot, a
 /// test's pixel statistics) holds up the network thread, the receiver's lock or audio playout.
 /// What it does when it falls behind is `DecodeBacklog`'s policy: skip, never queue up delay.
@@ -33,10 +33,10 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
         set { hold.store(max(0, newValue.inMicroseconds), ordering: .relaxed) }
     }
 
-    init(renderers: [any VideoRenderer], clock: MonotonicClock) throws {
+    init(renderers: [any VideoRenderer], clock: MonotonicClock, format: VideoPayloadFormat = .vp8) throws {
         self.renderers = renderers
         self.clock = clock
-        decoder = DecoderBox(try VP8Decoder())
+        decoder = DecoderBox(try format.makeDecoder())
     }
 
     /// Starts the stage's thread; `report` runs on it for every frame decoded or refused.
@@ -66,7 +66,7 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
                 for renderer in renderers { renderer.renderEncoded(frame.data, rtpTimestamp: frame.rtpTimestamp, isKeyframe: frame.isKeyframe) }
                 do {
                     let decodeStart = MediaTime.now
-                    guard let picture = try box.decoder.decode(frame.data) else { continue }
+                    guard let picture = try box.decoder.decode(frame.data, timestamp: .zero) else { continue }
                     budget.add(.decode, MediaTime.now - decodeStart)
                     report(.decoded(picture, isKeyframe: frame.isKeyframe, rtpTimestamp: frame.rtpTimestamp, budget: budget))
                     if item.render { for renderer in renderers { renderer.render(picture) } }
@@ -107,6 +107,6 @@ final class VideoDecodeStage: @unchecked Sendable {  // the decoder and renderer
 
 /// Hands the decoder to the stage's thread, which alone uses it from then on.
 private final class DecoderBox: @unchecked Sendable {  // used by the stage's thread only, once started
-    let decoder: VP8Decoder
-    init(_ decoder: VP8Decoder) { self.decoder = decoder }
+    let decoder: any VideoDecoder
+    init(_ decoder: any VideoDecoder) { self.decoder = decoder }
 }

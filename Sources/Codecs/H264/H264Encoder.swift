@@ -110,8 +110,9 @@ public final class H264Encoder {
 
     /// Encodes one picture: one access unit, or none when the rate control skips the picture.
     /// The frame's `quantizer` is OpenH264's average QP (0-51) put on libvpx's 0-63 scale, so
-    /// the encoding controller reads both codecs alike.
-    public func encode(_ frame: VideoFrame, forceKeyframe: Bool = false) throws(MediaError) -> [EncodedVideoFrame] {
+    /// the encoding controller reads both codecs alike. `time`, when given, is what OpenH264's
+    /// rate control is told instead of the picture's own timestamp (as for VP8Encoder).
+    public func encode(_ frame: VideoFrame, at time: Duration? = nil, forceKeyframe: Bool = false) throws(MediaError) -> [EncodedVideoFrame] {
         guard frame.width == configuration.width, frame.height == configuration.height else {
             throw MediaError(.invalidArgument, "H.264 encode",
                              "frame is \(frame.width)x\(frame.height) but the encoder is set to \(configuration.width)x\(configuration.height); call setResolution first")
@@ -124,7 +125,8 @@ public final class H264Encoder {
         var output: UnsafePointer<UInt8>?
         var size = 0
         var keyframe: Int32 = 0, qp: Int32 = -1
-        let milliseconds = frame.timestamp.components.seconds * 1000 + frame.timestamp.components.attoseconds / 1_000_000_000_000_000
+        let shown = time ?? frame.timestamp
+        let milliseconds = shown.components.seconds * 1000 + shown.components.attoseconds / 1_000_000_000_000_000
         let result = frame.withPlanes { y, u, v in
             ch264_encoder_encode(encoder, y, Int32(frame.strideY), u, Int32(frame.strideU), v, Int32(frame.strideV),
                                  milliseconds, &output, &size, &keyframe, &qp)
