@@ -17,6 +17,7 @@ let joinHelp = """
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                         [--mic PCM [--mic-channels N] [--mic-channel K | --mic-mix W,...] [--voice] | --audio-source tone|F.wav|none]
                         [--mic-prefer D]... [--speaker PCM | --audio-out F.wav] [--speaker-prefer D]... [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
+                        [--video-codec vp8|h264|auto]
                         [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
                         [--record-dir D [--record-quota SIZE] [--record-keep AGE] [--record-segment S]]
                         [--data-socket PATH [--data-label L] [--data-mode lines|bytes] [--data-unreliable]]
@@ -25,7 +26,7 @@ let joinHelp = """
 
     Joins ROOM through the signaling service (callend serve) and holds a two-party call: the second
     participant to join sends the offer (SDP, trickled ICE candidates), and media flows both ways
-    over one ICE path (host, STUN and TURN candidates; DTLS-SRTP; VP8 + Opus, RTCP, NACK/PLI). The
+    over one ICE path (host, STUN and TURN candidates; DTLS-SRTP; VP8 or H.264 + Opus, RTCP, NACK/PLI). The
     call ends after --duration, on 'leave', on SIGINT/SIGTERM, or when the peer leaves for good. A
     peer that drops out is waited for; when it joins again media resumes. Through a service with
     --http, WHEP players holding a token for the room watch this endpoint (each its own session,
@@ -86,6 +87,12 @@ let joinHelp = """
       --data-unreliable     the channel this side opens is unordered and never retransmitted
                             (telemetry where only the latest value counts); default ordered, reliable
       --encoding auto       callend manages bitrates (default); manual takes --max-video-bitrate
+      --video-codec C       vp8 (default), h264 (RFC 6184 packetization mode 1, constrained baseline
+                            from OpenH264, decoded by libavcodec: Debian libopenh264-7 and
+                            libavcodec59, loaded only then) or auto (both offered and accepted,
+                            VP8 first; H.264 only where those libraries load). Auto mode steers
+                            H.264's rate and size as it does VP8's. --record-dir, --video-out F.ivf
+                            and --mesh keep to VP8; WHEP viewers are sent VP8
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
       --max-viewers N       WHEP players watching at once (default 4; 0 refuses them); all share
@@ -177,6 +184,24 @@ func readToken(_ args: inout Arguments) throws -> String {
         throw UsageError(description: "join needs --token-file F (or CALLEND_TOKEN, or --token T); mint one with 'callend token'")
     }
     return token
+}
+
+/// --video-codec vp8|h264|auto: the video codecs offered and accepted, best first. vp8 (the
+/// default) and h264 alone; auto offers and accepts both, VP8 first, H.264 only where OpenH264
+/// and libavcodec load. `vp8Only`: why this run must stay in VP8 (it writes VP8 files), if it must.
+func parseVideoCodec(_ args: inout Arguments, vp8Only: String? = nil) throws -> [VideoCodec] {
+    let choice = try args.value("--video-codec") ?? "vp8"
+    // Asked only when H.264 may be used: the question loads its libraries (a VP8 call maps neither).
+    var h264Missing: String? { VideoCodec.h264.unavailableReason }
+    switch choice {
+    case "vp8": return [.vp8]
+    case "h264":
+        if let h264Missing { throw UsageError(description: "--video-codec h264: \(h264Missing) (Debian: apt-get install libopenh264-7 libavcodec59)") }
+        if let vp8Only { throw UsageError(description: "--video-codec h264 does not go with \(vp8Only)") }
+        return [.h264]
+    case "auto": return h264Missing == nil && vp8Only == nil ? [.vp8, .h264] : [.vp8]
+    default: throw UsageError(description: "--video-codec takes vp8, h264 or auto, not '\(choice)'")
+    }
 }
 
 /// The media sources of join and publish: --camera or --video-source (with --video-size, --fps,
@@ -352,6 +377,11 @@ func runJoin(_ args: inout Arguments) throws {
     let (iceServers, iceTransport) = try parseICEOptions(&args)
     let metricsAddress = try args.value("--metrics").map { text throws(UsageError) in try parseHostPort(text, option: "--metrics") }
     let mesh = args.flag("--mesh")
+    // Recordings and .ivf files are VP8 containers; a mesh shares one VP8 encode in layers.
+    let vp8Only = recordDir != nil ? "--record-dir (WebM recordings are VP8)"
+        : videoOutput?.hasSuffix(".ivf") == true ? "--video-out F.ivf (IVF holds VP8 here)"
+        : mesh ? "--mesh (one VP8 encode in temporal layers feeds every peer)" : nil
+    let videoCodecs = try parseVideoCodec(&args, vp8Only: vp8Only)
     let logger = try logWriter(program: "callend join", &args)
     try args.finish(command: "join")
     if mesh {
@@ -417,6 +447,7 @@ func runJoin(_ args: inout Arguments) throws {
                            renderers: videoOutput.map { [VideoRenderers.forPath($0)] } ?? [],
                            audioPlayout: playout)
     media.measuresLatency = measureLatency
+    media.videoCodecs = videoCodecs
     if let recordDir {
         var recording = RecordingOptions(directory: recordDir)
         recording.quotaBytes = recordQuota

@@ -10,12 +10,13 @@ let publishHelp = """
     usage: callend publish URL [--bearer-token-file F | CALLEND_BEARER_TOKEN=T] [--ca-file F] [--insecure-plaintext]
                            [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                            [--mic PCM | --audio-source tone|F.wav|none] [--encoding auto|manual] [--max-video-bitrate B]
+                           [--video-codec vp8|h264|auto]
                            [--duration S] [--no-stdin] [--log-level L]
                            [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
 
     Publishes the camera and microphone (or the test pattern and tone) to a WHIP server (RFC 9725):
     MediaMTX, LiveKit ingress, Janus behind simple-whip-server, Cloudflare, pion, or the
-    /whip/ROOM of a 'callend serve --http'. The offer (sendonly VP8 + Opus, bundled, with the
+    /whip/ROOM of a 'callend serve --http'. The offer (sendonly VP8 or H.264 + Opus, bundled, with the
     candidates gathered in the first two seconds) goes by POST as application/sdp; the server's
     201 gives the answer, the session's Location and ETag, and ICE servers in Link fields. Later
     candidates go by PATCH (application/trickle-ice-sdpfrag); a lost path is restarted by PATCH
@@ -33,6 +34,7 @@ let publishHelp = """
                             fingerprint cross the network readable and rewritable
       --encoding auto       callend manages bitrates from the server's feedback (default); manual
                             sends at --max-video-bitrate
+      --video-codec C       vp8 (default), h264 or auto (both offered, VP8 first): as for 'callend join'
       Sources, ICE servers and --log-level as for 'callend join' (see 'callend join --help').
 
     Output: log lines on standard error; at the end one summary line on standard output.
@@ -50,6 +52,7 @@ func runPublish(_ args: inout Arguments) throws {
     let caFile = try args.value("--ca-file")
     let insecurePlaintext = args.flag("--insecure-plaintext")
     let (video, audio) = try parseCallSources(&args)
+    let videoCodecs = try parseVideoCodec(&args)
     let encoding = try args.value("--encoding")
     let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
     let duration = try args.integer("--duration", in: 1...86_400)
@@ -69,7 +72,8 @@ func runPublish(_ args: inout Arguments) throws {
     options.iceTransportPolicy = iceTransport
     if encoding == "manual" { options.encodingMode = .manual }
     if let maxVideo { options.maxVideoBitrate = maxVideo }
-    let media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true))
+    var media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true))
+    media.videoCodecs = videoCodecs
     let publisher = try WHIPPublisher(options: options, media: media, duration: duration.map { .seconds($0) }) { logger.write($0) }
     onTerminationSignals { publisher.stop() }
     if !noStdin { readLeaveCommand(program: "publish") { publisher.stop() } }

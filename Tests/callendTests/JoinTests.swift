@@ -60,6 +60,26 @@ func token(_ who: String, _ secret: SecretFile, room: String = "r") throws -> St
         }
     }
 
+    /// The same in H.264: one side takes H.264 only, the other offers both (auto, VP8 first);
+    /// the call is H.264, and each side decodes what the other sent.
+    @Test func twoJoinProcessesCallInH264() throws {
+        let secret = try SecretFile()
+        let (server, port) = try startServe(secret)
+        defer { terminate(server) }
+        let common = ["--server", "127.0.0.1:\(port)", "--video-size", "320x240", "--duration", "4"]
+        let a = try launchJoined(["join", "call", "--token", try token("roof", secret, room: "call"), "--video-codec", "h264"] + common)
+        let b = try launchJoined(["join", "call", "--token", try token("bench", secret, room: "call"), "--video-codec", "auto"] + common)
+        a.process.waitUntilExit()
+        b.process.waitUntilExit()
+        let (aText, bText) = (a.out.finalText, b.out.finalText)
+        #expect(a.process.terminationStatus == 0 && b.process.terminationStatus == 0, "\(aText) \(bText)")
+        for (text, log, peerText) in [(aText, a.log.text, bText), (bText, b.log.text, aText)] {
+            #expect(log.contains("video H264 sendrecv"), "\(log)")
+            let (decoded, sent) = (joinSummary(text).decoded, joinSummary(peerText).sent)
+            #expect(sent > 0 && Double(decoded) >= 0.9 * Double(sent), "decoded \(decoded) of the \(sent) frames sent: \(text)")
+        }
+    }
+
     @Test func badJoinCommandLines() throws {
         let cases: [([String], String)] = [
             (["join"], "join needs a ROOM"),
@@ -74,6 +94,11 @@ func token(_ who: String, _ secret: SecretFile, room: String = "r") throws -> St
             (["join", "lab", "--token", "t", "--pixel-format", "YUYV"], "--camera only"),
             (["join", "lab", "--token", "t", "--camera", "/dev/video0", "--pixel-format", "YUV"], "FourCC"),
             (["join", "lab", "--token", "t", "--video-out", "x.mp4"], ".y4m, .ivf or .ppm"),
+            (["join", "lab", "--token", "t", "--video-codec", "vp9"], "--video-codec takes vp8, h264 or auto"),
+            (["join", "lab", "--token", "t", "--video-codec", "h264", "--record-dir", "/tmp/x"], "does not go with --record-dir"),
+            (["join", "lab", "--token", "t", "--video-codec", "h264", "--video-out", "x.ivf"], "does not go with --video-out F.ivf"),
+            (["join", "lab", "--token", "t", "--video-codec", "h264", "--mesh"], "does not go with --mesh"),
+            (["publish", "http://127.0.0.1:9/whip", "--video-codec", "h265"], "--video-codec takes vp8, h264 or auto"),
         ]
         for (arguments, message) in cases {
             let result = try runCallend(arguments)
