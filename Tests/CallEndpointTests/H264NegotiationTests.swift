@@ -90,5 +90,31 @@ import TestSupport
         var modeZero = try JSEPDescription(type: .answer, sdp: answer.sdp)
         modeZero.media[1].codecs[0].parameters = "packetization-mode=0;profile-level-id=42e01f"
         #expect(throws: NegotiationError.self) { try OfferAnswer.negotiate(offer: offer, answer: modeZero, local: local) }
+        #expect(video.receivedCodec == nil, "one codec answered: both sides send it")
+    }
+
+    /// An answer that lists several codecs, as Chromium 156 answers callend's H.264 offer (42001f
+    /// first, then 42e01f and 4d001f): this side sends the answer's first, and the peer sends
+    /// the offer's most preferred one it answered (RFC 3264 §6.1), which is what this side must
+    /// receive. Seen in the browser stage: Chromium sent 102 while callend waited for 104.
+    @Test func anAnswerOfSeveralCodecsIsSentItsFirstAndReceivedInTheOffersOrder() throws {
+        var local = LocalMedia(sendsVideo: true, sendsAudio: true)
+        local.videoCodecs = [.h264]
+        let offer = OfferAnswer.offer(local, transport: transport(1))
+        var answer = try JSEPDescription(type: .answer, sdp: offer.sdp.replacingOccurrences(of: "a=setup:actpass", with: "a=setup:active"))
+        let offered = answer.media[1].codecs
+        #expect(offered.map(\.payloadType) == [102, 104, 106])
+        answer.media[1].codecs = [offered[1], offered[0], offered[2]]
+        let video = try #require(try OfferAnswer.negotiate(offer: offer, answer: answer, local: local).stream(.video))
+        #expect(video.codec.payloadType == 104 && video.codec.rtxPayloadType == 105, "sent: \(video.codec)")
+        #expect(video.incomingCodec.payloadType == 102 && video.incomingCodec.rtxPayloadType == 103, "received: \(video.incomingCodec)")
+
+        // VP8 first in the offer, the answer H.264 first: the peer sends VP8, this side H.264.
+        local.videoCodecs = [.vp8, .h264]
+        let both = OfferAnswer.offer(local, transport: transport(1))
+        var mixed = try JSEPDescription(type: .answer, sdp: both.sdp.replacingOccurrences(of: "a=setup:actpass", with: "a=setup:active"))
+        mixed.media[1].codecs = mixed.media[1].codecs.filter { $0.name == "H264" } + mixed.media[1].codecs.filter { $0.name == "VP8" }
+        let call = try #require(try OfferAnswer.negotiate(offer: both, answer: mixed, local: local).stream(.video))
+        #expect(call.codec.name == "H264" && call.incomingCodec.name == "VP8", "\(call)")
     }
 }

@@ -40,7 +40,13 @@ public struct LocalMedia: Sendable, Equatable {
 public struct NegotiatedCall: Sendable, Equatable {
     public struct Stream: Sendable, Equatable {
         public var kind: MediaKind
+        /// The codec this side sends (the answer's first, or the one answered).
         public var codec: JSEPDescription.Codec
+        /// The codec the peer sends when it is not `codec`: an answerer sends the offer's most
+        /// preferred codec among those it answered, which need not be its answer's first.
+        public var receivedCodec: JSEPDescription.Codec?
+        /// What the peer's packets carry.
+        public var incomingCodec: JSEPDescription.Codec { receivedCodec ?? codec }
         public var sends: Bool
         public var receives: Bool
         public var localSSRC: UInt32
@@ -187,22 +193,37 @@ public enum OfferAnswer {
             guard let codec = answered.codecs.first, let offered = ours.codecs.first(where: { $0.payloadType == codec.payloadType && $0.isCodec(codec.name, clockRate: codec.clockRate) }) else {
                 throw NegotiationError("the answer chose a codec for \(answered.kind) that was not offered: \(answered.codecs.map { "\($0.payloadType) \($0.name)" })")
             }
-            if codec.isCodec("H264", clockRate: 90_000), H264FormatParameters(fmtp: codec.parameters)?.packetizationMode != 1 {
-                throw NegotiationError("the answer chose H.264 payload type \(codec.payloadType) with \(codec.parameters ?? "no fmtp"); callend speaks packetization mode 1 only")
+            for answeredCodec in answered.codecs where answeredCodec.isCodec("H264", clockRate: 90_000) {
+                guard H264FormatParameters(fmtp: answeredCodec.parameters)?.packetizationMode == 1 else {
+                    throw NegotiationError("the answer lists H.264 payload type \(answeredCodec.payloadType) with \(answeredCodec.parameters ?? "no fmtp"); callend speaks packetization mode 1 only")
+                }
             }
-            var agreed = offered
-            agreed.feedback = offered.feedback.filter(codec.feedback.contains)
-            agreed.rtxPayloadType = codec.rtxPayloadType == offered.rtxPayloadType ? offered.rtxPayloadType : nil
-            agreed.redPayloadType = codec.redPayloadType == offered.redPayloadType ? offered.redPayloadType : nil
-            agreed.ulpfecPayloadType = codec.ulpfecPayloadType == offered.ulpfecPayloadType ? offered.ulpfecPayloadType : nil
-            agreed.redRTXPayloadType = codec.redRTXPayloadType == offered.redRTXPayloadType ? offered.redRTXPayloadType : nil
-            if kind == .video && (agreed.redPayloadType == nil || agreed.ulpfecPayloadType == nil) {
-                (agreed.redPayloadType, agreed.ulpfecPayloadType, agreed.redRTXPayloadType) = (nil, nil, nil)
+            /// What both sides take of an offered codec the answer lists.
+            func agree(_ offered: JSEPDescription.Codec, _ codec: JSEPDescription.Codec) -> JSEPDescription.Codec {
+                var agreed = offered
+                agreed.feedback = offered.feedback.filter(codec.feedback.contains)
+                agreed.rtxPayloadType = codec.rtxPayloadType == offered.rtxPayloadType ? offered.rtxPayloadType : nil
+                agreed.redPayloadType = codec.redPayloadType == offered.redPayloadType ? offered.redPayloadType : nil
+                agreed.ulpfecPayloadType = codec.ulpfecPayloadType == offered.ulpfecPayloadType ? offered.ulpfecPayloadType : nil
+                agreed.redRTXPayloadType = codec.redRTXPayloadType == offered.redRTXPayloadType ? offered.redRTXPayloadType : nil
+                if kind == .video && (agreed.redPayloadType == nil || agreed.ulpfecPayloadType == nil) {
+                    (agreed.redPayloadType, agreed.ulpfecPayloadType, agreed.redRTXPayloadType) = (nil, nil, nil)
+                }
+                return agreed
             }
+            // This side sends the answer's first codec; the answerer sends the offer's most
+            // preferred codec the answer lists (RFC 3264 §6.1): Chromium answers callend's
+            // 42e01f, 42001f offer with 42001f first and sends 42e01f.
+            let agreed = agree(offered, codec)
+            let peerSends = ours.codecs.lazy.compactMap { offered in
+                answered.codecs.first { $0.payloadType == offered.payloadType && $0.isCodec(offered.name, clockRate: offered.clockRate) }.map { agree(offered, $0) }
+            }.first ?? agreed
             let direction = JSEPDescription.Direction(sends: ours.direction.sends && answered.direction.receives,
                                                       receives: ours.direction.receives && answered.direction.sends)
             let extensions = answered.extensions.filter { e in ours.extensions.contains(e) }
-            streams.append(stream(kind, agreed, direction: direction, local: local, remote: answered, extensions: extensions, mid: answered.mid))
+            var made = stream(kind, agreed, direction: direction, local: local, remote: answered, extensions: extensions, mid: answered.mid)
+            if peerSends != agreed { made.receivedCodec = peerSends }
+            streams.append(made)
         }
         guard !streams.isEmpty else { throw NegotiationError("the answer declined every media section") }
         let role: DTLSSession.Role

@@ -352,6 +352,7 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
             summary.mediaRounds += 1
             let streams = call.streams.map { s in
                 "\(s.kind.rawValue) \(s.codec.name)\(s.codec.ulpfecPayloadType == nil ? "" : " with ULPFEC in RED") \(JSEPDescription.Direction(sends: s.sends, receives: s.receives).rawValue)"
+                    + (s.receivedCodec.map { $0.name == s.codec.name ? "" : " (the peer sends \($0.name))" } ?? "")
             }
             let data = call.data.map { ", data channels (SCTP port \($0.remotePort), messages up to \($0.maxMessageSize == 0 ? "any size" : "\($0.maxMessageSize) bytes"))" } ?? ""
             log("media: \(streams.joined(separator: ", "))\(data) over ICE + DTLS-SRTP (BUNDLE)")

@@ -277,14 +277,14 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.videoFanoutWhenWatched = sending.videoFormat == .vp8 ? encoding.fanoutWhenWatched : nil
         let incoming = (video: call.stream(.video).flatMap { $0.receives ? $0 : nil }, audio: call.stream(.audio).flatMap { $0.receives ? $0 : nil })
         var receiving = MediaReceiverConfiguration(
-            video: incoming.video.map {
-                var inbound = SessionConfiguration.Inbound(payloadType: $0.codec.payloadType, rtxPayloadType: $0.codec.rtxPayloadType, feedback: $0.codec.feedback,
-                                                           redPayloadType: $0.codec.ulpfecPayloadType == nil ? nil : $0.codec.redPayloadType,
-                                                           fecPayloadType: $0.codec.ulpfecPayloadType, redRTXPayloadType: $0.codec.redRTXPayloadType)
-                inbound.videoFormat = VideoPayloadFormat(encodingName: $0.codec.name) ?? .vp8
+            video: incoming.video.map(\.incomingCodec).map {
+                var inbound = SessionConfiguration.Inbound(payloadType: $0.payloadType, rtxPayloadType: $0.rtxPayloadType, feedback: $0.feedback,
+                                                           redPayloadType: $0.ulpfecPayloadType == nil ? nil : $0.redPayloadType,
+                                                           fecPayloadType: $0.ulpfecPayloadType, redRTXPayloadType: $0.redRTXPayloadType)
+                inbound.videoFormat = VideoPayloadFormat(encodingName: $0.name) ?? .vp8
                 return inbound
             },
-            audio: incoming.audio.map { .init(payloadType: $0.codec.payloadType, redPayloadType: $0.codec.redPayloadType) })
+            audio: incoming.audio.map(\.incomingCodec).map { .init(payloadType: $0.payloadType, redPayloadType: $0.redPayloadType) })
         // The peer's last frames get two seconds more; a side that takes no media ends with its sender.
         receiving.duration = duration.map { local.receives ? $0 + .seconds(2) : $0 }
         // Silence of 4 s (reports come every second) is an outage: the round goes on, and media
