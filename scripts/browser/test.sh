@@ -4,6 +4,8 @@
 # `callend join` endpoint. Cases:
 #   browser-offers   the endpoint joins first, the browser second (it offers)
 #   endpoint-offers  the browser joins first, the endpoint offers
+#   h264-browser-offers, h264-endpoint-offers  the same two in H.264 alone (the page's
+#                    setCodecPreferences keeps H.264; the endpoint runs --video-codec h264)
 #   nat-relay        (root) the NAT lab: the browser behind one symmetric NAT, the endpoint behind
 #                    another, coturn on the public side; the page's ICE servers come from the
 #                    service; both sides relay-only
@@ -11,8 +13,8 @@
 # element playing and received its audio (getStats), and the endpoint decoded >= 40 of the
 # browser's VP8 frames (counted in its --video-out recording) and its Opus audio, at least half
 # of whose packets came in RED (RFC 2198: callend lists red/48000/2 first, so Chromium sends it),
-# and its bandwidth estimate took >= 10 of Chromium's transport-cc feedback packets; Chromium's
-# video comes in RED (ULPFEC negotiated both ways: callend sends its own video in RED too, and the
+# and its bandwidth estimate took >= 10 of Chromium's transport-cc feedback packets, in the
+# case's codec both ways (its log's media line); in VP8, Chromium's video comes in RED (ULPFEC negotiated both ways: callend sends its own video in RED too, and the
 # page decodes it; Chromium itself sends RED only once its FEC is on, never on this loss-free path).
 # BROWSER_SCREENSHOT=F.png saves the page during the first call (BROWSER_FRAMES=N: once the page
 # has decoded N frames, default 150). Skips (exit 77), saying so, where Chromium cannot start at
@@ -40,9 +42,9 @@ status=0
 started_once=0
 skipped=""
 
-# check NAME: judges the page's JSON line and the endpoint's summary and recordings.
+# check NAME: judges the page's JSON line and the endpoint's summary and recordings, in $codec.
 check() {
-  "$py" scripts/browser/judge.py "$work" "$1"
+  "$py" scripts/browser/judge.py "$work" "$1" "$codec"
 }
 
 # run_case NAME FIRST (browser|endpoint) URL_BASE SERVER [PAGE_NS ENDPOINT_NS] [-- JOIN OPTIONS]
@@ -110,10 +112,16 @@ fi
 if ! "$py" scripts/browser/page_files.py "$pagefiles" "$web"; then
   echo "browser: FAILED: the page's files"; exit 1
 fi
-page_query="" page_extra=()
+page_query="" page_extra=() codec=VP8
 frames=${BROWSER_FRAMES:-150}
 run_case browser-offers endpoint "$web" "127.0.0.1:$sport"
 run_case endpoint-offers browser "$web" "127.0.0.1:$sport"
+# H.264 alone both ways: the page keeps H.264 (and its RTX, RED, ULPFEC) only, the endpoint runs
+# --video-codec h264; each side offers once.
+page_query="&codec=h264" codec=H264
+run_case h264-browser-offers endpoint "$web" "127.0.0.1:$sport" "" "" --video-codec h264
+run_case h264-endpoint-offers browser "$web" "127.0.0.1:$sport" "" "" --video-codec h264
+page_query="" codec=VP8
 
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1 || ! command -v iptables >/dev/null || ! command -v turnserver >/dev/null; then
   echo "browser: nat-relay: SKIPPED: needs root, ip netns, iptables and coturn"

@@ -263,6 +263,21 @@ function addLocal(pc, offering) {
     if (track) pc.addTrack(track, state.local);
     else if (offering) pc.addTransceiver(kind, { direction: 'recvonly' });
   }
+  preferVideoCodec(pc);
+}
+
+// ?codec=h264 (or vp8): the video sent and received is that codec alone (with its RTX, RED and
+// ULPFEC), as a peer that speaks nothing else would have it.
+function preferVideoCodec(pc) {
+  const wanted = params.get('codec');
+  if (!wanted) return;
+  const codecs = RTCRtpReceiver.getCapabilities('video').codecs.filter((c) => {
+    const name = c.mimeType.split('/')[1].toLowerCase();
+    return name === wanted.toLowerCase() || ['rtx', 'red', 'ulpfec'].includes(name);
+  });
+  for (const t of pc.getTransceivers()) {
+    if (t.receiver.track && t.receiver.track.kind === 'video') t.setCodecPreferences(codecs);
+  }
 }
 
 function describe(description) {
