@@ -18,8 +18,8 @@ packages=(
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
   # PyJWT for /usr/bin/python3 (token interop tests), openssl to make test certificates
   python3 python3-jwt openssl
-  # GStreamer peers for the RTP interop tests
-  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  # GStreamer peers for the RTP interop tests (libav's avdec_h264 decodes callend's H.264)
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-libav
   # namespaces, tbf and the path's round trip for the namespace tests and the congestion bench;
   # NAT routers and a TURN/STUN server for the NAT lab
   iproute2 iputils-ping iptables coturn

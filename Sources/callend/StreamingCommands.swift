@@ -14,13 +14,16 @@ let sendHelp = """
     Streams VP8 video to HOST:PORT and Opus audio to HOST:PORT+2 over RTP, RTCP multiplexed on
     each port, without signaling, the way gst-launch or ffmpeg -f rtp do. --sdp-out writes the SDP
     a receiver needs (GStreamer, ffmpeg -protocol_whitelist file,udp,rtp -i FILE, VLC, callend
-    receive). Payload types are fixed: VP8 96, its RFC 4588 retransmissions 97, Opus 111.
+    receive). Payload types are fixed: VP8 96, its RFC 4588 retransmissions 97, H.264 102 (its
+    retransmissions 103), Opus 111.
     Prints statistics at the end.
 
       --video-source S   pattern (moving test picture, default), a Y4M file, or none
       --audio-source S   tone (440 Hz, default), a 48 kHz 16-bit WAV file, or none
       --video-size WxH   size of the pattern (default 640x480); --fps N its rate (default 30)
-      --video-bitrate B  VP8 target in bit/s (default 1000000)
+      --video-bitrate B  the video target in bit/s (default 1000000)
+      --video-codec C    vp8 (default) or h264: constrained baseline from OpenH264 (Debian
+                         libopenh264-7), RFC 6184 packetization mode 1, parameter sets before each IDR
       --srtp-key K       encrypt with SRTP: K is the base64 master key and salt, or 'random'
       --srtp-profile P   AES_CM_128_HMAC_SHA1_80 (default) or AEAD_AES_128_GCM
       --duration S       seconds to send (default: until the file ends, or 10 for synthetic sources)
@@ -29,9 +32,10 @@ let sendHelp = """
 let receiveHelp = """
     usage: callend receive --sdp FILE [--video-out FILE.y4m|FILE.ivf] [--audio-out FILE.wav] [--duration S]
 
-    Receives the VP8 and Opus streams an SDP file describes (from 'callend send --sdp-out', or
-    'ffmpeg ... -f rtp -sdp_file'), asking for lost video packets (NACK) and keyframes (PLI),
-    and writes decoded video (Y4M), the VP8 frames as received (IVF) and decoded audio (WAV).
+    Receives the VP8 or H.264 (packetization mode 1) and Opus streams an SDP file describes (from
+    'callend send --sdp-out', or 'ffmpeg ... -f rtp -sdp_file'), asking for lost video packets
+    (NACK) and keyframes (PLI), and writes decoded video (Y4M), the VP8 frames as received (IVF)
+    and decoded audio (WAV). H.264 is decoded by libavcodec (Debian libavcodec59).
     Stops after --duration, when the sender says BYE, or after 3 s without packets. Prints statistics.
     """
 
@@ -67,6 +71,15 @@ func runSend(_ args: inout Arguments) throws {
         throw UsageError(description: "nothing to send: --video-source none and --audio-source none")
     }
     if let bitrate = try args.integer("--video-bitrate", in: 10_000...100_000_000) { configuration.videoBitrate = bitrate }
+    switch try args.value("--video-codec") ?? "vp8" {
+    case "vp8": break
+    case "h264":
+        if let missing = VideoCodec.h264.unavailableReason { throw UsageError(description: "--video-codec h264: \(missing)") }
+        configuration.videoFormat = .h264
+        configuration.payloadTypes.video = 102
+        configuration.payloadTypes.rtx = 103
+    case let other: throw UsageError(description: "send's --video-codec takes vp8 or h264, not '\(other)'")
+    }
     let profileName = try args.value("--srtp-profile") ?? SRTPProfile.aes128CmSha1_80.rawValue
     guard let profile = SRTPProfile(rawValue: profileName) else {
         throw UsageError(description: "--srtp-profile takes \(SRTPProfile.allCases.map(\.rawValue).joined(separator: " or ")), not '\(profileName)'")

@@ -198,6 +198,62 @@ func framesDecoded(_ output: String) -> Int? {
         #expect(wavSeconds(audio) > 4, "audio: \(summary)")
     }
 
+    /// H.264 both ways with GStreamer through SDP files alone (no VP8 on either side): callend's
+    /// OpenH264 stream decoded by avdec_h264, and GStreamer's openh264enc decoded by callend.
+    /// (avdec_h264 renders into libav's padded pictures unless told not to, and y4menc 1.22
+    /// writes their padding into the file.)
+    @Test func gstreamerAndCallendExchangeH264() throws {
+        let dir = try WorkDirectory()
+        var port = try freePortPair()
+        let video = dir.file("gst.y4m")
+        let gst = try launch("gst-launch-1.0", ["-e", "-q",
+            "udpsrc", "port=\(port)", "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=102",
+            "!", "rtpjitterbuffer", "latency=200", "!", "rtph264depay", "!", "avdec_h264", "direct-rendering=false", "!", "y4menc", "!", "filesink", "location=\(video)"])
+        #expect(waitForUDPListeners([port]), "gst-launch listens")
+        let sent = try runCallend(["send", "--to", "127.0.0.1:\(port)", "--video-codec", "h264", "--video-size", "320x240", "--audio-source", "none", "--duration", "4"])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let total = try #require(framesSent(sent.stdout))
+        waitWhileGrowing(video, until: { countY4MFrames(video) >= total })
+        finish(gst, within: 0)
+        let decoded = countY4MFrames(video)
+        #expect(total >= 100 && Double(decoded) >= 0.98 * Double(total), "GStreamer decoded \(decoded) of callend's \(total) H.264 frames; the file: \(fileSize(video)) bytes")
+
+        port = try freePortPair()
+        let sdp = dir.file("gst.sdp"), received = dir.file("in.y4m")
+        try ["v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=gstreamer", "c=IN IP4 127.0.0.1", "t=0 0", "m=video \(port) RTP/AVP 102",
+             "a=rtpmap:102 H264/90000", "a=fmtp:102 packetization-mode=1;profile-level-id=42e01f", ""].joined(separator: "\r\n")
+            .write(toFile: sdp, atomically: true, encoding: .utf8)
+        let receiver = Process()
+        receiver.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend")
+        receiver.arguments = ["receive", "--sdp", sdp, "--video-out", received, "--duration", "15"]
+        let out = Pipe()
+        (receiver.standardOutput, receiver.standardError) = (out, FileHandle.nullDevice)
+        try receiver.run()
+        #expect(waitForUDPListeners([port]), "callend receive listens")
+        let sender = try launch("gst-launch-1.0", ["-q",
+            "videotestsrc", "num-buffers=150", "is-live=true", "pattern=ball", "!", "video/x-raw,width=320,height=240,framerate=30/1",
+            "!", "openh264enc", "bitrate=600000", "gop-size=60", "!", "rtph264pay", "pt=102", "config-interval=-1", "!", "udpsink", "host=127.0.0.1", "port=\(port)"])
+        finish(sender, within: 15)
+        finish(receiver, within: 10)
+        let summary = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let got = framesDecoded(summary) ?? 0
+        #expect(got >= 147, "callend decoded \(got) of GStreamer's 150 H.264 frames: \(summary)")
+        #expect(countY4MFrames(received) == got)
+    }
+
+    /// H.264 into an .ivf file is refused (IVF holds VP8 here), as is a codec send does not have.
+    @Test func h264CommandLinesThatCannotWork() throws {
+        let dir = try WorkDirectory()
+        let sdp = dir.file("h264.sdp")
+        try ["v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=x", "c=IN IP4 127.0.0.1", "t=0 0", "m=video 5004 RTP/AVP 102",
+             "a=rtpmap:102 H264/90000", "a=fmtp:102 packetization-mode=1;profile-level-id=42e01f", ""].joined(separator: "\r\n")
+            .write(toFile: sdp, atomically: true, encoding: .utf8)
+        let ivf = try runCallend(["receive", "--sdp", sdp, "--video-out", dir.file("x.ivf"), "--duration", "1"])
+        #expect(ivf.status != 0 && ivf.stderr.contains("write the pictures to a .y4m file"), "\(ivf.status) \(ivf.stderr)")
+        let auto = try runCallend(["send", "--to", "127.0.0.1:9", "--video-codec", "auto"])
+        #expect(auto.status == 2 && auto.stderr.contains("send's --video-codec takes vp8 or h264"), "\(auto.stderr)")
+    }
+
     @Test func callendDecodesWhatFFmpegSends() throws {
         let dir = try WorkDirectory()
         let port = try freePortPair()

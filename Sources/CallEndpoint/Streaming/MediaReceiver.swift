@@ -196,6 +196,9 @@ public final class MediaReceiver: @unchecked Sendable {  // mutable state is ins
         if let v = videoStream, VideoPayloadFormat(encodingName: v.encodingName) == nil {
             throw ParseError("SDP", "video is \(v.encodingName); callend receives VP8 and H264")
         }
+        if configuration.video?.videoFormat == .h264, configuration.videoOutput?.hasSuffix(".ivf") == true {
+            throw ConfigurationError("the video is H.264 and an .ivf file holds VP8 here: write the pictures to a .y4m file")
+        }
         if let a = audioStream, a.encodingName.lowercased() != "opus" {
             throw ParseError("SDP", "audio is \(a.encodingName); callend receives Opus")
         }

@@ -119,8 +119,10 @@ public final class MediaSender: @unchecked Sendable {  // mutable state is behin
         var streams: [StreamDescription] = []
         let crypto = configuration.srtp
         if videoTrack != nil {
+            // H.264: what callend's encoder makes (constrained baseline, level 3.1) in mode 1.
+            let fmtp = configuration.videoFormat == .h264 ? "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f" : nil
             streams.append(StreamDescription(kind: .video, port: configuration.videoPort, payloadType: configuration.payloadTypes.video,
-                                             encodingName: "VP8", clockRate: 90_000, feedback: ["nack", "nack pli", "ccm fir"],
+                                             encodingName: configuration.videoFormat.encodingName, clockRate: 90_000, fmtp: fmtp, feedback: ["nack", "nack pli", "ccm fir"],
                                              ssrc: videoSSRC, cname: cname, crypto: crypto, rtxPayloadType: configuration.payloadTypes.rtx))
         }
         if audioTrack != nil {
