@@ -5,6 +5,7 @@
 #                   receives to WebM: >= 90 % of the frames callend sent are in the recording and
 #                   decode (ffprobe -count_frames), its audio decoded, the session DELETEd at the
 #                   end of --duration
+#   publish-h264    the same with --video-codec h264: the session is H.264 (aiortc decodes it)
 #   publish-sigterm publishing without a duration, ended by SIGTERM once media flows: exit 0 and
 #                   the server sees the DELETE
 #   publish-redirect a 307 is followed to the real endpoint with the same offer
@@ -52,21 +53,29 @@ publish() {
     > "$work/$name.out" 2> "$work/$name.err"
 }
 
-# publish-aiortc
+# publish-aiortc, publish-h264: NAME [ARGS...] publishes for $seconds and judges the recording.
 seconds=${WHIP_SECONDS:-10}
-publish publish-aiortc /whip/live --video-size 320x240 --duration "$seconds"
-rc=$?
-sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/publish-aiortc.out")
-recorded=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/recording.webm" 2>/dev/null | head -1)
-audio=$(ffprobe -v error -count_frames -select_streams a:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/recording.webm" 2>/dev/null | head -1)
-echo "whip: publish-aiortc: exit $rc; callend sent ${sent:-0} frames; the recording holds ${recorded:-0} decodable video frames and ${audio:-0} audio frames; $(grep -c '^whip-server: DELETE' "$work/server.log") DELETE"
-cat "$work/publish-aiortc.out"
-if [ $rc -ne 0 ] || [ -z "$sent" ] || [ "$sent" -eq 0 ] || [ "${recorded:-0}" -lt $((sent * 9 / 10)) ] || [ "${audio:-0}" -eq 0 ] \
-   || ! grep -q '^whip-server: DELETE' "$work/server.log" || ! grep -q 'session deleted' "$work/publish-aiortc.out"; then
-  fail "publish-aiortc FAILED"; tail -15 "$work/publish-aiortc.err"
-else
-  echo "whip: publish-aiortc passed"
-fi
+publish_recorded() {
+  local name=$1
+  shift
+  publish "$name" /whip/live --video-size 320x240 --duration "$seconds" "$@"
+  local rc=$? sent recorded audio
+  sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/$name.out")
+  recorded=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/recording.webm" 2>/dev/null | head -1)
+  audio=$(ffprobe -v error -count_frames -select_streams a:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/recording.webm" 2>/dev/null | head -1)
+  echo "whip: $name: exit $rc; callend sent ${sent:-0} frames; the recording holds ${recorded:-0} decodable video frames and ${audio:-0} audio frames; $(grep -c '^whip-server: DELETE' "$work/server.log") DELETE"
+  cat "$work/$name.out"
+  if [ $rc -ne 0 ] || [ -z "$sent" ] || [ "$sent" -eq 0 ] || [ "${recorded:-0}" -lt $((sent * 9 / 10)) ] || [ "${audio:-0}" -eq 0 ] \
+     || ! grep -q '^whip-server: DELETE' "$work/server.log" || ! grep -q 'session deleted' "$work/$name.out"; then
+    fail "$name FAILED"; tail -15 "$work/$name.err"
+  else
+    echo "whip: $name passed"
+  fi
+}
+publish_recorded publish-aiortc
+# H.264 alone (aiortc decodes it with PyAV's libavcodec and records what it decoded).
+publish_recorded publish-h264 --video-codec h264
+grep -q "video H264 sendonly" "$work/publish-h264.err" || fail "publish-h264: the session was not H.264: $(grep 'media:' "$work/publish-h264.err")"
 
 # publish-sigterm
 deletes=$(grep -c '^whip-server: DELETE' "$work/server.log")
