@@ -9,17 +9,18 @@ let janusHelp = """
     usage: callend janus publish URL --room N [--display NAME] [--api-secret-file F] [--ca-file F] [--insecure-plaintext]
                            [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                            [--mic PCM | --audio-source tone|F.wav|none] [--encoding auto|manual] [--max-video-bitrate B]
-                           [--duration S] [--no-stdin] [--log-level L]
+                           [--video-codec vp8|h264|auto] [--duration S] [--no-stdin] [--log-level L]
                            [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
            callend janus subscribe URL --room N [--feed ID | --display NAME] [--wait S] [--api-secret-file F] [--ca-file F]
-                           [--insecure-plaintext] [--duration S] [--no-stdin] [--log-level L] [ICE options as above]
+                           [--video-codec vp8|h264|auto] [--insecure-plaintext] [--duration S] [--no-stdin] [--log-level L]
+                           [ICE options as above]
 
     Publishes into, or watches one publisher of, a Janus VideoRoom (Janus's janus.plugin.videoroom)
     through Janus's HTTP API: the SFU to use when a room outgrows callend's own rooms. Media goes
     between callend and Janus over ICE + DTLS-SRTP; Janus's receiver reports, NACK, PLI, REMB and
     transport-wide feedback drive the publisher's estimate as a peer's would.
 
-    publish     joins room N as a publisher (joinandconfigure) with a sendonly VP8 + Opus offer
+    publish     joins room N as a publisher (joinandconfigure) with a sendonly VP8 (or H.264) + Opus offer
                 (the candidates of the first two seconds in it, later ones trickled) and sends until
                 --duration, 'leave' (standard input), SIGINT or SIGTERM, or Janus hangs up
     subscribe   joins room N as a subscriber of one publisher's feed, answers Janus's offer
@@ -36,6 +37,7 @@ let janusHelp = """
       --ca-file F           PEM CAs that sign Janus's certificate (default: the system's)
       --insecure-plaintext  http:// to a host that is not loopback: the secret and the DTLS
                             fingerprint cross the network readable and rewritable
+      --video-codec C       vp8 (default), h264 (a room with videocodec = "h264") or auto, as for 'callend join'
       Sources, encoding, ICE servers and --log-level as for 'callend publish' and 'callend join'.
 
     Output: log lines on standard error; at the end one summary line on standard output.
@@ -65,6 +67,7 @@ func runJanus(_ args: inout Arguments) throws {
     let duration = try args.integer("--duration", in: 1...86_400)
     let noStdin = args.flag("--no-stdin")
     var media = Call.Media(videoTrack: nil, audioTrack: nil)
+    let videoCodecs = try parseVideoCodec(&args)
     var options = JanusRoomOptions(endpoint: url, room: UInt64(room))
     switch role {
     case .publisher:
@@ -81,6 +84,7 @@ func runJanus(_ args: inout Arguments) throws {
         if let wait = try args.integer("--wait", in: 0...3600) { options.feedWait = .seconds(wait) }
         if options.feed != nil && display != nil { throw UsageError(description: "--feed and --display both choose the publisher: give one") }
     }
+    media.videoCodecs = videoCodecs
     let (iceServers, iceTransport) = try parseICEOptions(&args)
     let logger = try logWriter(program: "callend janus", &args)
     try args.finish(command: "janus \(verb)")

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Starts Debian's Janus (1.1.2) with a configuration of its own: the HTTP transport on ADDR:PORT
-# and the VideoRoom plugin alone, one room (1234, VP8 + Opus, up to 6 publishers, no bitrate cap
+# and the VideoRoom plugin alone, two rooms (1234, VP8 + Opus; 1235 the same in H.264; up to 6 publishers, no bitrate cap
 # beyond 2.5 Mbit/s), ICE on the interfaces that carry ADDR's network, an API secret when given.
 # Run inside a namespace the caller made; writes the configuration under DIR and logs to DIR/janus.log.
 #   usage: start.sh DIR ADDR PORT [API_SECRET]      (prints Janus's pid; waits until it answers)
@@ -52,6 +52,15 @@ room-1234: {
 	fir_freq = 10
 	audiocodec = "opus"
 	videocodec = "vp8"
+	transport_wide_cc_ext = true
+}
+room-1235: {
+	description = "callend H.264 room"
+	publishers = 6
+	bitrate = 2500000
+	fir_freq = 10
+	audiocodec = "opus"
+	videocodec = "h264"
 	transport_wide_cc_ext = true
 }
 CFG
