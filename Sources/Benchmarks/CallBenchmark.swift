@@ -89,12 +89,15 @@ public struct CallBenchmark {
     public let calls: Int
     public let seconds: Int
     public let executable: String
+    /// The endpoints' --video-codec (vp8 or h264).
+    public let videoCodec: String
     let log: (String) -> Void
 
-    public init(calls: Int, seconds: Int, executable: String, log: @escaping (String) -> Void) {
+    public init(calls: Int, seconds: Int, executable: String, videoCodec: String = "vp8", log: @escaping (String) -> Void) {
         self.calls = calls
         self.seconds = seconds
         self.executable = executable
+        self.videoCodec = videoCodec
         self.log = log
     }
 
@@ -117,7 +120,7 @@ public struct CallBenchmark {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: executable)
                 process.arguments = ["join", "bench-\(call)", "--measure-latency", "--server", "127.0.0.1:\(service.port)", "--video-size", "640x480", "--fps", "30",
-                                     "--duration", "\(seconds)"]
+                                     "--duration", "\(seconds)", "--video-codec", videoCodec]
                 process.environment = ProcessInfo.processInfo.environment.merging(["CALLEND_TOKEN": token]) { $1 }
                 let out = Pipe()
                 process.standardOutput = out
@@ -216,7 +219,7 @@ public struct CallBenchmark {
             + String(format: " = %.1f ms", total) + (measured.map { String(format: " (glass-to-glass p50 %.0f ms)", $0) } ?? "")
     }
 
-    public static func format(_ endpoints: [Endpoint], calls: Int, seconds: Int) -> String {
+    public static func format(_ endpoints: [Endpoint], calls: Int, seconds: Int, videoCodec: String = "vp8") -> String {
         func percentile(_ values: [Double], _ p: Double) -> Double? {
             let sorted = values.sorted()
             return sorted.isEmpty ? nil : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
@@ -232,7 +235,7 @@ public struct CallBenchmark {
             return String(format: "%+.0f ... %+.0f ms", low, high)
         }
         var lines = [
-            "call bench: \(calls) calls of \(seconds) s, two `callend join` processes each through `callend serve`, loopback, 640x480@30 VP8 + Opus, SRTP",
+            "call bench: \(calls) calls of \(seconds) s, two `callend join` processes each through `callend serve`, loopback, 640x480@30 \(videoCodec == "h264" ? "H.264" : "VP8") + Opus, SRTP",
             "  setup (join -> first decoded frame): p50 \(ms(percentile(setups, 0.5))), p95 \(ms(percentile(setups, 0.95))) over \(setups.count) endpoints",
             "  video glass-to-glass (capture stamp -> decoded): p50 \(ms(percentile(endpoints.compactMap(\.videoP50), 0.5))), p95 \(ms(videoP95)) (worst endpoint)",
             "  audio glass-to-glass (timing mark -> played out): p50 \(ms(percentile(endpoints.compactMap(\.audioP50), 0.5))), p95 \(ms(audioP95)) (worst endpoint)",

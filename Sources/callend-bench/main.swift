@@ -48,10 +48,10 @@ let benchSoakHelp = """
     """
 
 let benchCallHelp = """
-    usage: callend bench call [--calls N] [--seconds S]
+    usage: callend bench call [--calls N] [--seconds S] [--video-codec vp8|h264]
 
     Starts 'callend serve' and, N times (default 3), two 'callend join' processes that call each
-    other on loopback for S seconds (default 8) with 640x480@30 VP8 + Opus over SRTP. Prints setup
+    other on loopback for S seconds (default 8) with 640x480@30 VP8 (or H.264) + Opus over SRTP. Prints setup
     time (join to first decoded frame) p50/p95, glass-to-glass latency read from the capture stamps
     in the synthetic video and the timing marks in the synthetic audio (p50/p95), and CPU (cores) and
     resident memory per endpoint, against the targets.
@@ -137,9 +137,11 @@ do {
         if args.flag("--help") || args.flag("-h") { print(benchCallHelp); break }
         let calls = try args.integer("--calls", in: 1...100) ?? 3
         let seconds = try args.integer("--seconds", in: 3...600) ?? 8
+        let codec = try args.value("--video-codec") ?? "vp8"
+        guard codec == "vp8" || codec == "h264" else { throw UsageError(description: "bench call's --video-codec takes vp8 or h264, not '\(codec)'") }
         try args.finish(command: "bench call")
-        let bench = CallBenchmark(calls: calls, seconds: seconds, executable: executable) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
-        print(CallBenchmark.format(try bench.run(), calls: calls, seconds: seconds))
+        let bench = CallBenchmark(calls: calls, seconds: seconds, executable: executable, videoCodec: codec) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
+        print(CallBenchmark.format(try bench.run(), calls: calls, seconds: seconds, videoCodec: codec))
     case "congestion": try runBenchCongestion(&args)
     case "delay-relay": try runBenchDelayRelay(&args)
     case "cellular-link": try runBenchCellularLink(&args)
