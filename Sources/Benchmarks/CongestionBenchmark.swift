@@ -35,6 +35,8 @@ public struct CongestionBenchmark {
         /// scripts/browser/page.py: when set, a run where callend sends to headless Chromium (the
         /// page of `serve --http`, receiving only) and adapts from Chromium's own transport-cc feedback.
         public var browserPage: String?
+        /// callend's --video-codec (vp8 or h264).
+        public var videoCodec = "vp8"
 
         public init(executable: String, scripts: String, python: String?, outputDirectory: String) {
             self.executable = executable
@@ -258,8 +260,8 @@ public struct CongestionBenchmark {
         func join(_ who: String, in ns: String, extra: [String]) throws -> (Process, Pipe) {
             let token = TokenIssuer(secret: secret).mint(TokenClaims(identity: who, room: "congestion", issuedAt: now, expires: now + 3600))
             let p = try topology.process(in: ns, options.executable,
-                                         ["join", "congestion", "--server", "tls://\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin"]
-                                            + tls.joinArguments + extra,
+                                         ["join", "congestion", "--server", "tls://\(topology.addressA):7000", "--duration", "\(seconds)", "--no-stdin",
+                                          "--video-codec", options.videoCodec] + tls.joinArguments + extra,
                                          environment: ["CALLEND_TOKEN": token])
             p.standardOutput = try ExternalTool.newFile(options.outputDirectory + "/\(prefix)-\(who).log")
             let errors = Pipe()

@@ -6,7 +6,7 @@ import Platform
 
 let benchCongestionHelp = """
     usage: callend bench congestion [--schedule KBIT:S,...] [--out DIR] [--no-aiortc] [--python PATH] [--chromium]
-                                    [--video-size WxH] [--fps N] [--burst BYTES] [--delay MS] [--scripts DIR]
+                                    [--video-size WxH] [--fps N] [--burst BYTES] [--delay MS] [--scripts DIR] [--video-codec vp8|h264]
            callend bench congestion --case fairness|tcp [--short] [--capacity KBIT] [--out DIR] [--no-aiortc] [--python PATH]
            callend bench congestion --case both-ways [--short] [--delay MS] [--out DIR] [--no-aiortc] [--python PATH]
 
@@ -56,6 +56,7 @@ let benchCongestionHelp = """
       --python PATH       a Python with aiortc and matplotlib (default .build/bench-venv/bin/python, made by
                           scripts/congestion/setup-bench.sh)
       --video-size WxH    clip size (default 640x480); --fps N clip rate (default 30)
+      --video-codec C     callend's video: vp8 (default) or h264 (the §5.1 and both-ways runs)
       --burst BYTES       the tbf bucket (default 4000, about three packets: the bottleneck behaves like a
                           link; a large bucket, e.g. 15000, behaves like a policer that lets short bursts
                           and probes through at line rate)
@@ -215,7 +216,10 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     let caseName = try args.value("--case")
     let short = args.flag("--short")
     let capacity = try args.integer("--capacity", in: 100...100_000)
+    let codec = try args.value("--video-codec")
+    if let codec, codec != "vp8" && codec != "h264" { throw UsageError(description: "bench congestion's --video-codec takes vp8 or h264, not '\(codec)'") }
     try args.finish(command: "bench congestion")
+    if codec != nil && caseName != nil && caseName != "both-ways" { throw UsageError(description: "--video-codec goes with the RFC 8867 §5.1 and both-ways runs, not --case \(caseName!)") }
     if caseName == nil && (short || capacity != nil) { throw UsageError(description: "--short and --capacity go with --case fairness|tcp|both-ways") }
     if noAiortc && python != nil { throw UsageError(description: "--no-aiortc and --python are alternatives; give one") }
     var parsedSchedule = CapacitySchedule.rfc8867
@@ -274,6 +278,7 @@ func runBenchCongestion(_ args: inout Arguments) throws {
     if let fps { options.fps = fps }
     if let burst { options.burstBytes = burst }
     if let delay { options.delayMilliseconds = delay }
+    if let codec { options.videoCodec = codec }
     let bench = CongestionBenchmark(options: options) { FileHandle.standardError.write(Data("\($0)\n".utf8)) }
     let runs = try bench.run()
     print(CongestionBenchmark.report(runs, burstBytes: options.burstBytes, delayMilliseconds: options.delayMilliseconds))
