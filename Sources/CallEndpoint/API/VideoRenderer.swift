@@ -10,7 +10,7 @@ import Synchronization
 /// bitstream, every complete encoded frame. Called on the receiver's thread; keep it short.
 public protocol VideoRenderer: AnyObject, Sendable {
     func render(_ frame: VideoFrame)
-    /// A complete VP8 frame as received, before decoding.
+    /// A complete frame as received (VP8, or an H.264 access unit in Annex B), before decoding.
     func renderEncoded(_ data: [UInt8], rtpTimestamp: UInt32, isKeyframe: Bool)
     /// The call ended: flush and close.
     func finish()

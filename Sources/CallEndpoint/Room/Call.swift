@@ -39,7 +39,8 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         public var recording: CallRecording?
         /// Data channels (`join --data-socket`): offered and accepted when set.
         public var dataTrack: DataTrack?
-        /// The video codecs offered and accepted, in order of preference (`--video-codec`).
+        /// The video codecs offered and accepted, in order of preference (`--video-codec`); a call
+        /// with a recording offers VP8 alone (WebM holds VP8 here).
         public var videoCodecs: [VideoCodec] = [.vp8]
 
         public init(videoTrack: LocalVideoTrack?, audioTrack: LocalAudioTrack?, renderers: [any VideoRenderer] = [], audioPlayout: (any AudioDevice)? = nil) {

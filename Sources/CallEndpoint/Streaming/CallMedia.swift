@@ -42,7 +42,8 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         var local = LocalMedia(sendsVideo: media.videoTrack != nil, sendsAudio: media.audioTrack != nil)
         local.receives = receives
         local.dataChannels = media.dataTrack != nil
-        local.videoCodecs = media.videoCodecs
+        // A recording is WebM, a VP8 container: a call that records stays in VP8.
+        local.videoCodecs = media.recording == nil ? media.videoCodecs : [.vp8]
         dataTrack = media.dataTrack
         self.local = local
         final class Outcome: @unchecked Sendable {  // set once, right after init
