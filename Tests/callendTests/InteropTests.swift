@@ -99,6 +99,21 @@ func framesDecoded(_ output: String) -> Int? {
     return Int(output[range].split(separator: " ")[0])
 }
 
+/// `callend receive --sdp SDP` with `outputs`, for at most 15 s; once it listens on `ports`,
+/// `sender` starts the sending tool, which is given 15 s to end. Returns the receiver's summary.
+func callendReceive(sdp: String, outputs: [String], ports: [Int], sender: () throws -> Process) throws -> String {
+    let receiver = Process()
+    receiver.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend")
+    receiver.arguments = ["receive", "--sdp", sdp] + outputs + ["--duration", "15"]
+    let out = Pipe()
+    (receiver.standardOutput, receiver.standardError) = (out, FileHandle.nullDevice)
+    try receiver.run()
+    #expect(waitForUDPListeners(ports), "callend receive listens")
+    finish(try sender(), within: 15)
+    finish(receiver, within: 10)
+    return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+}
+
 @Suite(.serialized) struct InteropTests {
     @Test func gstreamerDecodesWhatCallendSends() throws {
         let dir = try WorkDirectory()
@@ -176,22 +191,13 @@ func framesDecoded(_ output: String) -> Int? {
             a=rtpmap:111 OPUS/48000/2\r
 
             """.write(toFile: sdp, atomically: true, encoding: .utf8)
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend")
-        receiver.arguments = ["receive", "--sdp", sdp, "--video-out", video, "--audio-out", audio, "--duration", "15"]
-        let out = Pipe()
-        receiver.standardOutput = out
-        receiver.standardError = FileHandle.nullDevice
-        try receiver.run()
-        #expect(waitForUDPListeners([port, port + 2]), "callend receive listens")
-        let gst = try launch("gst-launch-1.0", ["-q",
-            "videotestsrc", "num-buffers=150", "is-live=true", "pattern=ball", "!", "video/x-raw,width=320,height=240,framerate=30/1",
-            "!", "vp8enc", "deadline=1", "target-bitrate=600000", "!", "rtpvp8pay", "pt=96", "!", "udpsink", "host=127.0.0.1", "port=\(port)",
-            "audiotestsrc", "num-buffers=250", "is-live=true", "samplesperbuffer=960", "!", "audio/x-raw,rate=48000,channels=2",
-            "!", "opusenc", "!", "rtpopuspay", "pt=111", "!", "udpsink", "host=127.0.0.1", "port=\(port + 2)"])
-        finish(gst, within: 15)
-        finish(receiver, within: 10)
-        let summary = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let summary = try callendReceive(sdp: sdp, outputs: ["--video-out", video, "--audio-out", audio], ports: [port, port + 2]) {
+            try launch("gst-launch-1.0", ["-q",
+                "videotestsrc", "num-buffers=150", "is-live=true", "pattern=ball", "!", "video/x-raw,width=320,height=240,framerate=30/1",
+                "!", "vp8enc", "deadline=1", "target-bitrate=600000", "!", "rtpvp8pay", "pt=96", "!", "udpsink", "host=127.0.0.1", "port=\(port)",
+                "audiotestsrc", "num-buffers=250", "is-live=true", "samplesperbuffer=960", "!", "audio/x-raw,rate=48000,channels=2",
+                "!", "opusenc", "!", "rtpopuspay", "pt=111", "!", "udpsink", "host=127.0.0.1", "port=\(port + 2)"])
+        }
         let decoded = framesDecoded(summary) ?? 0
         #expect(decoded >= 147, "callend decoded \(decoded) of GStreamer's 150 frames: \(summary)")
         #expect(countY4MFrames(video) == decoded)
@@ -223,19 +229,11 @@ func framesDecoded(_ output: String) -> Int? {
         try ["v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=gstreamer", "c=IN IP4 127.0.0.1", "t=0 0", "m=video \(port) RTP/AVP 102",
              "a=rtpmap:102 H264/90000", "a=fmtp:102 packetization-mode=1;profile-level-id=42e01f", ""].joined(separator: "\r\n")
             .write(toFile: sdp, atomically: true, encoding: .utf8)
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend")
-        receiver.arguments = ["receive", "--sdp", sdp, "--video-out", received, "--duration", "15"]
-        let out = Pipe()
-        (receiver.standardOutput, receiver.standardError) = (out, FileHandle.nullDevice)
-        try receiver.run()
-        #expect(waitForUDPListeners([port]), "callend receive listens")
-        let sender = try launch("gst-launch-1.0", ["-q",
-            "videotestsrc", "num-buffers=150", "is-live=true", "pattern=ball", "!", "video/x-raw,width=320,height=240,framerate=30/1",
-            "!", "openh264enc", "bitrate=600000", "gop-size=60", "!", "rtph264pay", "pt=102", "config-interval=-1", "!", "udpsink", "host=127.0.0.1", "port=\(port)"])
-        finish(sender, within: 15)
-        finish(receiver, within: 10)
-        let summary = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let summary = try callendReceive(sdp: sdp, outputs: ["--video-out", received], ports: [port]) {
+            try launch("gst-launch-1.0", ["-q",
+                "videotestsrc", "num-buffers=150", "is-live=true", "pattern=ball", "!", "video/x-raw,width=320,height=240,framerate=30/1",
+                "!", "openh264enc", "bitrate=600000", "gop-size=60", "!", "rtph264pay", "pt=102", "config-interval=-1", "!", "udpsink", "host=127.0.0.1", "port=\(port)"])
+        }
         let got = framesDecoded(summary) ?? 0
         #expect(got >= 147, "callend decoded \(got) of GStreamer's 150 H.264 frames: \(summary)")
         #expect(countY4MFrames(received) == got)
