@@ -10,7 +10,8 @@
 # gaps >= 300 ms after the first 5 s, counted the same way for both.
 #
 # usage: scripts/loss/bench.sh [--seconds S] [--runs N] [--cases "5@1 10@100 ge@1 ..."]
-#                              [--stacks "callend chromium"] [--traces DIR] [--out DIR]
+#                              [--stacks "callend chromium"] [--traces DIR] [--out DIR] [--video-codec vp8|h264]
+#   --video-codec: both stacks' video (callend's --video-codec, the page's setCodecPreferences).
 #   a case is LOSS@RTT: LOSS a percentage or ge (Gilbert-Elliott bursts: 1 % loss for 2 s on
 #   average, then 40 % for 0.2 s, about 4.5 % in all); RTT 1 (the path's own) or 100 (50 ms
 #   each way). Default: 5@1 10@1 20@1 5@100 10@100 20@100 ge@1 ge@100, 120 s each, one run.
@@ -30,7 +31,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/stage.sh
-seconds=120 runs=1 out=loss-bench stacks="callend chromium" traces=${CELLULAR_TRACES:-}
+seconds=120 runs=1 out=loss-bench stacks="callend chromium" traces=${CELLULAR_TRACES:-} codec=vp8
 cases="5@1 10@1 20@1 5@100 10@100 20@100 ge@1 ge@100"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -40,12 +41,14 @@ while [ $# -gt 0 ]; do
     --stacks) stacks=$2; shift 2 ;;
     --traces) traces=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --video-codec) codec=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "loss bench: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
 done
 [[ $seconds =~ ^[0-9]+$ ]] && [ "$seconds" -ge 20 ] || { echo "loss bench: --seconds must be a whole number >= 20" >&2; exit 2; }
 [[ $runs =~ ^[0-9]+$ ]] && [ "$runs" -ge 1 ] || { echo "loss bench: --runs must be >= 1" >&2; exit 2; }
+[[ $codec == vp8 || $codec == h264 ]] || { echo "loss bench: --video-codec takes vp8 or h264: $codec" >&2; exit 2; }
 declare -A trace_file=([att]=ATT-LTE-driving-2016 [tmobile]=TMobile-LTE-short [verizon]=Verizon-LTE-short)
 for c in $cases; do
   [[ $c =~ ^([0-9]+|ge)@(1|100)$ || $c =~ ^(att|tmobile|verizon)@cell$ ]] || { echo "loss bench: a case is LOSS@RTT (5@1, ge@100) or TRACE@cell (att@cell): $c" >&2; exit 2; }
@@ -112,7 +115,7 @@ run_callend() {
     ns=${!who}
     ip netns exec "$ns" env CALLEND_TOKEN="$("$bin" token --room loss --identity "$who" --secret-file "$work/secret")" \
       "$bin" join loss --server tls://10.71.1.2:7000 "${join_tls[@]}" --video-source "$clip" --video-size 640x480 --measure-latency \
-      --duration $((seconds + 10)) --no-stdin > "$dir/$who.out" 2> "$dir/$who.log" &
+      --video-codec "$codec" --duration $((seconds + 10)) --no-stdin > "$dir/$who.out" 2> "$dir/$who.log" &
     joins+=($!); pids+=($!)
     [ $who = a ] && { wait_for "$dir/a.log" "joined room" 30 || return 1; }
   done
@@ -129,7 +132,7 @@ run_chromium() {
   local pages=() until=$(( $(date +%s) + 20 + seconds ))  # 20 s to start both and meet
   for who in a b; do
     ns=${!who}
-    ip netns exec "$ns" "$py" scripts/browser/page.py "https://10.71.1.2:$port/?room=loss&token=$("$bin" token --room loss --identity "$who" --secret-file "$work/secret")" \
+    ip netns exec "$ns" "$py" scripts/browser/page.py "https://10.71.1.2:$port/?room=loss$([ "$codec" = h264 ] && echo "&codec=h264")&token=$("$bin" token --room loss --identity "$who" --secret-file "$work/secret")" \
       --trust-key "$tls_pin" --fake-video "$clip" --frames 30 --timeout 60 --run-until "$until" \
       --collected-file "$dir/$who.collected" --peer-collected-file "$dir/$([ $who = a ] && echo b || echo a).collected" \
       --ready-file "$dir/$who.ready" > "$dir/$who.json" 2> "$dir/$who.err" &
