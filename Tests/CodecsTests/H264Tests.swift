@@ -95,6 +95,38 @@ private func units(_ accessUnit: [UInt8]) -> [UInt8] {
         #expect(pictures.count == 30 && pictures.allSatisfy { $0.width == 320 && $0.height == 240 })
     }
 
+    /// What `H264Syntax` reads (the frame_num width from the SPS; each slice's first macroblock,
+    /// frame_num and whether it is a reference) is what FFmpeg's trace_headers reads, on x264's
+    /// high profile with two slices a picture and B-frames (not references).
+    @Test func syntaxFieldsAreWhatFFmpegReads() throws {
+        let dir = try TemporaryDirectory()
+        let file = dir.file("x264.h264")
+        let trace = try runTool("ffmpeg", ["-v", "trace", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-frames:v", "24",
+                                           "-c:v", "libx264", "-profile:v", "high", "-x264-params", "slices=2:bframes=2:keyint=10",
+                                           "-pix_fmt", "yuv420p", "-bsf:v", "trace_headers", "-f", "h264", "-y", file])
+        var traced: [(field: String, value: Int)] = []
+        for line in trace.split(separator: "\n") where line.contains("trace_headers") {
+            let words = line.split(separator: " ")
+            guard let field = words.first(where: { ["first_mb_in_slice", "frame_num", "log2_max_frame_num_minus4", "nal_ref_idc"].contains($0) }),
+                  words.count >= 2, words[words.count - 2] == "=", let value = Int(words[words.count - 1]) else { continue }
+            traced.append((String(field), value))
+        }
+        let bits = try #require(traced.first { $0.field == "log2_max_frame_num_minus4" }).value + 4
+        let refs = traced.filter { $0.field == "nal_ref_idc" }.map { $0.value != 0 }
+        let firstMacroblocks = traced.filter { $0.field == "first_mb_in_slice" }.map(\.value)
+        let frameNumbers = traced.filter { $0.field == "frame_num" }.map(\.value)
+        let units = H264NALUnit.units(inAnnexB: [UInt8](try Data(contentsOf: URL(fileURLWithPath: file))))
+        #expect(units.count == refs.count)
+        #expect(H264Syntax.frameNumberBits(sequenceParameterSet: try #require(units.first { H264NALUnit.type(of: $0.first!) == 7 })) == bits)
+        let slices = units.compactMap { H264Syntax.sliceStart($0, frameNumberBits: bits) }
+        #expect(slices.count == 48 && slices.map(\.firstMacroblock) == firstMacroblocks && slices.map(\.frameNumber) == frameNumbers)
+        #expect(Set(firstMacroblocks).count == 2 && Set(frameNumbers).count > 4)
+        #expect(zip(units, refs).allSatisfy { H264Syntax.isReference($0.first!) == $1 } && refs.contains(false))
+        // Cut short, a slice or SPS is nil, not a crash.
+        for unit in units.prefix(4) { for n in 0..<min(unit.count, 12) { _ = H264Syntax.sliceStart(unit.prefix(n), frameNumberBits: bits); _ = H264Syntax.frameNumberBits(sequenceParameterSet: unit.prefix(n)) } }
+        #expect(H264Syntax.frameNumberBits(sequenceParameterSet: [0x67, 0x64]) == nil && H264Syntax.sliceStart([0x41], frameNumberBits: 4) == nil)
+    }
+
     @Test func badInputIsAnErrorNotACrash() throws {
         let decoder = try H264Decoder()
         var generator = SeededGenerator(seed: 7)

@@ -136,4 +136,58 @@ private func feed(_ buffer: inout VideoJitterBuffer, _ packets: [RTPPacket], ste
         #expect(out[2].data == H264NALUnit.annexB([sei] + pictureUnits(2, keyframeEvery: 2)))
         #expect(!buffer.keyframeNeeded && buffer.framesDropped == 0)
     }
+
+    /// Packets of `pictures` with `gap` sequence numbers after each picture that the buffer
+    /// never sees: FEC packets, which are no part of any frame.
+    private func packetsWithGaps(_ pictures: [[[UInt8]]], gap: UInt16 = 2) -> [RTPPacket] {
+        var packetizer = H264Packetizer(maxPayloadSize: 100)
+        var sequence: UInt16 = 65500
+        var out: [RTPPacket] = []
+        for (f, units) in pictures.enumerated() {
+            let payloads = packetizer.packetize(units: units.map { $0[...] })
+            for (i, payload) in payloads.enumerated() {
+                out.append(RTPPacket(payloadType: 102, sequenceNumber: sequence, timestamp: UInt32(f * 3000), ssrc: 7,
+                                     marker: i == payloads.count - 1, payload: payload))
+                sequence &+= 1
+            }
+            sequence &+= gap
+        }
+        return out
+    }
+
+    /// H.264 has no picture ID: across the sequence numbers FEC takes between pictures, a
+    /// picture follows the last when its frame_num does (one more after a reference picture,
+    /// the same after one no picture refers to), through the number's wrap. A lost reference
+    /// picture is a gap in frame_num: what follows waits for a repair, then for a keyframe. Before
+    /// frame_num was read, every picture after an FEC packet waited out the hole and was dropped.
+    @Test func picturesFollowAcrossFECNumbersByTheirFrameNum() {
+        let pictures = (0..<20).map { H264Pictures.units($0) }
+        let packets = packetsWithGaps(pictures)
+        var buffer = VideoJitterBuffer(format: .h264, minimumDelay: .milliseconds(50))
+        let frames = feed(&buffer, packets)
+        #expect(frames.map(\.rtpTimestamp) == (0..<20).map { UInt32($0 * 3000) }, "every picture, as it completes")
+        #expect(frames.map(\.frameNumber?.value) == (0..<20).map { $0 % 16 }, "frame_num read, through its wrap at 16")
+        #expect(frames[3].data == H264NALUnit.annexB(pictures[3]))
+        #expect(!buffer.keyframeNeeded && buffer.framesDropped == 0)
+
+        // Picture 5 lost whole: 6 does not follow 4, so it is held until the wait ends, then a
+        // keyframe is asked for.
+        var lost = VideoJitterBuffer(format: .h264, minimumDelay: .milliseconds(50))
+        let without5 = packets.filter { $0.timestamp != 15_000 }
+        let released = feed(&lost, without5).map(\.rtpTimestamp)
+        #expect(released == (0..<5).map { UInt32($0 * 3000) }, "nothing after the lost reference picture")
+        _ = lost.popFrames(now: .milliseconds(500))
+        #expect(lost.keyframeNeeded)
+
+        // Picture 5 not a reference (6 carries its frame_num): losing it loses nothing else.
+        var nonReference = pictures
+        nonReference[5] = [H264Pictures.slice(frameNumber: 5, reference: false, size: 230, fill: 3)]
+        for n in 6..<20 { nonReference[n] = [H264Pictures.slice(frameNumber: (n - 1) % 16, size: 230, fill: 4)] }
+        var skipping = VideoJitterBuffer(format: .h264, minimumDelay: .milliseconds(50))
+        let kept = feed(&skipping, packetsWithGaps(nonReference).filter { $0.timestamp != 15_000 })
+        #expect(kept.count == 19 && !skipping.keyframeNeeded && skipping.framesDropped == 0)
+
+        // A picture's second slice after a gap (first_mb_in_slice not 0) opens no picture.
+        #expect(H264Syntax.sliceStart([0x41, 0x5f, 0x80], frameNumberBits: 4) == .init(firstMacroblock: 1, frameNumber: 15))
+    }
 }

@@ -35,6 +35,21 @@ public struct VideoJitterBuffer: Sendable {
         public var completedAt: Duration
         /// The VP8 picture ID (RFC 7741 §4.2), when the sender numbers its pictures.
         public var pictureID: PictureID? = nil
+        /// H.264: the picture's `frame_num` and whether it is a reference (`H264Syntax`), when
+        /// the frame starts at its picture's first slice and the sequence's parameters are known.
+        public var frameNumber: FrameNumber? = nil
+        /// H.264: the width of `frame_num` this frame's own sequence parameter set gives.
+        var frameNumberBits: Int? = nil
+    }
+
+    /// An H.264 picture's `frame_num` (H.264 §7.4.3) and whether later pictures refer to it.
+    public struct FrameNumber: Sendable, Equatable {
+        public var value: Int
+        public var isReference: Bool
+        public var bits: Int
+        /// The number the next picture carries: one more after a reference picture, the same
+        /// after a non-reference one.
+        public var next: Int { isReference ? (value + 1) % (1 << bits) : value }
     }
 
     /// A VP8 picture ID and its width (7 or 15 bits), which says where it wraps.
@@ -58,6 +73,9 @@ public struct VideoJitterBuffer: Sendable {
         /// VP8: the first packet of a keyframe. H.264: a packet that may open one, its first unit
         /// a delimiter, SEI, parameter set or the start of an IDR slice.
         var isKeyframeStart: Bool
+        /// H.264: a packet that opens a picture: a delimiter, SEI or parameter set first, or the
+        /// start of a picture's first slice (`first_mb_in_slice` 0).
+        var opensPicture = false
         var pictureID: PictureID?
         var sequenceNumber: UInt16
         var marker: Bool
@@ -87,6 +105,10 @@ public struct VideoJitterBuffer: Sendable {
     private var lastReleased: Int64?
     /// The picture ID of the last frame released (nil when it had none, or frames were skipped past).
     private var lastPictureID: PictureID?
+    /// H.264: the last released picture's frame_num, and the width the stream's sequence
+    /// parameter set gives it.
+    private var lastFrameNumber: FrameNumber?
+    private var frameNumberBits: Int?
     /// Since when the oldest pending frame has been waiting.
     private var waitingSince: Duration?
     private var jitter = 0.0
@@ -181,7 +203,15 @@ public struct VideoJitterBuffer: Sendable {
             }
             let mayOpenKeyframe = opening.map { [H264NALUnit.accessUnitDelimiter, H264NALUnit.sei, H264NALUnit.sequenceParameterSet,
                                                  H264NALUnit.pictureParameterSet, H264NALUnit.idrSlice].contains($0) } ?? false
-            return Packet(data: packet.payload, isFrameStart: false, isKeyframeStart: mayOpenKeyframe, pictureID: nil,
+            let firstSlice: Bool
+            switch payload {
+            case .single(let unit): firstSlice = H264Syntax.sliceStart(unit, frameNumberBits: nil)?.firstMacroblock == 0
+            case .aggregate(let units): firstSlice = H264Syntax.sliceStart(units[0], frameNumberBits: nil)?.firstMacroblock == 0
+            case .fragment(let header, let start, _, let data):
+                firstSlice = start && H264Syntax.sliceStart([header] + data.prefix(16), frameNumberBits: nil)?.firstMacroblock == 0
+            }
+            let opensPicture = firstSlice || (mayOpenKeyframe && opening != H264NALUnit.idrSlice)
+            return Packet(data: packet.payload, isFrameStart: false, isKeyframeStart: mayOpenKeyframe, opensPicture: opensPicture, pictureID: nil,
                           sequenceNumber: packet.sequenceNumber, marker: packet.marker, timestamp: packet.timestamp, arrival: arrival)
         }
     }
@@ -315,6 +345,12 @@ public struct VideoJitterBuffer: Sendable {
     private func continues(_ frame: Frame) -> Bool {
         guard let lastReleased else { return false }  // the first frame must be a keyframe
         if frame.firstSequence == lastReleased + 1 { return true }
+        // H.264 has no picture ID, but a picture's frame_num says whether a reference picture
+        // was lost before it (the numbers between are then FEC, or a picture no one refers to).
+        if format == .h264 {
+            guard let last = lastFrameNumber, let number = frame.frameNumber, number.bits == last.bits else { return false }
+            return number.value == last.next
+        }
         // Only sequence numbers that are no frame's lie between two pictures numbered in a row:
         // the previous frame ended with its marker, and this one starts at its first partition.
         guard let lastPictureID, let id = frame.pictureID else { return false }
@@ -332,6 +368,8 @@ public struct VideoJitterBuffer: Sendable {
         keyframeStarts = keyframeStarts.filter { $0 > frame.lastSequence }
         lastReleased = frame.lastSequence
         lastPictureID = frame.pictureID
+        lastFrameNumber = frame.frameNumber
+        if let bits = frame.frameNumberBits { frameNumberBits = bits }
         waitingSince = nil
         framesReleased += 1
     }
@@ -341,7 +379,7 @@ public struct VideoJitterBuffer: Sendable {
     private func startsFrame(_ sequence: Int64, _ packet: Packet) -> Bool {
         guard format == .h264 else { return packet.isFrameStart }
         if sequence - 1 == lastReleased { return true }
-        guard let previous = packets[sequence - 1] else { return packet.isKeyframeStart }
+        guard let previous = packets[sequence - 1] else { return packet.isKeyframeStart || packet.opensPicture }
         return previous.timestamp != packet.timestamp
     }
 
@@ -360,17 +398,26 @@ public struct VideoJitterBuffer: Sendable {
             completedAt = max(completedAt, next.arrival)
             packet = next
         }
-        var isKeyframe = first.isKeyframeStart
         if format == .h264 {
             // Every packet is here, so only a payload that does not parse leaves a hole, and the
             // decoder then asks for a keyframe.
             var depacketizer = H264Depacketizer()
             let accessUnit = depacketizer.accessUnit(from: payloads)
-            if start - 1 != lastReleased, packets[start - 1] == nil, !accessUnit.decodable { return nil }
-            data = accessUnit.annexB
-            isKeyframe = accessUnit.isKeyframe
+            let ownBits = accessUnit.units.first { $0.first.map(H264NALUnit.type) == H264NALUnit.sequenceParameterSet }
+                .flatMap { H264Syntax.frameNumberBits(sequenceParameterSet: $0) }
+            var number: FrameNumber?
+            if let bits = ownBits ?? frameNumberBits, let slice = accessUnit.units.first(where: { H264Syntax.sliceStart($0, frameNumberBits: nil) != nil }),
+               let start = H264Syntax.sliceStart(slice, frameNumberBits: bits), start.firstMacroblock == 0, let value = start.frameNumber {
+                number = FrameNumber(value: value, isReference: H264Syntax.isReference(slice[0]), bits: bits)
+            }
+            // After a gap, a frame is taken when it decodes on its own (an IDR with its parameter
+            // sets) or, not being an IDR, starts at its picture's first slice with a frame_num
+            // (`continues` then judges whether it follows the last frame).
+            if start - 1 != lastReleased, packets[start - 1] == nil, !accessUnit.decodable, accessUnit.isKeyframe || number == nil { return nil }
+            return Frame(data: accessUnit.annexB, rtpTimestamp: first.timestamp, isKeyframe: accessUnit.isKeyframe, firstSequence: start,
+                         lastSequence: sequence, completedAt: completedAt, frameNumber: number, frameNumberBits: ownBits)
         }
-        return Frame(data: data, rtpTimestamp: first.timestamp, isKeyframe: isKeyframe,
+        return Frame(data: data, rtpTimestamp: first.timestamp, isKeyframe: first.isKeyframeStart,
                      firstSequence: start, lastSequence: sequence, completedAt: completedAt, pictureID: first.pictureID)
     }
 
@@ -394,6 +441,7 @@ public struct VideoJitterBuffer: Sendable {
         }
         lastReleased = max(lastReleased ?? Int64.min, doomed.max() ?? oldest)
         lastPictureID = nil
+        lastFrameNumber = nil
         framesDropped += 1
         keyframeNeeded = true
     }
