@@ -47,7 +47,8 @@ import TestSupport
         #expect(video.name == "H264" && video.payloadType == 108 && video.rtxPayloadType == 109)
         #expect(video.parameters == "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f")
         #expect(Set(video.feedback) == ["transport-cc", "ccm fir", "nack", "nack pli"])
-        #expect(video.redPayloadType == nil && video.ulpfecPayloadType == nil, "no FEC for H.264 yet")
+        #expect(video.redPayloadType == 118 && video.ulpfecPayloadType == 120 && video.redRTXPayloadType == 119, "ULPFEC in RED, as for VP8")
+        #expect(answer.sdp.contains("a=rtpmap:118 red/90000\r\n") && answer.sdp.contains("a=rtpmap:120 ulpfec/90000\r\n"))
         #expect(answer.sdp.contains("a=fmtp:108 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f\r\n"))
         // The answer reads back as the same choice, and the offerer's side agrees on it.
         let reread = try JSEPDescription(type: .answer, sdp: answer.sdp)
@@ -86,6 +87,10 @@ import TestSupport
         let call = try OfferAnswer.negotiate(offer: offer, answer: try JSEPDescription(type: .answer, sdp: answer.sdp), local: local)
         let video = try #require(call.stream(.video))
         #expect(video.codec.name == "H264" && video.codec.payloadType == 102 && video.codec.rtxPayloadType == 103 && video.sends && video.receives)
+        #expect(video.codec.redPayloadType == 98 && video.codec.ulpfecPayloadType == 100 && video.codec.redRTXPayloadType == 99)
+        // H.264 alone: its FEC's payload types after it, once.
+        local.videoCodecs = [.h264]
+        #expect(OfferAnswer.offer(local, transport: transport(3)).sdp.contains("m=video 9 UDP/TLS/RTP/SAVPF 102 103 104 105 106 107 98 99 100\r\n"))
 
         var modeZero = try JSEPDescription(type: .answer, sdp: answer.sdp)
         modeZero.media[1].codecs[0].parameters = "packetization-mode=0;profile-level-id=42e01f"

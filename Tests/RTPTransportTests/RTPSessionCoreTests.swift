@@ -36,12 +36,14 @@ struct SimulatedCall {
     }
 
     /// The video of `seconds` at 30 fps from `side`: a keyframe, then delta frames of `size` bytes.
-    mutating func scheduleVideo(from side: Side, seconds: Double, size: Int = 1_200, keyframeSize: Int = 8_000) {
+    /// In H.264, Annex B access units of `H264Pictures` (an IDR, then reference pictures).
+    mutating func scheduleVideo(from side: Side, seconds: Double, size: Int = 1_200, keyframeSize: Int = 8_000, format: VideoPayloadFormat = .vp8) {
         for n in 0..<Int(seconds * 30) {
             let at = now + .microseconds(Int64(n) * 33_333)
             let key = n == 0
             var data = [UInt8](repeating: UInt8(truncatingIfNeeded: n), count: key ? keyframeSize : size)
             data[0] = key ? 0x00 : 0x01
+            if format == .h264 { data = H264NALUnit.annexB(H264Pictures.units(n, size: size, keyframeSize: keyframeSize)) }
             schedule(.encodedVideo(data: data, isKeyframe: key, capturedAt: at), on: side, at: at)
         }
     }
@@ -90,14 +92,18 @@ struct SimulatedCall {
 
     /// Two endpoints that send VP8 (with RTX) and Opus to each other with transport-cc and MID.
     /// With `fec`, video goes in RED (98) with ULPFEC (100), and RED's own RTX is 99.
-    static func configurations(auto: Bool = true, fec: Bool = false) -> (SessionConfiguration, SessionConfiguration) {
+    /// In H.264 (`format`), the same payload types carry it.
+    static func configurations(auto: Bool = true, fec: Bool = false, format: VideoPayloadFormat = .vp8) -> (SessionConfiguration, SessionConfiguration) {
         func side(_ base: UInt32) -> SessionConfiguration {
             var c = SessionConfiguration(cname: "side-\(base)", receiverSSRC: base + 9, ntpAtZero: 0xE000_0000_0000_0000)
             c.video = .init(ssrc: base + 1, payloadType: 96, mid: "1", redPayloadType: fec ? 98 : nil, fecPayloadType: fec ? 100 : nil)
+            c.video?.videoFormat = format
+            c.video?.redRTXPayloadType = fec ? 99 : nil
             c.rtx = (base + 2, 97)
             c.audio = .init(ssrc: base + 3, payloadType: 111, mid: "0")
             c.receivedVideo = .init(payloadType: 96, rtxPayloadType: 97, feedback: ["nack", "nack pli", "ccm fir"],
                                     redPayloadType: fec ? 98 : nil, fecPayloadType: fec ? 100 : nil, redRTXPayloadType: fec ? 99 : nil)
+            c.receivedVideo?.videoFormat = format
             c.receivedAudio = .init(payloadType: 111)
             c.transportSequenceExtensionID = 3
             c.midExtensionID = 4

@@ -74,7 +74,7 @@ func token(_ who: String, _ secret: SecretFile, room: String = "r") throws -> St
         let (aText, bText) = (a.out.finalText, b.out.finalText)
         #expect(a.process.terminationStatus == 0 && b.process.terminationStatus == 0, "\(aText) \(bText)")
         for (text, log, peerText) in [(aText, a.log.text, bText), (bText, b.log.text, aText)] {
-            #expect(log.contains("video H264 sendrecv"), "\(log)")
+            #expect(log.contains("video H264 with ULPFEC in RED sendrecv"), "\(log)")
             let (decoded, sent) = (joinSummary(text).decoded, joinSummary(peerText).sent)
             #expect(sent > 0 && Double(decoded) >= 0.9 * Double(sent), "decoded \(decoded) of the \(sent) frames sent: \(text)")
         }

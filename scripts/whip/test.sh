@@ -75,7 +75,7 @@ publish_recorded() {
 publish_recorded publish-aiortc
 # H.264 alone (aiortc decodes it with PyAV's libavcodec and records what it decoded).
 publish_recorded publish-h264 --video-codec h264
-grep -q "video H264 sendonly" "$work/publish-h264.err" || fail "publish-h264: the session was not H.264: $(grep 'media:' "$work/publish-h264.err")"
+grep -qE "video H264( with ULPFEC in RED)? sendonly" "$work/publish-h264.err" || fail "publish-h264: the session was not H.264: $(grep 'media:' "$work/publish-h264.err")"
 
 # publish-sigterm
 deletes=$(grep -c '^whip-server: DELETE' "$work/server.log")

@@ -73,8 +73,8 @@ public struct NegotiatedCall: Sendable, Equatable {
     public func stream(_ kind: MediaKind) -> Stream? { streams.first { $0.kind == kind } }
 }
 
-/// JSEP offer/answer (RFC 8829 §5, RFC 3264) for what callend speaks: Opus (with RED) and VP8
-/// with RTX, ULPFEC in RED, NACK, PLI, FIR and transport-cc, everything bundled with rtcp-mux. An offer from anyone is
+/// JSEP offer/answer (RFC 8829 §5, RFC 3264) for what callend speaks: Opus (with RED), VP8 and
+/// H.264 with RTX, ULPFEC in RED, NACK, PLI, FIR and transport-cc, everything bundled with rtcp-mux. An offer from anyone is
 /// answered with the first VP8 and the first Opus it lists (in its payload types); every other
 /// section is declined with port 0; nothing acceptable is an error that says what was offered.
 /// With H.264 among `LocalMedia.videoCodecs`, video is chosen in that order (`choose`).
@@ -92,11 +92,17 @@ public enum OfferAnswer {
     /// H.264 in packetization mode 1 with RTX, as libwebrtc offers it: constrained baseline
     /// (what callend's encoder makes), then baseline and main, in which the same stream is valid
     /// (H.264 A.2), so a peer that lists only those still gets it; all at level 3.1, which is
-    /// what callend states it receives.
-    static let h264: [JSEPDescription.Codec] = [(102, "42e01f"), (104, "42001f"), (106, "4d001f")].map { payloadType, profile in
-        JSEPDescription.Codec(payloadType: payloadType, name: "H264", clockRate: 90_000,
-                              parameters: H264FormatParameters(profileLevelID: H264ProfileLevelID(hex: profile)!).fmtp,
-                              feedback: ["nack", "nack pli", "ccm fir", "transport-cc"], rtxPayloadType: payloadType + 1)
+    /// what callend states it receives. The section's RED and ULPFEC (VP8's payload types)
+    /// protect them too: a receiver follows H.264 pictures across the FEC's sequence numbers by
+    /// their frame_num (`VideoJitterBuffer`), and callend resends a lost FEC packet when asked, for
+    /// receivers that do not (libwebrtc).
+    static let h264: [JSEPDescription.Codec] = [(102, "42e01f"), (104, "42001f"), (106, "4d001f")].map { (payloadType: UInt8, profile: String) -> JSEPDescription.Codec in
+        var codec = JSEPDescription.Codec(payloadType: payloadType, name: "H264", clockRate: 90_000,
+                                          parameters: H264FormatParameters(profileLevelID: H264ProfileLevelID(hex: profile)!).fmtp,
+                                          feedback: ["nack", "nack pli", "ccm fir", "transport-cc"], rtxPayloadType: payloadType + 1,
+                                          redPayloadType: vp8.redPayloadType)
+        (codec.redRTXPayloadType, codec.ulpfecPayloadType) = (vp8.redRTXPayloadType, vp8.ulpfecPayloadType)
+        return codec
     }
     /// The level callend states it receives (3.1: 1280x720 at 30 fps).
     static let h264Level: UInt8 = 0x1f
@@ -254,8 +260,6 @@ public enum OfferAnswer {
                 guard let (codec, parameters) = usable.first(where: { $0.1.profileLevelID.profile == .constrainedBaseline }) ?? usable.first else { return nil }
                 var answered = codec
                 answered.parameters = parameters.answer(localLevel: h264Level).fmtp
-                // ULPFEC protects VP8 only so far: none for H.264 (the section's RED is for it).
-                (answered.redPayloadType, answered.ulpfecPayloadType, answered.redRTXPayloadType) = (nil, nil, nil)
                 return answered
             }.first
         }

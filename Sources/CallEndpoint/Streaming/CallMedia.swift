@@ -258,6 +258,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
         sending.payloadTypes = .init(video: video?.codec.payloadType ?? 96, rtx: video?.codec.rtxPayloadType,
                                      audio: audio?.codec.payloadType ?? 111, audioRED: audio?.codec.redPayloadType,
                                      videoRED: video?.codec.ulpfecPayloadType == nil ? nil : video?.codec.redPayloadType, videoFEC: video?.codec.ulpfecPayloadType)
+        sending.payloadTypes.videoREDRTX = video?.codec.ulpfecPayloadType == nil ? nil : video?.codec.redRTXPayloadType
         sending.videoFormat = video.flatMap { VideoPayloadFormat(encodingName: $0.codec.name) } ?? .vp8
         let tracks = (video: video?.sends == true ? media.videoTrack : nil, audio: audio?.sends == true ? media.audioTrack : nil)
         sending.duration = duration

@@ -80,6 +80,8 @@ public struct MediaSenderConfiguration: Sendable {
         public var audioRED: UInt8?
         /// Video FEC: RED (RFC 2198) and ULPFEC (RFC 5109) inside it, when the peer takes both.
         public var videoRED: UInt8?, videoFEC: UInt8?
+        /// RTX for RED packets: H.264's lost FEC packets are resent on it (`SessionConfiguration.Outbound`).
+        public var videoREDRTX: UInt8?
         public init(video: UInt8 = 96, rtx: UInt8? = 97, audio: UInt8 = 111, audioRED: UInt8? = nil, videoRED: UInt8? = nil, videoFEC: UInt8? = nil) {
             self.video = video
             self.rtx = rtx

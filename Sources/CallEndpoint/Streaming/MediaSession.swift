@@ -52,6 +52,7 @@ final class MediaSession {
                 c.video = .init(ssrc: sender.videoSSRC, payloadType: s.payloadTypes.video, mid: s.midExtension?.video,
                                 redPayloadType: s.payloadTypes.videoRED, fecPayloadType: s.payloadTypes.videoFEC)
                 c.video?.videoFormat = s.videoFormat
+                c.video?.redRTXPayloadType = s.payloadTypes.videoREDRTX
                 if let rtx = s.payloadTypes.rtx { c.rtx = (sender.rtxSSRC, rtx) }
             }
             if sender.audioTrack != nil {

@@ -137,7 +137,14 @@ public struct RTPSessionCore: Sendable {
     public init(configuration: SessionConfiguration) {
         self.configuration = configuration
         video = configuration.video.map { stream in
-            OutboundVideo(stream: stream, packetizer: VideoPacketizer(format: stream.videoFormat), responder: configuration.rtx.map { RetransmissionResponder(ssrc: $0.ssrc, payloadType: $0.payloadType) },
+            OutboundVideo(stream: stream, packetizer: VideoPacketizer(format: stream.videoFormat), responder: configuration.rtx.map {
+                              var responder = RetransmissionResponder(ssrc: $0.ssrc, payloadType: $0.payloadType)
+                              // H.264's FEC packets are kept to resend (see `Outbound.redRTXPayloadType`).
+                              if stream.videoFormat == .h264, stream.fecPayloadType != nil, let red = stream.redPayloadType, let rtx = stream.redRTXPayloadType {
+                                  responder.red = (red, rtx)
+                              }
+                              return responder
+                          },
                           fec: stream.redPayloadType.flatMap { red in
                               stream.fecPayloadType.map { FECProtector(mediaPayloadType: stream.payloadType, redPayloadType: red, fecPayloadType: $0) }
                           })
@@ -452,8 +459,10 @@ public struct RTPSessionCore: Sendable {
             switch packet {
             case .nack(let nack) where nack.mediaSSRC == videoSSRC && video?.responder != nil:
                 counters.nacksReceived += 1
-                // FEC packets are never resent (a lost one is no loss of media).
-                let lost = nack.lostSequenceNumbers.filter { !(video!.fec?.isFEC($0) ?? false) }
+                // VP8's FEC packets are never resent (a lost one is no loss of media; its picture
+                // IDs bridge the gap); H.264's are.
+                let resendsFEC = video!.responder!.red != nil
+                let lost = nack.lostSequenceNumbers.filter { resendsFEC || !(video!.fec?.isFEC($0) ?? false) }
                 guard !lost.isEmpty else { break }
                 let answer = video!.responder!.answer(lost, roundTripTime: reports.roundTripTime ?? .milliseconds(50),
                                                       estimate: pacer.estimator?.estimate, pacerQueueDelay: pacer.queueDelay(now: arrival.microseconds),
@@ -550,6 +559,7 @@ public struct RTPSessionCore: Sendable {
                 index += 1
                 guard !made.isEmpty else { continue }
                 for packet in made {
+                    if responder?.red != nil { responder?.sent(packet, at: now) }
                     counters.fecPacketsSent += 1
                     counters.videoBytes += packet.serializedSize
                     _ = pacer.enqueue(packet, priority: .protection, now: now.microseconds)

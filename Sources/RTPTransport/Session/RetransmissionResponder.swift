@@ -7,6 +7,8 @@ import MediaCore
 struct RetransmissionResponder: Sendable {
     let ssrc: UInt32
     let payloadType: UInt8
+    /// RED packets kept (H.264's FEC) and the RTX payload type they are resent with.
+    var red: (payloadType: UInt8, rtxPayloadType: UInt8)?
     private(set) var history = RetransmissionHistory()
     private var sequence = UInt16.random(in: 0...UInt16.max)
     private var budget = RetransmissionBudget()
@@ -31,7 +33,8 @@ struct RetransmissionResponder: Sendable {
             }
             sequence &+= 1
             retransmitted += 1
-            out.append(RTX.wrap(original, ssrc: ssrc, payloadType: payloadType, sequenceNumber: sequence))
+            let rtx = original.payloadType == red?.payloadType ? red!.rtxPayloadType : payloadType
+            out.append(RTX.wrap(original, ssrc: ssrc, payloadType: rtx, sequenceNumber: sequence))
         }
         return (out, answer.keyframeInstead)
     }
@@ -40,7 +43,7 @@ struct RetransmissionResponder: Sendable {
     /// plain RTP padding (at most 255 bytes) when there is nothing to resend.
     mutating func padding(_ bytes: Int) -> RTPPacket {
         sequence &+= 1
-        if let recent = history.recent(paddingCursor % 16) {
+        if let recent = history.recent(paddingCursor % 16), recent.payloadType != red?.payloadType {
             paddingCursor += 1
             return RTX.wrap(recent, ssrc: ssrc, payloadType: payloadType, sequenceNumber: sequence)
         }

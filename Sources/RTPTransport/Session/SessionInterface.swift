@@ -69,6 +69,10 @@ public struct SessionConfiguration: Sendable {
         public var fecPayloadType: UInt8?
         /// Video: what the frames handed to the core are, and so how they are packetized.
         public var videoFormat: VideoPayloadFormat = .vp8
+        /// Video: RTX for RED packets. With H.264, a lost FEC packet is resent on it when the
+        /// peer asks: a receiver without picture IDs (libwebrtc's) cannot tell a lost FEC packet
+        /// from a lost picture, and would wait for a keyframe.
+        public var redRTXPayloadType: UInt8?
         public init(ssrc: UInt32, payloadType: UInt8, mid: String? = nil, redPayloadType: UInt8? = nil, fecPayloadType: UInt8? = nil) {
             (self.ssrc, self.payloadType, self.mid, self.redPayloadType, self.fecPayloadType) = (ssrc, payloadType, mid, redPayloadType, fecPayloadType)
         }
