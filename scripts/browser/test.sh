@@ -14,8 +14,8 @@
 # browser's VP8 frames (counted in its --video-out recording) and its Opus audio, at least half
 # of whose packets came in RED (RFC 2198: callend lists red/48000/2 first, so Chromium sends it),
 # and its bandwidth estimate took >= 10 of Chromium's transport-cc feedback packets, in the
-# case's codec both ways (its log's media line); in VP8, Chromium's video comes in RED (ULPFEC negotiated both ways: callend sends its own video in RED too, and the
-# page decodes it; Chromium itself sends RED only once its FEC is on, never on this loss-free path).
+# case's codec both ways (its log's media line), with ULPFEC in RED negotiated (in both codecs: callend sends its own video in RED, and the
+# page decodes it; Chromium itself sends RED only once its FEC is on, never on this loss-free path, and never for H.264).
 # BROWSER_SCREENSHOT=F.png saves the page during the first call (BROWSER_FRAMES=N: once the page
 # has decoded N frames, default 150). Skips (exit 77), saying so, where Chromium cannot start at
 # all; once it has started, a case where it cannot is a failure, and a case that fails is never
