@@ -94,7 +94,7 @@ public enum H264Syntax {
             return (1 << zeros) - 1 + rest
         }
 
-        /// se(v) read and dropped.
+        /// se(v) (§9.1.1): the signed value a ue(v) code maps to.
         mutating func signedExpGolomb() -> Int? {
             guard let code = unsignedExpGolomb() else { return nil }
             return code % 2 == 1 ? (code + 1) / 2 : -(code / 2)

@@ -195,21 +195,17 @@ public struct VideoJitterBuffer: Sendable {
                           timestamp: packet.timestamp, arrival: arrival)
         case .h264:
             guard let payload = try? H264Payload(parsing: packet.payload) else { return nil }
-            let opening: UInt8?
+            // The unit the packet opens with (the start of one, for a fragment), if any.
+            let openingUnit: [UInt8]?
             switch payload {
-            case .single(let unit): opening = H264NALUnit.type(of: unit[0])
-            case .aggregate(let units): opening = H264NALUnit.type(of: units[0][0])
-            case .fragment(let header, let start, _, _): opening = start ? H264NALUnit.type(of: header) : nil
+            case .single(let unit): openingUnit = unit
+            case .aggregate(let units): openingUnit = units[0]
+            case .fragment(let header, let start, _, let data): openingUnit = start ? [header] + data.prefix(16) : nil
             }
+            let opening = openingUnit.map { H264NALUnit.type(of: $0[0]) }
             let mayOpenKeyframe = opening.map { [H264NALUnit.accessUnitDelimiter, H264NALUnit.sei, H264NALUnit.sequenceParameterSet,
                                                  H264NALUnit.pictureParameterSet, H264NALUnit.idrSlice].contains($0) } ?? false
-            let firstSlice: Bool
-            switch payload {
-            case .single(let unit): firstSlice = H264Syntax.sliceStart(unit, frameNumberBits: nil)?.firstMacroblock == 0
-            case .aggregate(let units): firstSlice = H264Syntax.sliceStart(units[0], frameNumberBits: nil)?.firstMacroblock == 0
-            case .fragment(let header, let start, _, let data):
-                firstSlice = start && H264Syntax.sliceStart([header] + data.prefix(16), frameNumberBits: nil)?.firstMacroblock == 0
-            }
+            let firstSlice = openingUnit.flatMap { H264Syntax.sliceStart($0, frameNumberBits: nil) }?.firstMacroblock == 0
             let opensPicture = firstSlice || (mayOpenKeyframe && opening != H264NALUnit.idrSlice)
             return Packet(data: packet.payload, isFrameStart: false, isKeyframeStart: mayOpenKeyframe, opensPicture: opensPicture, pictureID: nil,
                           sequenceNumber: packet.sequenceNumber, marker: packet.marker, timestamp: packet.timestamp, arrival: arrival)
@@ -406,7 +402,7 @@ public struct VideoJitterBuffer: Sendable {
             let ownBits = accessUnit.units.first { $0.first.map(H264NALUnit.type) == H264NALUnit.sequenceParameterSet }
                 .flatMap { H264Syntax.frameNumberBits(sequenceParameterSet: $0) }
             var number: FrameNumber?
-            if let bits = ownBits ?? frameNumberBits, let slice = accessUnit.units.first(where: { H264Syntax.sliceStart($0, frameNumberBits: nil) != nil }),
+            if let bits = ownBits ?? frameNumberBits, let slice = accessUnit.units.first(where: { $0.first.map { [H264NALUnit.nonIDRSlice, H264NALUnit.idrSlice].contains(H264NALUnit.type(of: $0)) } ?? false }),
                let start = H264Syntax.sliceStart(slice, frameNumberBits: bits), start.firstMacroblock == 0, let value = start.frameNumber {
                 number = FrameNumber(value: value, isReference: H264Syntax.isReference(slice[0]), bits: bits)
             }
