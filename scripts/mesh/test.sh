@@ -4,7 +4,7 @@
 # C stay 60 s; D leaves after 20 s and joins again (a new process) until the end. Checks, from
 # each endpoint's JSON line per peer:
 #   - every endpoint decodes >= 90 % of the frames each other sent it (D's two sessions together),
-#     with no decode error, and the senders sent >= 15 fps (after each session's first second);
+#     with no decode error, and no shared encoder stepped below 15 fps (its reports' mode);
 #   - A, B and C never stop between themselves: one session each way, watched >= 55 s, no freeze
 #     longer than a second;
 #   - A, B and C each had two sessions with D (it left, and came back).
