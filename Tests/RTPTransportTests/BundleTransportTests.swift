@@ -31,7 +31,7 @@ final class TransportPair: Sendable {
     let a = Side(), b = Side()
 
     init(localAddresses: [String] = ["127.0.0.1"], answererCertificate: DTLSCertificate? = nil, announcedAnswererFingerprint: DTLSFingerprint? = nil,
-         consentExpiry: Duration = PathConsent.defaultExpiry) throws {
+         consentExpiry: Duration = PathConsent.defaultExpiry, answererDelivers: Bool = true) throws {
         var ice = ICEAgent.Configuration(controlling: true)
         ice.localAddresses = localAddresses
         let (a, b) = (a, b)
@@ -40,7 +40,7 @@ final class TransportPair: Sendable {
         let answererCertificate = try answererCertificate ?? DTLSCertificate()
         answerer = try BundleTransport(configuration: .init(ice: ice, certificate: answererCertificate, consentExpiry: consentExpiry), onEvent: { b.event($0) })
         offerer.startDelivering { p in a.received.withLock { $0.append(p) } }
-        answerer.startDelivering { p in b.received.withLock { $0.append(p) } }
+        if answererDelivers { answerer.startDelivering { p in b.received.withLock { $0.append(p) } } }
         try offerer.start()
         try answerer.start()
         func transport(_ t: BundleTransport, _ setup: JSEPDescription.Setup, fingerprint: DTLSFingerprint? = nil) -> JSEPDescription.Transport {
@@ -103,6 +103,37 @@ final class TransportPair: Sendable {
         #expect(pair.offerer.profile == .aeadAes128Gcm && pair.offerer.overhead == 16)
         let chosen = try #require(pair.offerer.selectedPair)
         #expect(chosen.local.type == "host" && chosen.local.address == "127.0.0.1", "\(chosen)")
+    }
+
+    /// The peer's media that authenticates before this side takes it (its encoder and decoder
+    /// still opening: the peer sends as soon as its side is keyed) is kept, and handed over
+    /// first, in order, with how long ago it came; past `maxUndelivered` it is counted. Before,
+    /// it was dropped.
+    @Test func mediaBeforeDeliveryStartsIsKeptAndHandedOverInOrder() throws {
+        let pair = try TransportPair(answererDelivers: false)
+        defer { pair.close() }
+        #expect(pair.a.secured.wait(timeout: .now() + 20) == .success && pair.b.secured.wait(timeout: .now() + 20) == .success)
+        let count = BundleTransport.maxUndelivered + 40
+        func rtp(_ n: Int) -> [UInt8] { RTPPacket(payloadType: 96, sequenceNumber: UInt16(n), timestamp: 0, ssrc: 0xabc, payload: [UInt8(n & 0xff)]).serialized() }
+        // In steps of 50, each once the last has arrived (no socket buffer overflows).
+        for step in stride(from: 0, to: count, by: 50) {
+            for n in step..<min(count, step + 50) { #expect(pair.offerer.sendRTP(rtp(n), kind: .video)) }
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline && pair.answerer.packetsAuthenticated < min(count, step + 50) { usleep(1_000) }
+        }
+        #expect(pair.answerer.packetsAuthenticated == count)
+        #expect(pair.answerer.counters.undeliveredDropped == 40)
+        #expect(pair.b.received.withLock { $0.isEmpty })
+        let b = pair.b
+        pair.answerer.startDelivering { p in b.received.withLock { $0.append(p) } }
+        let kept = b.received.withLock { $0 }
+        #expect(kept.map(\.bytes) == (0..<BundleTransport.maxUndelivered).map(rtp), "the first 512, in order")
+        #expect(kept.allSatisfy { $0.age > .zero && !$0.isRTCP })
+        // From then on, straight through.
+        #expect(pair.offerer.sendRTP(rtp(count), kind: .video))
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline && b.received.withLock({ $0.count }) <= kept.count { usleep(1_000) }
+        #expect(b.received.withLock { $0.last?.bytes } == rtp(count) && b.received.withLock { $0.last?.age } == .zero)
     }
 
     /// An ICE restart gathers under new credentials and moves media to the new agent's path
