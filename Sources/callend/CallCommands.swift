@@ -151,7 +151,7 @@ func summaryLine(_ s: CallSummary) -> String {
     var parts = ["\(s.participant) <- \(s.peer ?? "?")"]
     if let setup = s.setupTime { parts.append("setup \((setup.inSeconds * 1000).fixed(0)) ms") }
     if let r = s.received {
-        parts.append("video \(r.framesDecoded) frames decoded (\(r.decodeErrors) errors)"
+        parts.append("video \(r.framesDecoded) frames decoded (\(r.keyframes) keyframes, \(r.framesDropped) dropped, \(r.decodeErrors) errors, \(r.pliSent) PLIs)"
                      + (r.videoPacketsInRED > 0 ? ", \(r.videoPacketsInRED) packets in RED, \(r.retransmissionsReceived) repaired by RTX, \(r.videoRecoveredByFEC) rebuilt from \(r.videoFECPackets) FEC" : ""))
         parts.append("audio \(r.audioDecoded) decoded" + (r.audioPacketsInRED > 0 ? " (\(r.audioPacketsInRED) packets in RED, \(r.audioRecoveredByRED) rebuilt from it)" : "")
                      + ", \(r.audioRecoveredByFEC) FEC, \(r.audioConcealed) concealed")

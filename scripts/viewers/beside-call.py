@@ -55,7 +55,7 @@ try:
     for proc in (a, b):
         proc.wait(timeout=duration + 30)
     alog, blog = room.log("a"), room.log("b")
-    summary = re.search(r"^b <- a;.*?video (\d+) frames decoded \((\d+) errors\).*?sent (\d+) frames", blog, re.M)
+    summary = re.search(r"^b <- a;.*?video (\d+) frames decoded \([^)]*?(\d+) errors.*?sent (\d+) frames", blog, re.M)
     sent = re.search(r"^a <- b;.*?sent (\d+) frames", alog, re.M)
     changes = re.findall(r'"cause":"viewers","change":"encoder".*?"from":"(\w+)".*?"to":"(\w+)"', alog)
     fps = [v["fps"] for v in watched["viewers"]]
