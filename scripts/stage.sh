@@ -73,3 +73,10 @@ mint() {
   [ -s "$work/secret" ] || "$bin" token --new-secret --out "$work/secret" > /dev/null || return 1
   "$bin" token --room "$room" --identity "$identity" "$@" --secret-file "$work/secret"
 }
+
+# crash_report FILE: where a process that wrote FILE (its standard error) crashed, if it did:
+# the runtime's first lines and the crashed thread's frames (a stage's tail of the file shows
+# only the loaded images).
+crash_report() {
+  grep -a -m1 -A40 -E "Program crashed|Fatal error|Crash report" "$1" 2>/dev/null | grep -a -v "^$" | head -40
+}

@@ -172,6 +172,7 @@ if [ $rc -eq 0 ] && [ "${restarts:-0}" -ge 2 ] && [ "$patches" -ge 2 ] && ! grep
   echo "whep: publish-restart passed"
 else
   fail "publish-restart FAILED"; grep -v '"change"' "$work/restart-publish.err" | tail -12; grep -v '"change"' "$work/restart-endpoint.err" | tail -8
+  crash_report "$work/restart-endpoint.err"; crash_report "$work/restart-publish.err"
 fi
 stop_pids
 fi
