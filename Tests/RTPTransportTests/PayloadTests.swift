@@ -443,6 +443,16 @@ func videoPackets(frames: Int, packetsPerFrame: Int = 3, keyframeEvery: Int = 10
         #expect(bytes.count <= 1200, "\(bytes.count) bytes")
     }
 
+    /// Holes in a range of numbers no frame needs are dropped; the others stay, across a wrap.
+    @Test func aRangeOfNumbersIsForgotten() {
+        var nack = NACKGenerator()
+        for s: UInt16 in [65530, 65531, 65535, 3, 8] { nack.received(s, now: .zero) }
+        #expect(nack.missingCount == 3 + 3 + 4)
+        nack.forget(65532, through: 65534)
+        nack.forget(0, through: 2)
+        #expect(nack.due(now: .milliseconds(1), roundTripTime: .milliseconds(50)) == [4, 5, 6, 7])
+    }
+
     @Test func hugeJumpAsksForAKeyframe() {
         var nack = NACKGenerator(maxMissing: 100)
         nack.received(10, now: .zero)

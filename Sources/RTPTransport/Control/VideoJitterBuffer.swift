@@ -108,6 +108,7 @@ public struct VideoJitterBuffer: Sendable {
     /// H.264: the last released picture's frame_num, and the width the stream's sequence
     /// parameter set gives it.
     private var lastFrameNumber: FrameNumber?
+    private var lastReleasedTimestamp: UInt32?
     private var frameNumberBits: Int?
     /// Since when the oldest pending frame has been waiting.
     private var waitingSince: Duration?
@@ -363,11 +364,45 @@ public struct VideoJitterBuffer: Sendable {
         for sequence in packets.keys where sequence <= frame.lastSequence { packets[sequence] = nil }
         keyframeStarts = keyframeStarts.filter { $0 > frame.lastSequence }
         lastReleased = frame.lastSequence
+        lastReleasedTimestamp = frame.rtpTimestamp
         lastPictureID = frame.pictureID
         lastFrameNumber = frame.frameNumber
         if let bits = frame.frameNumberBits { frameNumberBits = bits }
         waitingSince = nil
         framesReleased += 1
+    }
+
+    /// H.264: the sequence numbers just before `sequenceNumber` (a packet just inserted) that no
+    /// picture needs, so the caller asks for none of them. VP8 needs no such call: its FEC is
+    /// never resent, and its frames follow by picture ID.
+    /// - An FEC packet (`fecTimestamp`): a picture's FEC takes the numbers right after its
+    ///   packets (`FECProtector`), so with that picture's marker packet here, the numbers between
+    ///   the marker and this one are its FEC too.
+    /// - A packet that opens the picture following the last one released, by its frame_num: the
+    ///   numbers between were FEC, or a picture no one refers to.
+    /// Nil when anything is kept between, or nothing can be said.
+    public func unneededNumbers(before sequenceNumber: UInt16, fecTimestamp: UInt32? = nil) -> ClosedRange<UInt16>? {
+        guard format == .h264, let newest = packets.keys.max() else { return nil }
+        let sequence = newest + Int64(Int16(bitPattern: sequenceNumber &- UInt16(truncatingIfNeeded: newest)))
+        func gap(after start: Int64) -> ClosedRange<UInt16>? {
+            guard sequence - 1 > start, sequence - start <= 64, ((start + 1)..<sequence).allSatisfy({ packets[$0] == nil }) else { return nil }
+            return UInt16(truncatingIfNeeded: start + 1)...UInt16(truncatingIfNeeded: sequence - 1)
+        }
+        if let fecTimestamp {
+            if let marker = packets.first(where: { $0.key < sequence && $0.value.marker && $0.value.timestamp == fecTimestamp })?.key { return gap(after: marker) }
+            return fecTimestamp == lastReleasedTimestamp ? lastReleased.flatMap(gap) : nil
+        }
+        guard let lastReleased, let last = lastFrameNumber, let bits = frameNumberBits, last.bits == bits,
+              let packet = packets[sequence], packet.opensPicture, let payload = try? H264Payload(parsing: packet.data) else { return nil }
+        let slice: [UInt8]?
+        switch payload {
+        case .single(let unit): slice = unit
+        case .aggregate(let units): slice = units.first { H264Syntax.sliceStart($0, frameNumberBits: nil) != nil }
+        case .fragment(let header, let start, _, let data): slice = start ? [header] + data.prefix(16) : nil
+        }
+        guard let slice, let start = H264Syntax.sliceStart(slice, frameNumberBits: bits), start.firstMacroblock == 0,
+              start.frameNumber == last.next else { return nil }
+        return gap(after: lastReleased)
     }
 
     /// Whether the packet at `sequence` opens its frame: VP8 says so; for H.264, see the type's

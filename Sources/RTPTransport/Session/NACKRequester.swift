@@ -49,6 +49,8 @@ struct NACKRequester: Sendable {
 
     /// Holes up to `sequenceNumber` are no longer wanted (the frames after them went to the decoder).
     mutating func forget(through sequenceNumber: UInt16) { generator.forget(through: sequenceNumber) }
+    /// Holes in `numbers` are no frame's (H.264's FEC, `VideoJitterBuffer.unneededNumbers`).
+    mutating func forget(_ numbers: ClosedRange<UInt16>) { generator.forget(numbers.lowerBound, through: numbers.upperBound) }
 
     /// A retransmission of `sequenceNumber` arrived: true when it was asked for (an RTX packet
     /// nobody asked for is a probe's padding), and the round trip is updated.

@@ -376,6 +376,7 @@ public struct RTPSessionCore: Sendable {
             if red.primaryPayloadType == stream.fecPayloadType {
                 // FEC has a sequence number of the stream but is no part of a frame.
                 track.nack.received(packet.sequenceNumber, at: arrival)
+                if let unneeded = track.jitter.unneededNumbers(before: packet.sequenceNumber, fecTimestamp: packet.timestamp) { track.nack.forget(unneeded) }
                 guard !fromRTX, let fec = try? ULPFECPayload(parsing: red.primary) else { return }
                 counters.fecPacketsReceived += 1
                 rebuilt = track.fec?.fec(fec, ssrc: packet.ssrc) ?? []
@@ -405,6 +406,8 @@ public struct RTPSessionCore: Sendable {
         track.nack.received(packet.sequenceNumber, at: arrival)
         track.followRepairs(at: arrival)
         _ = track.jitter.insert(packet, arrival: arrival.sinceOrigin)
+        // H.264's FEC numbers: not asked for once the next picture shows they were FEC.
+        if let unneeded = track.jitter.unneededNumbers(before: packet.sequenceNumber) { track.nack.forget(unneeded) }
         popFrames(&track, now: arrival, actions: &actions)
     }
 
