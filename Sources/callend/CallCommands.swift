@@ -92,7 +92,8 @@ let joinHelp = """
                             libavcodec59, loaded only then) or auto (both offered and accepted,
                             VP8 first; H.264 only where those libraries load). Auto mode steers
                             H.264's rate and size as it does VP8's. --record-dir, --video-out F.ivf
-                            and --mesh keep to VP8; WHEP viewers are sent VP8
+                            and --mesh keep to VP8. WHEP viewers share one VP8 encoder; with auto
+                            or h264, a player that offers H.264 alone gets an encoder of its own
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
       --max-viewers N       WHEP players watching at once (default 4; 0 refuses them); all share

@@ -41,8 +41,10 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
         var watched = media
         watched.dataTrack = nil
         watched.recording = nil
-        // The viewers share one VP8 encode in temporal layers.
-        watched.videoCodecs = [.vp8]
+        // The viewers share one VP8 encode in temporal layers, VP8 first whenever the call may
+        // use it; a player that takes only H.264 (the call's --video-codec auto or h264) is
+        // answered in H.264 from an encoder of its own (CallMedia: the shared encoder is VP8's).
+        watched.videoCodecs = media.videoCodecs.contains(.vp8) ? [.vp8] + media.videoCodecs.filter { $0 != .vp8 } : media.videoCodecs
         self.media = watched
         self.certificate = certificate
         var shared = encoding
@@ -135,7 +137,8 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
             } catch {
                 return refuse(name, "cannot answer its offer: \(error)", status: 422, client: client)
             }
-            log("whep: \(name) watches (\(count) of at most \(maxViewers) viewers)")
+            let video = call.stream(.video).map { "video \($0.codec.name)\($0.codec.name == "VP8" ? " (the shared encoder)" : " (an encoder of its own)")" } ?? "no video"
+            log("whep: \(name) watches (\(count) of at most \(maxViewers) viewers), \(video)")
             viewer.watchEvents()
             let outcome = Result { try callMedia.run(call, media: media, encoding: encoding, duration: nil) }
             switch outcome {
