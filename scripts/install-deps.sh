@@ -14,6 +14,8 @@ packages=(
   # H.264 in software: OpenH264 to encode, libavcodec (with libavformat-dev) to decode; both
   # loaded when H.264 is used
   libopenh264-dev
+  # pion (Go) as a WHIP server of another stack in H.264 (scripts/whip/pion_whip_server.go)
+  golang-go golang-github-pion-webrtc.v3-dev
   # outside tools the tests and benches compare against or make fixtures with
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs
   # PyJWT for /usr/bin/python3 (token interop tests), openssl to make test certificates

@@ -80,3 +80,23 @@ mint() {
 crash_report() {
   grep -a -m1 -A40 -E "Program crashed|Fatal error|Crash report" "$1" 2>/dev/null | grep -a -v "^$" | head -40
 }
+
+# build_go SOURCE OUT: builds a Go program on Debian's Go packages (GOPATH mode, as Debian ships
+# them) into OUT. Debian installs some modules without their /vN directory (pion's webrtc/v3,
+# sdp/v3, transport/v2, udp/v2): a GOPATH of links under .build gives them their import paths.
+# The build cache stays in .build (like swift build's), so a second build takes seconds.
+build_go() {
+  local source=$1 out=$2 gopath=$PWD/.build/go-path name module dir
+  name=$(basename "$source" .go)
+  mkdir -p "$gopath/src/$name" "$PWD/.build/go-cache"
+  cp "$source" "$gopath/src/$name/main.go"
+  for module in $(cd /usr/share/gocode/src && grep -rl --include=go.mod -m1 '^module .*/v[0-9]*$' github.com 2>/dev/null); do
+    dir=$(dirname "$module")
+    local path
+    path=$(sed -n 's/^module //p' "/usr/share/gocode/src/$module" | head -1)
+    [ "$path" = "$dir" ] && continue
+    mkdir -p "$gopath/src/$(dirname "$path")"
+    ln -sfn "/usr/share/gocode/src/$dir" "$gopath/src/$path"
+  done
+  GOPATH=$gopath:/usr/share/gocode GO111MODULE=off GOCACHE=$PWD/.build/go-cache GOFLAGS= go build -o "$out" "$name"
+}

@@ -6,6 +6,9 @@
 #                   decode (ffprobe -count_frames), its audio decoded, the session DELETEd at the
 #                   end of --duration
 #   publish-h264    the same with --video-codec h264: the session is H.264 (aiortc decodes it)
+#   publish-pion    `callend publish --video-codec h264` for 20 s into a WHIP server on pion/webrtc
+#                   (scripts/whip/pion_whip_server.go) that takes H.264 alone: ffprobe decodes
+#                   >= 98 % of the frames callend sent from what pion wrote
 #   publish-sigterm publishing without a duration, ended by SIGTERM once media flows: exit 0 and
 #                   the server sees the DELETE
 #   publish-redirect a 307 is followed to the real endpoint with the same offer
@@ -76,6 +79,34 @@ publish_recorded publish-aiortc
 # H.264 alone (aiortc decodes it with PyAV's libavcodec and records what it decoded).
 publish_recorded publish-h264 --video-codec h264
 grep -qE "video H264( with ULPFEC in RED)? sendonly" "$work/publish-h264.err" || fail "publish-h264: the session was not H.264: $(grep 'media:' "$work/publish-h264.err")"
+
+# publish-pion: a WHIP server of another stack that takes H.264 alone (pion/webrtc v3, built
+# here from Debian's Go packages), over 20 s: it writes what it receives to an Annex B file, and
+# ffprobe decodes >= 98 % of the frames callend sent (issue 52).
+if build_go scripts/whip/pion_whip_server.go "$work/pion-whip" > "$work/pion-build.log" 2>&1; then
+  "$work/pion-whip" -out "$work/pion.h264" -token "$(cat "$work/token")" > "$work/pion.log" 2>&1 &
+  pids+=($!)
+  if wait_for "$work/pion.log" "listening on" 30; then
+    pion_port=$(sed -n 's/listening on 127.0.0.1:\([0-9]*\)/\1/p' "$work/pion.log")
+    timeout 90 "$bin" publish "http://127.0.0.1:$pion_port/whip" --bearer-token-file "$work/token" --no-stdin --video-codec h264 \
+      --video-size 320x240 --duration "${WHIP_PION_SECONDS:-20}" > "$work/publish-pion.out" 2> "$work/publish-pion.err"
+    rc=$?
+    sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/publish-pion.out")
+    decoded=$(ffprobe -v error -f h264 -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/pion.h264" 2>/dev/null | head -1)
+    echo "whip: publish-pion: exit $rc; callend sent ${sent:-0} frames; ffprobe decodes ${decoded:-0} from what pion received; pion said $(grep '^{' "$work/pion.log" | tail -1)"
+    cat "$work/publish-pion.out"
+    if [ $rc -eq 0 ] && [ "${sent:-0}" -gt 0 ] && [ "${decoded:-0}" -ge $((sent * 98 / 100)) ] && grep -q '"video/H264"' "$work/pion.log" \
+       && grep -q 'video H264 sendonly' "$work/publish-pion.err" && grep -q 'session deleted' "$work/publish-pion.out"; then
+      echo "whip: publish-pion passed"
+    else
+      fail "publish-pion FAILED"; tail -8 "$work/publish-pion.err"; tail -5 "$work/pion.log"
+    fi
+  else
+    fail "publish-pion FAILED: the pion server did not start: $(tail -3 "$work/pion.log")"
+  fi
+else
+  fail "publish-pion FAILED: the pion server did not build: $(tail -5 "$work/pion-build.log")"
+fi
 
 # publish-sigterm
 deletes=$(grep -c '^whip-server: DELETE' "$work/server.log")
