@@ -127,6 +127,6 @@ ip netns exec "$nj" "$py" scripts/whep/watch.py "http://127.0.0.1:8091/subscribe
   || fail "Chromium did not watch the H.264 room: $(tail -c 300 "$work/h264-chromium.out") $(tail -3 "$work/h264-chromium.err")"
 wait "$pub" || fail "the H.264 publisher failed: $(tail -3 "$work/h264-publisher.err")"
 wait "$sub" || fail "callend's H.264 subscriber failed: $(tail -3 "$work/h264-subscriber.err")"
-"$py" scripts/janus/judge_h264.py "$work" || ok=0
+"$py" scripts/janus/judge.py "$work" h264 || ok=0
 [ $ok -eq 1 ] && echo "janus: passed" || { echo "janus: FAILED"; tail -15 "$work/publisher.err"; }
 [ $ok -eq 1 ]
