@@ -534,7 +534,9 @@ func runJoin(_ args: inout Arguments) throws {
     }
     let summary = try call.run()
     if terminal { print("") }
-    print(summaryLine(summary))
+    // Written out now, not left in print's buffer until the process ends: whatever ends it after
+    // this (a crash in a library's exit handler) must not take the call's summary with it.
+    LogWriter.writeStandardOutput(summaryLine(summary) + "\n")
     if let recording = media.recording {
         let counts = recording.counts
         logger.write("recording: \(counts.sent) sent and \(counts.received) received segments in \(recording.options.directory), \(counts.deleted) deleted for the quota or their age")

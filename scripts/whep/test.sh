@@ -164,6 +164,9 @@ else
   fail "publish-restart FAILED: a player of an endpoint with --max-viewers 0 got exit $viewer_rc: $(tail -1 "$work/no-viewers.err")"
 fi
 kill -TERM $pe; wait $pe 2>/dev/null
+endpoint_rc=$?
+# SIGTERM ends the endpoint with 0; anything else (a crash on its way out) fails, with its report.
+[ $endpoint_rc -eq 0 ] || { fail "publish-restart FAILED: the endpoint exited $endpoint_rc after SIGTERM"; crash_report "$work/restart-endpoint.err"; }
 sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/restart-publish.out")
 decoded=$(sed -n 's/.*video \([0-9]*\) frames decoded.*/\1/p' "$work/restart-endpoint.out")
 restarts=$(sed -n 's/.*ICE restarts \([0-9]*\).*/\1/p' "$work/restart-publish.out")
