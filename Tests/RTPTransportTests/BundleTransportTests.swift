@@ -3,6 +3,7 @@ import Foundation
 import Platform
 import Synchronization
 import Testing
+import TestSupport
 @testable import RTPTransport
 import ICEServers
 
@@ -118,8 +119,7 @@ final class TransportPair: Sendable {
         // In steps of 50, each once the last has arrived (no socket buffer overflows).
         for step in stride(from: 0, to: count, by: 50) {
             for n in step..<min(count, step + 50) { #expect(pair.offerer.sendRTP(rtp(n), kind: .video)) }
-            let deadline = Date().addingTimeInterval(10)
-            while Date() < deadline && pair.answerer.packetsAuthenticated < min(count, step + 50) { usleep(1_000) }
+            #expect(eventually(10) { pair.answerer.packetsAuthenticated >= min(count, step + 50) })
         }
         #expect(pair.answerer.packetsAuthenticated == count)
         #expect(pair.answerer.counters.undeliveredDropped == 40)
@@ -131,8 +131,7 @@ final class TransportPair: Sendable {
         #expect(kept.allSatisfy { $0.age > .zero && !$0.isRTCP })
         // From then on, straight through.
         #expect(pair.offerer.sendRTP(rtp(count), kind: .video))
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline && b.received.withLock({ $0.count }) <= kept.count { usleep(1_000) }
+        #expect(eventually(10) { b.received.withLock { $0.count } > kept.count })
         #expect(b.received.withLock { $0.last?.bytes } == rtp(count) && b.received.withLock { $0.last?.age } == .zero)
     }
 
