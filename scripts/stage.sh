@@ -86,13 +86,12 @@ crash_report() {
 # sdp/v3, transport/v2, udp/v2): a GOPATH of links under .build gives them their import paths.
 # The build cache stays in .build (like swift build's), so a second build takes seconds.
 build_go() {
-  local source=$1 out=$2 gopath=$PWD/.build/go-path name module dir
+  local source=$1 out=$2 gopath=$PWD/.build/go-path name module dir path
   name=$(basename "$source" .go)
   mkdir -p "$gopath/src/$name" "$PWD/.build/go-cache"
   cp "$source" "$gopath/src/$name/main.go"
   for module in $(cd /usr/share/gocode/src && grep -rl --include=go.mod -m1 '^module .*/v[0-9]*$' github.com 2>/dev/null); do
     dir=$(dirname "$module")
-    local path
     path=$(sed -n 's/^module //p' "/usr/share/gocode/src/$module" | head -1)
     [ "$path" = "$dir" ] && continue
     mkdir -p "$gopath/src/$(dirname "$path")"

@@ -137,7 +137,10 @@ final class ViewerHub: @unchecked Sendable {  // the viewers are behind a mutex;
             } catch {
                 return refuse(name, "cannot answer its offer: \(error)", status: 422, client: client)
             }
-            let video = call.stream(.video).map { "video \($0.codec.name)\($0.codec.name == "VP8" ? " (the shared encoder)" : " (an encoder of its own)")" } ?? "no video"
+            // The shared encoder takes VP8 sessions only (CallMedia.run).
+            let video = call.stream(.video).map { s in
+                "video \(s.codec.name)" + (VideoPayloadFormat(encodingName: s.codec.name) == .vp8 ? " (the shared encoder)" : " (an encoder of its own)")
+            } ?? "no video"
             log("whep: \(name) watches (\(count) of at most \(maxViewers) viewers), \(video)")
             viewer.watchEvents()
             let outcome = Result { try callMedia.run(call, media: media, encoding: encoding, duration: nil) }

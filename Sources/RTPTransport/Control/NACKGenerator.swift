@@ -82,18 +82,23 @@ public struct NACKGenerator: Sendable {
     /// Stops asking for `sequenceNumber` and every hole before it: the receiver has moved past
     /// them (a frame after them was decoded, or skipped for a keyframe). Neither a recovery nor
     /// a loss given up on: such a hole is no reason for a keyframe.
+    public mutating func forget(through sequenceNumber: UInt16) {
+        guard let through = unwrapped(sequenceNumber) else { return }
+        missing = missing.filter { $0.key > through }
+    }
+
     /// Holes from `first` through `last` are not worth a request: numbers no frame needs.
     public mutating func forget(_ first: UInt16, through last: UInt16) {
-        guard let highest, !missing.isEmpty else { return }
-        let upper = highest - Int64(UInt16(truncatingIfNeeded: highest) &- last)
+        guard let upper = unwrapped(last) else { return }
         let lower = upper - Int64(last &- first)
         missing = missing.filter { $0.key < lower || $0.key > upper }
     }
 
-    public mutating func forget(through sequenceNumber: UInt16) {
-        guard let highest, !missing.isEmpty else { return }
-        let through = highest - Int64(UInt16(truncatingIfNeeded: highest) &- sequenceNumber)
-        missing = missing.filter { $0.key > through }
+    /// A sequence number at or before the highest seen, extended as the missing ones are; nil
+    /// when nothing is missing.
+    private func unwrapped(_ sequenceNumber: UInt16) -> Int64? {
+        guard let highest, !missing.isEmpty else { return nil }
+        return highest - Int64(UInt16(truncatingIfNeeded: highest) &- sequenceNumber)
     }
 
     /// How long after a request the same sequence number is asked for again: the round trip

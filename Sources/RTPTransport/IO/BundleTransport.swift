@@ -115,8 +115,8 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     /// restart offers faster than agents close cannot pile up threads, sockets and allocations.
     public static let maxClosingAgents = 2
     /// What is kept of the peer's media between DTLS keying SRTP and `startDelivering`: the
-    /// peer starts sending as soon as its side is keyed, and this side may still be opening its
-    /// encoder and decoder (H.264's libraries load then). 512 packets: over a second of video at
+    /// peer starts sending as soon as its side is keyed, and this side may still be making its
+    /// encoder and decoder (H.264's take hundreds of milliseconds on a busy machine). 512 packets: over a second of video at
     /// 2.5 Mbit/s with its audio, at most 0.8 MB.
     public static let maxUndelivered = 512
 
