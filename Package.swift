@@ -87,7 +87,7 @@ let package = Package(
         .target(name: "CDataChannel", linkerSettings: [.linkedLibrary("usrsctp")]),
         // Helpers shared by the test targets only, and the pool their tasks run on.
         .target(name: "CTestPool"),
-        .target(name: "TestSupport", dependencies: ["CTestPool"], path: "Sources/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["CTestPool", "CV4L2"], path: "Sources/TestSupport"),
 
         .testTarget(name: "CodecsTests", dependencies: ["TestSupport", "MediaCore", "Codecs"]),
         .testTarget(name: "RTPTransportTests", dependencies: ["TestSupport", "MediaCore", "RTPTransport", "ICEServers"]),

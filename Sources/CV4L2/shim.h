@@ -131,6 +131,52 @@ static inline int cv4l2_set_control(int fd, unsigned int id, int value) {
     return v4l2_ioctl(fd, VIDIOC_S_CTRL, &c);
 }
 
+/* The next control after `after` (0: the first), skipping disabled ones; returns 0 when there is none.
+   `name` receives the control's name (32 bytes), `type` its V4L2_CTRL_TYPE_*, min/max/def its range. */
+static inline unsigned int cv4l2_next_control(int fd, unsigned int after, char *name, unsigned int *type, int *min, int *max, int *def) {
+    struct v4l2_queryctrl q;
+    memset(&q, 0, sizeof q);
+    q.id = after | V4L2_CTRL_FLAG_NEXT_CTRL;
+    while (v4l2_ioctl(fd, VIDIOC_QUERYCTRL, &q) == 0) {
+        if (!(q.flags & V4L2_CTRL_FLAG_DISABLED) && q.type != V4L2_CTRL_TYPE_CTRL_CLASS) {
+            memcpy(name, q.name, sizeof q.name);
+            *type = q.type; *min = q.minimum; *max = q.maximum; *def = q.default_value;
+            return q.id;
+        }
+        q.id |= V4L2_CTRL_FLAG_NEXT_CTRL;
+    }
+    return 0;
+}
+/* Sets one control through VIDIOC_S_EXT_CTRLS (codec-class controls such as the bitrate need it on some drivers). */
+static inline int cv4l2_set_ext_control(int fd, unsigned int id, int value) {
+    struct v4l2_ext_control c;
+    struct v4l2_ext_controls cs;
+    memset(&c, 0, sizeof c);
+    memset(&cs, 0, sizeof cs);
+    c.id = id;
+    c.value = value;
+    cs.which = V4L2_CTRL_ID2WHICH(id);
+    cs.count = 1;
+    cs.controls = &c;
+    return v4l2_ioctl(fd, VIDIOC_S_EXT_CTRLS, &cs);
+}
+static inline unsigned int cv4l2_cid_video_bitrate(void) { return V4L2_CID_MPEG_VIDEO_BITRATE; }
+static inline unsigned int cv4l2_cid_force_key_frame(void) { return V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME; }
+static inline unsigned int cv4l2_cid_h264_i_period(void) { return V4L2_CID_MPEG_VIDEO_H264_I_PERIOD; }
+static inline unsigned int cv4l2_pix_fmt_h264(void) { return V4L2_PIX_FMT_H264; }
+
+/* Sets the format an output device (v4l2loopback's writer side) takes: what its readers capture. Plain ioctl, not libv4l2's. */
+static inline int cv4l2_set_output_format(int fd, unsigned int width, unsigned int height, unsigned int fourcc, unsigned int size) {
+    struct v4l2_format f;
+    memset(&f, 0, sizeof f);
+    f.type = V4L2_BUF_TYPE_VIDEO_OUTPUT;
+    f.fmt.pix.width = width;
+    f.fmt.pix.height = height;
+    f.fmt.pix.pixelformat = fourcc;
+    f.fmt.pix.field = V4L2_FIELD_NONE;
+    f.fmt.pix.sizeimage = size;
+    return v4l2_ioctl(fd, VIDIOC_S_FMT, &f);
+}
 static inline unsigned int cv4l2_timestamp_monotonic_flag(void) { return V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC; }
 static inline unsigned int cv4l2_timestamp_mask(void) { return V4L2_BUF_FLAG_TIMESTAMP_MASK; }
 

@@ -2,6 +2,7 @@ import Codecs
 import Devices
 import Foundation
 import MediaCore
+import Platform
 import Synchronization
 import Testing
 import TestSupport
@@ -37,6 +38,85 @@ struct CallDeviceLab {
         #expect(eventually(20) { renderer.seen.withLock { ($0.width, $0.height) == (640, 360) } }, "bob decodes the new mode: bob sees \(renderer.seen.withLock { $0 }), alice: \(alice.perform("stats")), bob: \(bob.perform("stats"))")
         let refused = alice.perform("mode 4000x4000@240")
         #expect(refused.contains(#""ok":false"#) && refused.contains("Supported modes"), "\(refused)")
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(3)), .enabled(if: inCallDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
+struct PassThroughDeviceLab {
+    /// A camera that delivers H.264 (v4l2loopback, fed OpenH264's access units with an IDR each
+    /// second, as a UVC 1.5 camera delivers its own) in an H.264 call: Alice sends what it
+    /// delivers without decoding or encoding it (0 encoder calls, every picture passed through),
+    /// Bob decodes it, and the decision log shows the camera's controls being asked: a keyframe
+    /// for Bob's start (this camera has no V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME, so its stream is
+    /// restarted) and no bitrate control (its modes steer it).
+    @Test func aCameraThatEncodesH264IsSentAsItComes() throws {
+        let environment = ProcessInfo.processInfo.environment
+        guard let kernel = environment["CALLEND_DEVICELAB_KERNEL"], let version = environment["CALLEND_DEVICELAB_KERNEL_VERSION"] else {
+            Issue.record("the lab passes CALLEND_DEVICELAB_KERNEL and CALLEND_DEVICELAB_KERNEL_VERSION (scripts/devicelab/test.sh)")
+            return
+        }
+        try #require(VideoCodec.h264.unavailableReason == nil, "OpenH264 and libavcodec load in the lab")
+        let node = "/dev/video9"
+        if !FileManager.default.fileExists(atPath: node) {
+            let load = Process()
+            load.executableURL = URL(fileURLWithPath: "/usr/sbin/modprobe")
+            load.arguments = ["-d", kernel, "-S", version, "v4l2loopback", "video_nr=9", "exclusive_caps=1", "card_label=H.264 camera"]
+            try load.run()
+            load.waitUntilExit()
+            try #require(load.terminationStatus == 0, "modprobe v4l2loopback (scripts/devicelab/setup.sh builds it)")
+        }
+        // Two seconds of the test pattern at 320x240@15, an IDR each second.
+        let encoder = try H264Encoder(configuration: H264EncoderConfiguration(width: 320, height: 240, frameRate: 15, targetBitrate: 300_000))
+        var pattern = TestPatternSource(width: 320, height: 240, frameRate: 15)
+        var units: [[UInt8]] = []
+        for index in 0..<30 {
+            if index % 15 == 0 { encoder.requestKeyframe() }
+            units += try encoder.encode(pattern.nextFrame(captureTime: .milliseconds(Int64(index) * 66)), at: .milliseconds(Int64(index) * 66)).map(\.data)
+        }
+        try #require(units.count >= 25, "\(units.count) access units")
+        let feeder = try LoopbackH264Camera(path: node, width: 320, height: 240, frameRate: 15, units: units)
+        defer { feeder.stop() }
+        // The capture side offers H264 once the writer has set it.
+        var described: CaptureDevice?
+        #expect(eventually(10) {
+            described = try? CameraDevices.describe(path: node)
+            return described?.formats.contains { $0.fourCC == "H264" } == true
+        }, "\(node) offers H264: \(String(describing: described))")
+        #expect(described?.deliversEncodedVideo == true)
+        let camera = try CameraSource(.device(path: node, mode: CameraModeRequest(width: 320, height: 240, frameRate: 15, fourCC: "H264")))
+        #expect(camera.passesThrough)
+        var sent = Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: nil)
+        sent.videoCodecs = [.h264]
+        let lines = Mutex<[String]>([])
+        let alice = try service(sent, bob: { _ in }, log: { line in lines.withLock { $0.append(line.text) } })
+        let renderer = alice.renderer
+        defer { alice.rooms.forEach { $0.disconnect() } }
+        #expect(eventually(60) { renderer.frames >= 30 }, "bob decodes the camera's H.264: \(renderer.frames) frames")
+        #expect(renderer.seen.withLock { ($0.width, $0.height) } == (320, 240))
+        // The stats are the last second's status line.
+        var stats = "", passed = 0
+        #expect(eventually(10) {
+            stats = alice.rooms[0].perform("stats")
+            passed = stats.firstMatch(of: /"framesPassedThrough":(\d+)/).flatMap { Int($0.1) } ?? 0
+            return passed >= 30
+        }, "alice passed the camera's frames through: \(stats)")
+        #expect(stats.contains(#""encoderCalls":0"#), "alice's encoder made nothing: \(stats)")
+        let decisions = lines.withLock { $0.filter { $0.contains("encoding:") && $0.contains("camera-") } }
+        #expect(decisions.contains { $0.contains(#""change":"camera-keyframe""#) }, "the keyframe asked of the camera is in the log: \(decisions)")
+        #expect(decisions.contains { $0.contains(#""change":"camera-bitrate""#) && $0.contains("steered by its modes") }, "\(decisions)")
+        print("devicelab: pass-through: bob decoded \(renderer.frames) frames, alice passed \(passed) through, \(feeder.written.load(ordering: .relaxed)) written; \(decisions.count) camera decisions")
+    }
+
+    /// Alice (the camera, H.264 only) and Bob (a renderer, H.264 only) in a room of their own.
+    private func service(_ media: Call.Media, bob: (inout Call.Media) -> Void, log: @escaping @Sendable (LogMessage) -> Void) throws -> (rooms: [Room], renderer: RecordingRenderer, service: TestService) {
+        let service = try TestService()
+        let renderer = RecordingRenderer()
+        let alice = try service.connect("alice", media: media, seconds: 100, log: log)
+        var received = Call.Media(videoTrack: nil, audioTrack: nil, renderers: [renderer])
+        received.videoCodecs = [.h264]
+        bob(&received)
+        let bobRoom = try service.connect("bob", media: received, seconds: 100)
+        return ([alice, bobRoom], renderer, service)
     }
 }
 

@@ -66,11 +66,15 @@ final class TestService {
 
     /// Joins and returns once the service has said `joined`, so that the order of two connects
     /// is the order of the joins (the participant who joins second offers).
-    func connect(_ who: String, media: Call.Media, seconds: Int, delegate: (any RoomDelegate)? = nil, mode: VideoEncodingMode = .auto) throws -> Room {
+    func connect(_ who: String, media: Call.Media, seconds: Int, delegate: (any RoomDelegate)? = nil, mode: VideoEncodingMode = .auto,
+                 log: (@Sendable (LogMessage) -> Void)? = nil) throws -> Room {
         let waiter = JoinWaiter(forwardingTo: delegate)
         waiters.withLock { $0.append(waiter) }
+        let printing = Self.log(who)
+        var logged: @Sendable (LogMessage) -> Void = printing
+        if let log { logged = { line in log(line); printing(line) } }
         let room = try Room.connect(options: try options(who, mode: mode), server: ("127.0.0.1", server.port), media: media, duration: .seconds(seconds),
-                                    delegate: waiter, log: Self.log(who))
+                                    delegate: waiter, log: logged)
         if !waiter.joined.wait(timeout: 30) { Issue.record("\(who) did not join within 30 s") }
         return room
     }

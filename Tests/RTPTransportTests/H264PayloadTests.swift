@@ -24,6 +24,25 @@ private func numbered(_ payloads: [[UInt8]], from first: UInt16 = 0) -> [(sequen
         #expect(H264NALUnit.units(inAnnexB: [0, 0, 1]).isEmpty, "a start code with nothing after it")
     }
 
+    /// A camera's access units: P-pictures before the first SPS/PPS/IDR are held back, an IDR
+    /// without its parameter sets gets the latest ones in front, one with them goes as it is,
+    /// and a bad stream (an IDR before any SPS) gives nothing rather than an undecodable picture.
+    @Test func cameraAccessUnitsCarryParameterSetsWithEveryIDR() {
+        let sps = unit(7, size: 4, fill: 1), pps = unit(8, size: 3, fill: 2), idr = unit(5, size: 6), p = unit(1, nri: 2, size: 5)
+        var sets = H264ParameterSets()
+        #expect(sets.take(H264NALUnit.annexB([p])) == nil, "a P-picture before anything")
+        #expect(sets.take(H264NALUnit.annexB([idr])) == nil, "an IDR before any SPS/PPS cannot be decoded")
+        let first = H264NALUnit.annexB([sps, pps, idr])
+        #expect(sets.take(first).map { $0.data == first && $0.isKeyframe } == true, "an IDR with its sets goes as it is")
+        #expect(sets.take(H264NALUnit.annexB([p])).map { !$0.isKeyframe } == true, "then P-pictures go")
+        #expect(sets.take(H264NALUnit.annexB([idr])).map { $0.data == H264NALUnit.annexB([sps, pps, idr]) && $0.isKeyframe } == true,
+                "a later IDR alone gets the sets in front")
+        let newSPS = unit(7, size: 4, fill: 9)
+        _ = sets.take(H264NALUnit.annexB([newSPS, pps, idr]))
+        #expect(sets.take(H264NALUnit.annexB([unit(6, size: 3), idr])).map { $0.data == H264NALUnit.annexB([newSPS, pps, unit(6, size: 3), idr]) } == true,
+                "the latest sets, and the SEI kept")
+    }
+
     /// RFC 6184 byte layouts: a single unit as it is, STAP-A with its F/NRI rule (§5.7), FU-A
     /// indicator and header (§5.8).
     @Test func payloadVectors() throws {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prepares the device lab: a Debian kernel with the vivid (virtual camera) and snd-aloop
-# (loopback sound card) modules, booted by qemu from a busybox initramfs. Idempotent: a lab
+# (loopback sound card) modules, booted by qemu from a busybox initramfs, and v4l2loopback
+# (Debian's v4l2loopback-dkms source, built here against the lab kernel's headers) for a
+# camera that delivers H.264, which tests load mid-run. Idempotent: a lab
 # already built for the current kernel package is reused. Work folder: $DEVICELAB_DIR
 # (default /var/tmp/callend-devicelab); the kernel package is kept in apt's own cache.
 # Needs root (apt).
@@ -24,7 +26,8 @@ fi
 package=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
 [ -n "$package" ] || { log "cannot find Debian's kernel package (apt-get update first?)"; exit 1; }
 version=${package#linux-image-}
-if [ -f "$lab/ready-$version" ]; then
+loopback_module="$lab/kernel/lib/modules/$version/updates/v4l2loopback.ko"
+if [ -f "$lab/ready-$version" ] && [ -f "$loopback_module" ]; then
   echo "$lab"
   exit 0
 fi
@@ -35,6 +38,23 @@ if ! ls "$cache/${package}"_*.deb >/dev/null 2>&1; then
 fi
 rm -rf "$lab/kernel"
 dpkg-deb -x "$(ls "$cache/${package}"_*.deb | head -1)" "$lab/kernel"
+
+# v4l2loopback, built out of tree for the lab kernel (its headers package brings the compiler).
+if ! dpkg-query -W -f='${Status}' "linux-headers-$version" 2>/dev/null | grep -q "install ok installed"; then
+  log "installing linux-headers-$version (to build v4l2loopback)"
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "linux-headers-$version" make >/dev/null
+fi
+if ! ls "$cache"/v4l2loopback-dkms_*.deb >/dev/null 2>&1; then
+  log "downloading v4l2loopback-dkms"
+  (cd "$cache" && apt-get download -q v4l2loopback-dkms >/dev/null 2>&1) || { log "apt-get download v4l2loopback-dkms failed"; exit 1; }
+fi
+rm -rf "$lab/v4l2loopback"
+dpkg-deb -x "$(ls "$cache"/v4l2loopback-dkms_*.deb | head -1)" "$lab/v4l2loopback"
+source_dir=$(ls -d "$lab"/v4l2loopback/usr/src/v4l2loopback-* | head -1)
+make -s -C "/usr/src/linux-headers-$version" M="$source_dir" modules >"$lab/v4l2loopback-build.log" 2>&1 \
+  || { cat "$lab/v4l2loopback-build.log" >&2; log "building v4l2loopback failed"; exit 1; }
+mkdir -p "$(dirname "$loopback_module")"
+cp "$source_dir/v4l2loopback.ko" "$loopback_module"
 depmod -b "$lab/kernel" "$version"
 # qemu boots the uncompressed ELF through its PVH entry, skipping the slow in-guest decompression under TCG.
 python3 "$here/unpack-vmlinux.py" "$lab/kernel/boot/vmlinuz-$version" "$lab/vmlinux"

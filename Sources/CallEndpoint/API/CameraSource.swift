@@ -102,6 +102,17 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
     public var format: (width: Int, height: Int, frameRate: Double) { current.withLock { ($0.width, $0.height, $0.frameRate) } }
     /// The modes the current input really offers (empty for the pattern and files, which are scaled instead).
     public var offeredModes: [CameraMode] { current.withLock { $0.modes } }
+    /// Whether the camera delivers its own H.264 now (a mode callend sends as it comes).
+    public var passesThrough: Bool {
+        guard let camera = capturer.withLock({ $0 as? CameraCapturer }) else { return false }
+        return CaptureDevice.passedThroughFormats.contains(camera.currentMode.fourCC)
+    }
+    /// The camera's encoder controls, for a camera that passes through (nil for other inputs).
+    public var cameraDevice: CaptureDevice? { capturer.withLock { ($0 as? CameraCapturer)?.device } }
+    /// Asks a camera that encodes for this bitrate (bits per second); `.controlSet` reports how it went.
+    public func setCameraBitrate(_ bitsPerSecond: Int) { capturer.withLock { ($0 as? CameraCapturer) }?.setBitrate(bitsPerSecond) }
+    /// Asks a camera that encodes for a keyframe.
+    public func requestCameraKeyframe() { capturer.withLock { ($0 as? CameraCapturer) }?.requestKeyframe() }
     /// Why the camera is gone, while it is (black pictures stand in for it until it is back).
     public var lostReason: String? { health.withLock { $0.lost?.reason } }
     /// Each loss and return of the camera, oldest first.
@@ -176,7 +187,7 @@ public final class CameraSource: @unchecked Sendable {  // the running capturer 
                 return event
             }
             deviceEventSink(event)
-        case .frame, .ended: break
+        case .frame, .ended, .encoded, .controlSet: break
         }
         sink(output)
     }

@@ -71,6 +71,10 @@ public struct CallStatus: Sendable, Codable, Equatable {
     /// trip, jitter buffer, decode, playout). The peer's line holds the other half of each stream.
     public var sentBudgetMs: StreamBudgets?
     public var receivedBudgetMs: StreamBudgets?
+    /// Pictures given to this side's video encoder since the start, and the camera's own H.264
+    /// frames sent as they came (nil unless the camera is passed through).
+    public var encoderCalls = 0
+    public var framesPassedThrough: Int?
 
     public struct StreamBudgets: Sendable, Codable, Equatable {
         public var video: [String: Double]
@@ -154,6 +158,8 @@ extension CallStatus {
                           qualityReceived: NetworkQuality.score(lossPercent: receivedLoss, rttMs: rtt, jitterMs: after.received.videoJitterMs,
                                                                 freezes: after.received.freezes - (before?.received.freezes ?? 0)))
         status.peerVideoNote = after.received.peerVideoNote
+        status.encoderCalls = after.sent.encoderCalls
+        if after.sent.framesPassedThrough > 0 { status.framesPassedThrough = after.sent.framesPassedThrough }
         if sentVideo.count(.encode) + sentAudio.count(.encode) > 0 {
             status.sentBudgetMs = StreamBudgets(video: sentVideo.meansMilliseconds, audio: sentAudio.meansMilliseconds)
         }

@@ -13,6 +13,9 @@ extension MediaSender {
     func sendVideo() throws {
         guard let track = videoTrack else { return }
         if let fanout = configuration.videoFanout { _ = try takeShared(fanout, track: track); return }
+        // A camera's own H.264 goes to the call's peer as it comes (viewers' shared encoder, if
+        // any, decodes it: `CameraPictureDecoder`).
+        if configuration.videoFormat == .h264, track.source.passesThrough { return try passThrough(track) }
         if let fanout = configuration.videoFanoutWhenWatched { return try shareWhileWatched(fanout, track: track) }
         try encodeOwn(track)
     }
@@ -48,9 +51,12 @@ extension MediaSender {
         let frames = videoFrames
         let modeChanged = Atomic<Bool>(false)
         let loop = loop
+        let cameraDecoder = CameraPictureDecoder()
         let sink = track.addSink { output in
             switch output {
             case .frame(let frame): frames.put(frame)
+            case .encoded(let unit, let timestamp): if let frame = cameraDecoder.decode(unit, timestamp: timestamp) { frames.put(frame) }
+            case .controlSet: break
             case .modeChanged: modeChanged.store(true, ordering: .relaxed)
             case .ended: frames.put(nil)
             case .lost: loop.post(.videoNote("camera lost"))
@@ -175,6 +181,7 @@ extension MediaSender {
             let encodeStart = MediaTime.now
             let encodedFrames = try encoder.encode(frame, at: encoderTime, forceKeyframe: false)
             let took = MediaTime.now - encodeStart
+            encoding.withLock { $0.stats.encoderCalls += 1 }
             if auto {
                 // The encoder's own state may step the mode down: too slow for the frame rate
                 // (cpu) or at its coarsest quantizer (qp).

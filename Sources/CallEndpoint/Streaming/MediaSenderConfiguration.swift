@@ -135,6 +135,10 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
     /// pushback), and retransmissions refused because the retransmission budget was spent.
     public var framesHeldBack = 0
     public var retransmissionsRefused = 0
+    /// Pictures given to a video encoder, and a camera's own H.264 access units sent as they came
+    /// (a camera passed through makes no encoder call).
+    public var encoderCalls = 0
+    public var framesPassedThrough = 0
     /// The sender's hops of each stream's latency (`LatencyBudget`: capture, encode, pacing).
     public var videoBudget = LatencyBudget(), audioBudget = LatencyBudget()
 
@@ -149,6 +153,7 @@ public struct SenderStatistics: Sendable, CustomStringConvertible {
             line += "; held back \(framesHeldBack) frames, refused \(retransmissionsRefused) retransmissions (congestion)"
         }
         if fecPackets > 0 { line += "; \(fecPackets) video FEC packets" }
+        if framesPassedThrough > 0 { line += "; \(framesPassedThrough) camera H.264 frames passed through, \(encoderCalls) encoder calls" }
         return line
     }
 }

@@ -129,11 +129,13 @@ final class VideoFanout: @unchecked Sendable {  // the subscriber list is behind
     private func run() throws {
         let source = track.source
         let queue = frames
+        let cameraDecoder = CameraPictureDecoder()
         let sink = track.addSink { output in
             switch output {
             case .frame(let frame): queue.put(frame)
+            case .encoded(let unit, let timestamp): if let frame = cameraDecoder.decode(unit, timestamp: timestamp) { queue.put(frame) }
             case .ended: queue.put(nil)
-            case .modeChanged, .lost, .restored: break
+            case .modeChanged, .lost, .restored, .controlSet: break
             }
         }
         defer { track.removeSink(sink) }

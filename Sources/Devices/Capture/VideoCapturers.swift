@@ -16,6 +16,10 @@ public enum CameraOutput: Sendable {
     case lost(reason: String)
     /// The camera is back, at `path`; its `modeChanged` and pictures follow.
     case restored(path: String)
+    /// An access unit of a camera's own H.264 (Annex B), captured at `timestamp` (monotonic).
+    case encoded([UInt8], timestamp: Duration)
+    /// A control call on a camera that encodes: its name, the value, the error if it failed.
+    case controlSet(name: String, value: Int, error: String?)
 }
 
 /// One open video input with its capture thread: a V4L2 camera, the test pattern or a Y4M file.
@@ -131,14 +135,22 @@ public final class CameraCapturer: VideoCapturer, @unchecked Sendable {  // the 
     }
 
     public var modes: [CameraMode] { device.modes }
+    /// The mode the camera is in now.
+    public var currentMode: CameraMode { camera.currentMode }
 
     /// Another mode of the same camera, switched in place.
     public func switchMode(_ mode: CameraMode) { camera.switchMode(mode) }
+    /// The bitrate for a camera that encodes (see `V4L2Camera.setBitrate`).
+    public func setBitrate(_ bitsPerSecond: Int) { camera.setBitrate(bitsPerSecond) }
+    /// A keyframe from a camera that encodes (see `V4L2Camera.requestKeyframe`).
+    public func requestKeyframe() { camera.requestKeyframe() }
 
     public func start(_ deliver: @escaping @Sendable (CameraOutput) -> Void) {
         camera.start { [self] event in
             switch event {
             case .frame(let frame, _): deliver(.frame(frame))
+            case .encoded(let unit, let timestamp, _): deliver(.encoded(unit, timestamp: timestamp))
+            case .controlSet(let name, let value, let error): deliver(.controlSet(name: name, value: value, error: error?.description))
             case .modeChanged(let m): deliver(.modeChanged(width: m.width, height: m.height, frameRate: m.frameRate.value))
             case .deviceLost(let error):
                 deliver(.lost(reason: error.description))

@@ -57,6 +57,43 @@ public struct CaptureDevice: Sendable, Equatable, Codable {
     public var card: String
     public var busInfo: String
     public var formats: [CameraFormat]
+    /// The controls it has (VIDIOC_QUERYCTRL), enabled ones only; older listings without them read as none.
+    public var controls: [CameraControl] = []
+
+    public init(path: String, stableName: String?, driver: String, card: String, busInfo: String, formats: [CameraFormat], controls: [CameraControl] = []) {
+        (self.path, self.stableName, self.driver, self.card, self.busInfo, self.formats, self.controls) = (path, stableName, driver, card, busInfo, formats, controls)
+    }
+
+    enum CodingKeys: String, CodingKey { case path, stableName, driver, card, busInfo, formats, controls }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(path: try c.decode(String.self, forKey: .path), stableName: try c.decodeIfPresent(String.self, forKey: .stableName),
+                  driver: try c.decode(String.self, forKey: .driver), card: try c.decode(String.self, forKey: .card),
+                  busInfo: try c.decode(String.self, forKey: .busInfo), formats: try c.decode([CameraFormat].self, forKey: .formats),
+                  controls: try c.decodeIfPresent([CameraControl].self, forKey: .controls) ?? [])
+    }
+
+    /// The formats callend sends as they come, without decoding or encoding them (a camera's own H.264).
+    public static let passedThroughFormats: Set<String> = ["H264"]
+
+    /// Whether the camera can be passed through: it delivers a format callend sends as it is.
+    public var deliversEncodedVideo: Bool { formats.contains { Self.passedThroughFormats.contains($0.fourCC) } }
+}
+
+/// One control of a camera (as `v4l2-ctl --list-ctrls` shows it).
+public struct CameraControl: Sendable, Equatable, Codable {
+    public var id: UInt32
+    public var name: String
+    /// V4L2_CTRL_TYPE_*: 1 integer, 2 boolean, 3 menu, 4 button, ...
+    public var type: UInt32
+    public var minimum: Int
+    public var maximum: Int
+    public var defaultValue: Int
+
+    public init(id: UInt32, name: String, type: UInt32, minimum: Int, maximum: Int, defaultValue: Int) {
+        (self.id, self.name, self.type, self.minimum, self.maximum, self.defaultValue) = (id, name, type, minimum, maximum, defaultValue)
+    }
 }
 
 /// A concrete mode: format, size, rate.

@@ -47,7 +47,22 @@ public enum CameraDevices {
         let caps = cap.capabilities & cv4l2_cap_device_caps() != 0 ? cap.device_caps : cap.capabilities
         guard caps & cv4l2_cap_video_capture() != 0 else { return nil }
         return CaptureDevice(path: path, stableName: stableName(for: path), driver: text(cap.driver), card: text(cap.card),
-                             busInfo: text(cap.bus_info), formats: formats(fd))
+                             busInfo: text(cap.bus_info), formats: formats(fd), controls: controls(fd))
+    }
+
+    /// Every enabled control of an open device, in the driver's order.
+    static func controls(_ fd: Int32) -> [CameraControl] {
+        var out: [CameraControl] = []
+        var id: UInt32 = 0
+        var name = [CChar](repeating: 0, count: 33)
+        var type: UInt32 = 0, minimum: Int32 = 0, maximum: Int32 = 0, defaultValue: Int32 = 0
+        while out.count < 512 {
+            id = cv4l2_next_control(fd, id, &name, &type, &minimum, &maximum, &defaultValue)
+            guard id != 0 else { break }
+            let text = String(decoding: name.prefix(32).prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            out.append(CameraControl(id: id, name: text, type: type, minimum: Int(minimum), maximum: Int(maximum), defaultValue: Int(defaultValue)))
+        }
+        return out
     }
 
     static func text<T>(_ field: T) -> String {
@@ -153,4 +168,11 @@ public enum CameraDevices {
         let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         return links.map { directory + "/" + $0 }.first { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path == target }
     }
+}
+
+extension CaptureDevice {
+    /// The control that sets its encoder's bitrate (V4L2_CID_MPEG_VIDEO_BITRATE), if it has one.
+    public var bitrateControl: CameraControl? { controls.first { $0.id == cv4l2_cid_video_bitrate() } }
+    /// The button that makes its encoder send a keyframe (V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME), if it has one.
+    public var keyframeControl: CameraControl? { controls.first { $0.id == cv4l2_cid_force_key_frame() } }
 }

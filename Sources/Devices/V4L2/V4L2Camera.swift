@@ -20,6 +20,10 @@ public enum CameraEvent: Sendable {
     case deviceRestored(path: String)
     /// A frame could not be converted (a corrupt MJPEG frame, say); capture goes on.
     case frameDropped(String)
+    /// An access unit of the camera's own H.264 (Annex B), as it came: a passed-through mode.
+    case encoded([UInt8], timestamp: Duration, sequence: Int)
+    /// A control call made on the capture thread (the bitrate asked, a keyframe), with the error when it failed.
+    case controlSet(name: String, value: Int, error: DeviceError?)
 }
 
 /// A V4L2 capture device streaming through memory-mapped buffers on its own thread, converting
@@ -34,6 +38,9 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
     public var reopenInterval: Duration = .milliseconds(250)
 
     private let pendingMode = Mutex<CameraMode?>(nil)
+    /// The encoder bitrate to set on a camera that encodes (0: none pending), and a keyframe asked.
+    private let pendingBitrate = Atomic<Int>(0)
+    private let keyframeWanted = Atomic<Bool>(false)
     private let stopping = Atomic<Bool>(false)
     /// Entered while the capture thread runs: `stop` waits on it.
     private let running = DispatchGroup()
@@ -46,7 +53,8 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
     final class Session {
         let fd: Int32
         var buffers: [(pointer: UnsafeMutableRawPointer, length: Int)] = []
-        var format: PixelFormat
+        /// nil: a format sent as it comes (H.264), not converted.
+        var format: PixelFormat?
         var width: Int
         var height: Int
         var bytesPerLine: Int
@@ -99,17 +107,20 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
 
     /// Sets format and interval, maps buffers, queues them and starts streaming.
     static func configure(_ s: Session, path: String, mode: CameraMode) throws(DeviceError) {
-        guard let format = PixelFormat(rawValue: mode.fourCC) else {
+        let format = PixelFormat(rawValue: mode.fourCC)
+        let passedThrough = CaptureDevice.passedThroughFormats.contains(mode.fourCC)
+        guard format != nil || passedThrough else {
             throw DeviceError(operation: "capture \(mode) from \(path)",
-                              detail: "callend converts \(PixelFormat.allCases.map(\.rawValue).joined(separator: ", ")) to I420, not \(mode.fourCC)")
+                              detail: "callend converts \(PixelFormat.allCases.map(\.rawValue).joined(separator: ", ")) to I420 and sends H264 as it is, not \(mode.fourCC)")
         }
+        let wantedFourCC = format?.fourCC ?? cv4l2_pix_fmt_h264()
         var width: UInt32 = 0, height: UInt32 = 0, fourCC: UInt32 = 0, bytesPerLine: UInt32 = 0, size: UInt32 = 0
-        guard cv4l2_set_format(s.fd, UInt32(mode.width), UInt32(mode.height), format.fourCC, &width, &height, &fourCC, &bytesPerLine, &size) == 0 else {
+        guard cv4l2_set_format(s.fd, UInt32(mode.width), UInt32(mode.height), wantedFourCC, &width, &height, &fourCC, &bytesPerLine, &size) == 0 else {
             let code = errno
             throw DeviceError(operation: "set \(mode) on \(path) (VIDIOC_S_FMT)", errno: code,
                               hint: code == EBUSY ? "the camera is streaming to another program" : nil)
         }
-        guard fourCC == format.fourCC, Int(width) == mode.width, Int(height) == mode.height else {
+        guard fourCC == wantedFourCC, Int(width) == mode.width, Int(height) == mode.height else {
             throw DeviceError(operation: "set \(mode) on \(path)",
                               detail: "the driver chose \(CameraDevices.fourCC(fourCC)) \(width)x\(height) instead")
         }
@@ -145,6 +156,18 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
         pendingMode.withLock { $0 = newMode }
     }
 
+    /// Asks a camera that encodes (H.264) for this bitrate, through V4L2_CID_MPEG_VIDEO_BITRATE;
+    /// the capture thread sets it and reports a `controlSet`.
+    public func setBitrate(_ bitsPerSecond: Int) {
+        pendingBitrate.store(max(1, bitsPerSecond), ordering: .relaxed)
+    }
+
+    /// Asks a camera that encodes for a keyframe: V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME where it
+    /// has it, else a restart of its stream (stream off and on), which UVC cameras answer with an IDR.
+    public func requestKeyframe() {
+        keyframeWanted.store(true, ordering: .relaxed)
+    }
+
     /// Starts the capture thread; `handler` runs on it for every event.
     public func start(handler: @escaping @Sendable (CameraEvent) -> Void) {
         running.enter()
@@ -173,6 +196,10 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
                 applySwitch(to: wanted, s, handler)
                 continue
             }
+            if s.format == nil {
+                applyControls(s, handler)
+                guard session != nil else { continue }
+            }
             var pfd = pollfd(fd: s.fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&pfd, 1, 200)
             if ready < 0 && errno != EINTR {
@@ -194,22 +221,45 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
             }
             let timestamp = Duration.seconds(seconds) + .microseconds(micros)
             let buffer = s.buffers[Int(index)]
-            do {
-                let frame = try PixelConverter.toI420(UnsafeRawBufferPointer(start: buffer.pointer, count: Int(used)), format: s.format,
+            if s.format == nil {
+                let unit = [UInt8](UnsafeRawBufferPointer(start: buffer.pointer, count: Int(used)))
+                if !unit.isEmpty { handler(.encoded(unit, timestamp: timestamp, sequence: Int(sequence))) }
+            } else if let format = s.format { do {
+                let frame = try PixelConverter.toI420(UnsafeRawBufferPointer(start: buffer.pointer, count: Int(used)), format: format,
                                                       width: s.width, height: s.height, stride: s.format == .mjpeg ? 0 : s.bytesPerLine,
                                                       timestamp: timestamp)
                 handler(.frame(frame, sequence: Int(sequence)))
             } catch {
                 handler(.frameDropped(error.description))
-            }
+            } }
             if cv4l2_queue_buffer(s.fd, index) != 0 {
                 lost(DeviceError(operation: "requeue a buffer on \(path) (VIDIOC_QBUF)", errno: errno), handler)
             }
         }
     }
 
+    /// A passed-through camera's pending bitrate and keyframe request, on the capture thread.
+    private func applyControls(_ s: Session, _ handler: @Sendable (CameraEvent) -> Void) {
+        let bitrate = pendingBitrate.exchange(0, ordering: .relaxed)
+        if bitrate > 0 {
+            let id = cv4l2_cid_video_bitrate()
+            let failed: DeviceError? = cv4l2_set_ext_control(s.fd, id, Int32(clamping: bitrate)) == 0 ? nil
+                : DeviceError(operation: "set the bitrate of \(path) (V4L2_CID_MPEG_VIDEO_BITRATE)", errno: errno)
+            handler(.controlSet(name: "bitrate", value: bitrate, error: failed))
+        }
+        guard keyframeWanted.exchange(false, ordering: .relaxed) else { return }
+        if cv4l2_set_ext_control(s.fd, cv4l2_cid_force_key_frame(), 1) == 0 {
+            handler(.controlSet(name: "keyframe", value: 1, error: nil))
+        } else {
+            // No such button: restart the stream in the same mode (no `modeChanged`: nothing changed).
+            handler(.controlSet(name: "keyframe", value: 1, error: DeviceError(operation: "force a keyframe on \(path) (V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME)", errno: errno,
+                                                                               hint: "restarting its stream instead")))
+            applySwitch(to: s.mode, s, handler, announce: false)
+        }
+    }
+
     /// Stream off, release buffers, set the new format and interval, stream on (same descriptor).
-    private func applySwitch(to wanted: CameraMode, _ s: Session, _ handler: @Sendable (CameraEvent) -> Void) {
+    private func applySwitch(to wanted: CameraMode, _ s: Session, _ handler: @Sendable (CameraEvent) -> Void, announce: Bool = true) {
         _ = cv4l2_stream(s.fd, 0)
         s.unmapAll()
         var none: UInt32 = 0
@@ -218,7 +268,7 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
         do {
             try Self.configure(s, path: path, mode: wanted)
             mode = s.mode
-            handler(.modeChanged(s.mode))
+            if announce { handler(.modeChanged(s.mode)) }
         } catch {
             // Go back to the mode that worked and say why the switch failed.
             handler(.frameDropped("mode switch to \(wanted) failed: \(error)"))

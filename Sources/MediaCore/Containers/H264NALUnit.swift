@@ -66,3 +66,37 @@ public enum H264NALUnit {
         return stream
     }
 }
+
+/// What a sender does to a camera's own H.264 access units before packetizing them (RFC 6184
+/// wants SPS and PPS with every IDR, and a camera may send them once, at stream start): keeps
+/// the latest SPS and PPS, puts them in front of an IDR that lacks them, and says which units
+/// are keyframes. A P-picture before the first SPS/PPS/IDR is useless to a peer: `take` returns nil.
+public struct H264ParameterSets: Sendable {
+    public private(set) var sequence: [UInt8]?
+    public private(set) var picture: [UInt8]?
+    private var started = false
+
+    public init() {}
+
+    /// The access unit to send (Annex B) and whether it holds an IDR; nil until the stream can be decoded.
+    public mutating func take(_ accessUnit: [UInt8]) -> (data: [UInt8], isKeyframe: Bool)? {
+        let units = H264NALUnit.units(inAnnexB: accessUnit)
+        var hasSPS = false, hasPPS = false, isKeyframe = false
+        for unit in units {
+            guard let header = unit.first else { continue }
+            switch H264NALUnit.type(of: header) {
+            case H264NALUnit.sequenceParameterSet: sequence = Array(unit); hasSPS = true
+            case H264NALUnit.pictureParameterSet: picture = Array(unit); hasPPS = true
+            case H264NALUnit.idrSlice: isKeyframe = true
+            default: break
+            }
+        }
+        guard isKeyframe || started else { return nil }
+        guard isKeyframe else { return (accessUnit, false) }
+        guard let sequence, let picture else { return nil }
+        started = true
+        if hasSPS && hasPPS { return (accessUnit, true) }
+        let slices = units.filter { unit in unit.first.map { [H264NALUnit.sequenceParameterSet, H264NALUnit.pictureParameterSet].contains(H264NALUnit.type(of: $0)) } == false }
+        return (H264NALUnit.annexB([sequence[...], picture[...]] + slices), true)
+    }
+}
