@@ -1,4 +1,5 @@
 import CallEndpoint
+import Devices
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -46,7 +47,10 @@ let joinHelp = """
                             passwords and the call's DTLS fingerprint cross the network readable
                             and rewritable, so whoever is on the path can take the call over
       --camera DEV          a V4L2 camera (/dev/video0); --video-size/--fps/--pixel-format pick the
-                            nearest mode it offers (default 640x480@30); 'callend devices' lists them
+                            nearest mode it offers (default 640x480@30); 'callend devices' lists them.
+                            --pixel-format H264: a camera that encodes H.264 itself is sent as it
+                            comes in an H.264 call (no encoder runs; its bitrate control, keyframe
+                            button and H.264 modes follow the network); a VP8 call decodes it
       --video-source S      the moving test pattern (default), a Y4M file (looped), or none
       --mic PCM             capture from an ALSA PCM (default, plughw:CARD=...,DEV=0); else --audio-source:
                             tone (default, 440 Hz), a 48 kHz WAV file (looped) or none
@@ -90,7 +94,8 @@ let joinHelp = """
       --video-codec C       vp8 (default), h264 (RFC 6184 packetization mode 1, constrained baseline
                             from OpenH264, decoded by libavcodec: Debian libopenh264-7 and
                             libavcodec59, loaded only then) or auto (both offered and accepted,
-                            VP8 first; H.264 only where those libraries load). Auto mode steers
+                            VP8 first, H.264 first with --pixel-format H264; H.264 only where
+                            those libraries load). Auto mode steers
                             H.264's rate and size as it does VP8's. --record-dir, --video-out F.ivf
                             and --mesh keep to VP8. WHEP viewers share one VP8 encoder; with auto
                             or h264, a player that offers H.264 alone gets an encoder of its own
@@ -189,8 +194,10 @@ func readToken(_ args: inout Arguments) throws -> String {
 
 /// --video-codec vp8|h264|auto: the video codecs offered and accepted, best first. vp8 (the
 /// default) and h264 alone; auto offers and accepts both, VP8 first, H.264 only where OpenH264
-/// and libavcodec load. `vp8Only`: why this run must stay in VP8 (it writes VP8 files), if it must.
-func parseVideoCodec(_ args: inout Arguments, vp8Only: String? = nil) throws -> [VideoCodec] {
+/// and libavcodec load; H.264 first when `video` is a camera asked for its own H.264
+/// (--pixel-format H264), which is then sent as it comes. `vp8Only`: why this run must stay in
+/// VP8 (it writes VP8 files), if it must.
+func parseVideoCodec(_ args: inout Arguments, vp8Only: String? = nil, video: MediaSenderConfiguration.VideoSource = .none) throws -> [VideoCodec] {
     let choice = try args.value("--video-codec") ?? "vp8"
     // Asked only when H.264 may be used: the question loads its libraries (a VP8 call maps neither).
     var h264Missing: String? { VideoCodec.h264.unavailableReason }
@@ -200,7 +207,10 @@ func parseVideoCodec(_ args: inout Arguments, vp8Only: String? = nil) throws -> 
         if let h264Missing { throw UsageError(description: "--video-codec h264: \(h264Missing) (Debian: apt-get install libopenh264-7 libavcodec59)") }
         if let vp8Only { throw UsageError(description: "--video-codec h264 does not go with \(vp8Only)") }
         return [.h264]
-    case "auto": return h264Missing == nil && vp8Only == nil ? [.vp8, .h264] : [.vp8]
+    case "auto":
+        guard h264Missing == nil, vp8Only == nil else { return [.vp8] }
+        if case .camera(_, let mode) = video, let fourCC = mode?.fourCC, CaptureDevice.passedThroughFormats.contains(fourCC) { return [.h264, .vp8] }
+        return [.vp8, .h264]
     default: throw UsageError(description: "--video-codec takes vp8, h264 or auto, not '\(choice)'")
     }
 }
@@ -213,7 +223,10 @@ func parseCallSources(_ args: inout Arguments) throws -> (MediaSenderConfigurati
     var (video, audio) = try parseSources(&args, maxFrameRate: 60)
     if let camera {
         guard case .pattern(let w, let h, let fps) = video else { throw UsageError(description: "--camera and --video-source are alternatives; give one") }
-        if let pixelFormat, pixelFormat.count != 4 { throw UsageError(description: "--pixel-format takes a FourCC such as YUYV, MJPG or NV12") }
+        if let pixelFormat, pixelFormat.count != 4 { throw UsageError(description: "--pixel-format takes a FourCC such as YUYV, MJPG, NV12 or H264") }
+        if let pixelFormat, CaptureDevice.passedThroughFormats.contains(pixelFormat.uppercased()), let missing = VideoCodec.h264.unavailableReason {
+            throw UsageError(description: "--pixel-format \(pixelFormat.uppercased()): a camera's own H.264 needs the H.264 libraries: \(missing) (Debian: apt-get install libopenh264-7 libavcodec59)")
+        }
         video = .camera(path: camera, mode: CameraModeRequest(width: w, height: h, frameRate: fps, fourCC: pixelFormat?.uppercased()))
     } else if pixelFormat != nil {
         throw UsageError(description: "--pixel-format applies to --camera only")
@@ -382,7 +395,7 @@ func runJoin(_ args: inout Arguments) throws {
     let vp8Only = recordDir != nil ? "--record-dir (WebM recordings are VP8)"
         : videoOutput?.hasSuffix(".ivf") == true ? "--video-out F.ivf (IVF holds VP8 here)"
         : mesh ? "--mesh (one VP8 encode in temporal layers feeds every peer)" : nil
-    let videoCodecs = try parseVideoCodec(&args, vp8Only: vp8Only)
+    let videoCodecs = try parseVideoCodec(&args, vp8Only: vp8Only, video: video)
     let logger = try logWriter(program: "callend join", &args)
     try args.finish(command: "join")
     if mesh {

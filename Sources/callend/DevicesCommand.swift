@@ -16,12 +16,17 @@ let devicesHelp = """
     plughw: names, rates and channel counts for capture and playback). Devices that cannot be read
     (busy, permission) are listed with the reason. --json prints one JSON document instead.
 
+    Each camera's controls are listed by name; a camera that encodes H.264 itself says whether it
+    has the two controls its pass-through uses (the encoder's bitrate, a keyframe on request).
+
     --doctor checks each device works here and now: every camera mode callend converts (YUYV, NV12,
-    MJPG, YU12, RGB3, ...) is opened and run for S seconds (default 0.5; longer for a slow mode,
+    MJPG, YU12, RGB3, ...) or sends as it comes (H264) is opened and run for S seconds (default 0.5; longer for a slow mode,
     until five frames) and the frame rate it really delivers is measured; a device another program
     holds is "busy", with the processes holding it (from /proc); one this user may not open is
     "forbidden", with the group to join; each ALSA device runs S seconds in each direction and its
-    xruns are counted. --camera limits it to those cameras, --format to those pixel formats,
+    xruns are counted. A camera that delivers H.264 gets a verdict: whether callend can send it as
+    it comes (--video-codec h264 --pixel-format H264) and how its rate would follow the network
+    (its bitrate control, else its H.264 modes, else nothing). --camera limits it to those cameras, --format to those pixel formats,
     --no-audio skips sound. Exit code 1
     when any device is busy, forbidden or failed, or a mode failed.
 
@@ -123,6 +128,10 @@ func runDevices(_ args: inout Arguments) throws {
             }
             print("    \(format.fourCC) (\(format.description)\(format.emulated ? ", converted by libv4l2" : "")): \(sizes.joined(separator: " "))")
         }
+        if !camera.controls.isEmpty { print("    controls: \(camera.controls.map(\.name).joined(separator: ", "))") }
+        if camera.deliversEncodedVideo {
+            print("    encodes H.264 itself: bitrate control \(camera.bitrateControl == nil ? "no" : "yes"), keyframe control \(camera.keyframeControl == nil ? "no" : "yes") ('devices --doctor' says whether it can be passed through)")
+        }
     }
     print("audio:")
     if report.audio.isEmpty { print("  no ALSA sound cards") }
@@ -178,6 +187,7 @@ func printDoctor(_ report: DeviceDoctor.Report, json: Bool) {
             }
         }
         if !camera.unusedFormats.isEmpty { print("    not run (callend does not convert them): \(camera.unusedFormats.joined(separator: " "))") }
+        if let passThrough = camera.passThrough { print("    passed through as H.264: \(passThrough)") }
     }
     print("audio:")
     if report.audio.isEmpty { print("  no ALSA sound cards") }

@@ -52,7 +52,7 @@ func runPublish(_ args: inout Arguments) throws {
     let caFile = try args.value("--ca-file")
     let insecurePlaintext = args.flag("--insecure-plaintext")
     let (video, audio) = try parseCallSources(&args)
-    let videoCodecs = try parseVideoCodec(&args)
+    let videoCodecs = try parseVideoCodec(&args, video: video)
     let encoding = try args.value("--encoding")
     let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
     let duration = try args.integer("--duration", in: 1...86_400)

@@ -83,6 +83,12 @@ struct PassThroughDeviceLab {
             return described?.formats.contains { $0.fourCC == "H264" } == true
         }, "\(node) offers H264: \(String(describing: described))")
         #expect(described?.deliversEncodedVideo == true)
+        // The doctor runs its H.264 mode and says it can be passed through, and how it is steered.
+        let doctor = DeviceDoctor.run(seconds: 1.5, cameras: [node], audio: false).cameras.first
+        let h264Mode = doctor?.modes.first { $0.mode.hasPrefix("H264 320x240") }
+        #expect((h264Mode?.frames ?? 0) >= 5 && h264Mode?.error == nil, "the doctor ran H264 320x240: \(String(describing: doctor))")
+        #expect(doctor?.passThrough?.hasPrefix("yes") == true && doctor?.passThrough?.contains("no bitrate control and one H.264 mode") == true
+                && doctor?.passThrough?.contains("no IDR came") == false, "\(String(describing: doctor?.passThrough))")
         let camera = try CameraSource(.device(path: node, mode: CameraModeRequest(width: 320, height: 240, frameRate: 15, fourCC: "H264")))
         #expect(camera.passesThrough)
         var sent = Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: nil)

@@ -80,6 +80,20 @@ let webcam = CaptureDevice(path: "/dev/video0", stableName: "/dev/v4l/by-id/usb-
         let data = try JSONEncoder().encode(webcam)
         #expect(try JSONDecoder().decode(CaptureDevice.self, from: data) == webcam)
         #expect(FrameRate(frames: 30000, per: 1001).description == "30")
+        // A listing written before cameras had controls reads as a camera without any.
+        var old = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        old["controls"] = nil
+        let reread = try JSONDecoder().decode(CaptureDevice.self, from: try JSONSerialization.data(withJSONObject: old))
+        #expect(reread == webcam && reread.controls.isEmpty)
+        // A camera that encodes: its H.264 is sent as it comes, and its encoder controls are found by id.
+        var encoding = webcam
+        encoding.formats.append(CameraFormat(fourCC: "H264", description: "H.264", compressed: true, emulated: false, sizes: [
+            CameraFrameSize(width: 1280, height: 720, frameRates: [FrameRate(frames: 30)])]))
+        encoding.controls = [CameraControl(id: 0x0099_09cf, name: "Video Bitrate", type: 1, minimum: 64_000, maximum: 8_000_000, defaultValue: 2_000_000)]
+        #expect(!webcam.deliversEncodedVideo && encoding.deliversEncodedVideo)
+        #expect(encoding.bitrateControl?.name == "Video Bitrate" && encoding.keyframeControl == nil)
+        #expect(try encoding.nearestMode(width: 1280, height: 720, frameRate: FrameRate(frames: 30), fourCC: "H264").fourCC == "H264")
+        #expect(try encoding.nearestMode(width: 1280, height: 720, frameRate: FrameRate(frames: 30)).fourCC == "MJPG", "H.264 only when asked")
     }
 }
 

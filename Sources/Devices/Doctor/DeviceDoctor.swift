@@ -40,6 +40,9 @@ public enum DeviceDoctor {
         public var modes: [ModeCheck]
         /// Formats the camera offers that callend does not convert (not measured).
         public var unusedFormats: [String]
+        /// For a camera that delivers H.264: whether callend can send it as it comes, and how
+        /// the automatic mode would steer its rate (nil for other cameras).
+        public var passThrough: String?
     }
 
     public struct AudioCheck: Codable, Sendable {
@@ -83,12 +86,13 @@ public enum DeviceDoctor {
         } catch {
             return CameraCheck(path: path, stableName: CameraDevices.stableName(for: path), card: nil, status: status(of: error), detail: error.description,
                                holders: error.errno?.rawValue == EBUSY ? holders(of: path) : [], group: error.errno?.rawValue == EACCES ? group(of: path) : nil,
-                               modes: [], unusedFormats: [])
+                               modes: [], unusedFormats: [], passThrough: nil)
         }
         // Each size of each format callend converts, at the highest rate it lists.
         var best: [String: CameraMode] = [:]
         var order: [String] = []
-        for mode in device.modes where PixelFormat(rawValue: mode.fourCC) != nil && formats.map({ $0.contains(mode.fourCC) }) != false {
+        let taken = { (fourCC: String) in PixelFormat(rawValue: fourCC) != nil || CaptureDevice.passedThroughFormats.contains(fourCC) }
+        for mode in device.modes where taken(mode.fourCC) && formats.map({ $0.contains(mode.fourCC) }) != false {
             let key = "\(mode.fourCC) \(mode.width)x\(mode.height)"
             if let known = best[key] {
                 if mode.frameRate.value > known.frameRate.value { best[key] = mode }
@@ -97,9 +101,10 @@ public enum DeviceDoctor {
                 order.append(key)
             }
         }
-        let unused = Set(device.formats.map(\.fourCC).filter { PixelFormat(rawValue: $0) == nil }).sorted()
+        let unused = Set(device.formats.map(\.fourCC).filter { !taken($0) }).sorted()
         var check = CameraCheck(path: path, stableName: device.stableName, card: device.card, status: .ok, detail: nil, holders: [], group: nil,
-                                modes: [], unusedFormats: unused)
+                                modes: [], unusedFormats: unused, passThrough: nil)
+        var keyframes = 0
         for key in order {
             let mode = best[key]!
             let result = measure(path: path, mode: mode, seconds: seconds)
@@ -111,27 +116,56 @@ public enum DeviceDoctor {
                 return check
             }
             switch result {
-            case .success(let (frames, fps)):
+            case .success(let (frames, fps, idrs)):
                 check.modes.append(ModeCheck(mode: mode.description, requestedFps: mode.frameRate.value, measuredFps: fps, frames: frames, error: nil))
+                keyframes += idrs
             case .failure(let error):
                 check.modes.append(ModeCheck(mode: mode.description, requestedFps: mode.frameRate.value, measuredFps: nil, frames: 0, error: error.description))
             }
         }
+        if device.deliversEncodedVideo { check.passThrough = passThroughVerdict(device, ran: check.modes, keyframes: keyframes) }
         return check
+    }
+
+    /// Whether a camera that delivers H.264 can be sent as it comes, and how its rate would be steered.
+    static func passThroughVerdict(_ device: CaptureDevice, ran: [ModeCheck], keyframes: Int) -> String {
+        let h264 = ran.filter { $0.mode.hasPrefix("H264 ") }
+        guard h264.contains(where: { $0.error == nil && $0.frames > 0 }) else {
+            return "no: its H.264 modes delivered nothing here" + (h264.isEmpty ? " (none was run)" : "")
+        }
+        let sizes = Set(device.modes.filter { CaptureDevice.passedThroughFormats.contains($0.fourCC) }.map { "\($0.width)x\($0.height)@\($0.frameRate)" })
+        let rate: String
+        if device.bitrateControl != nil {
+            rate = "its bitrate follows the estimate (V4L2_CID_MPEG_VIDEO_BITRATE)"
+        } else if sizes.count >= 2 {
+            rate = "no bitrate control: the automatic mode steps its \(sizes.count) H.264 modes"
+        } else {
+            rate = "no bitrate control and one H.264 mode: nothing steers its rate under congestion (--video-codec vp8 encodes it instead)"
+        }
+        let keyframe = device.keyframeControl != nil ? "keyframes on request (V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME)"
+            : "no keyframe control: a request restarts its stream"
+        let seen = keyframes > 0 ? "" : "; no IDR came while it ran (a long keyframe interval: the peer waits for one)"
+        return "yes (--video-codec h264 --pixel-format H264): \(rate); \(keyframe)\(seen)"
     }
 
     /// Runs one mode for `seconds`, longer for a slow mode (until six frame intervals of the rate
     /// asked have passed and five frames came, up to six seconds): the frames it delivered and
     /// their rate, from the driver's stamps.
-    static func measure(path: String, mode: CameraMode, seconds: Double) -> Result<(Int, Double?), DeviceError> {
+    static func measure(path: String, mode: CameraMode, seconds: Double) -> Result<(Int, Double?, Int), DeviceError> {
         let camera: V4L2Camera
         do { camera = try V4L2Camera(path: path, mode: mode) } catch { return .failure(error) }
         let stamps = Mutex<[Duration]>([])
+        let keyframes = Atomic<Int>(0)
         let lost = Mutex<DeviceError?>(nil)
         let arrived = DispatchSemaphore(value: 0)
         camera.start { event in
             switch event {
             case .frame(let frame, _): stamps.withLock { $0.append(frame.timestamp) }
+            case .encoded(let unit, let timestamp, _):
+                stamps.withLock { $0.append(timestamp) }
+                if H264NALUnit.units(inAnnexB: unit).contains(where: { $0.first.map(H264NALUnit.type(of:)) == H264NALUnit.idrSlice }) {
+                    keyframes.add(1, ordering: .relaxed)
+                }
             case .deviceLost(let error): lost.withLock { $0 = $0 ?? error }
             default: return
             }
@@ -151,9 +185,10 @@ public enum DeviceDoctor {
         if let error = lost.withLock({ $0 }) { return .failure(error) }
         // The first frame comes when streaming starts, not on the mode's clock: measured from it.
         let times = stamps.withLock { $0 }
-        guard times.count >= 3 else { return .success((times.count, nil)) }
+        let idrs = keyframes.load(ordering: .relaxed)
+        guard times.count >= 3 else { return .success((times.count, nil, idrs)) }
         let span = times.last! - times[1]
-        return .success((times.count, Double(times.count - 2) / span.inSeconds))
+        return .success((times.count, Double(times.count - 2) / span.inSeconds, idrs))
     }
 
     // MARK: Sound
