@@ -250,6 +250,11 @@ func callendReceive(sdp: String, outputs: [String], ports: [Int], sender: () thr
         #expect(ivf.status != 0 && ivf.stderr.contains("write the pictures to a .y4m file"), "\(ivf.status) \(ivf.stderr)")
         let auto = try runCallend(["send", "--to", "127.0.0.1:9", "--video-codec", "auto"])
         #expect(auto.status == 2 && auto.stderr.contains("send's --video-codec takes vp8 or h264"), "\(auto.stderr)")
+        // A camera's own H.264 is asked of a camera, by its four-character name.
+        let noCamera = try runCallend(["join", "r", "--token", "t", "--pixel-format", "H264"])
+        #expect(noCamera.status == 2 && noCamera.stderr.contains("--pixel-format applies to --camera only"), "\(noCamera.stderr)")
+        let badName = try runCallend(["join", "r", "--token", "t", "--camera", "/dev/video99", "--pixel-format", "H.264"])
+        #expect(badName.status == 2 && badName.stderr.contains("takes a FourCC such as YUYV, MJPG, NV12 or H264"), "\(badName.stderr)")
     }
 
     @Test func callendDecodesWhatFFmpegSends() throws {
