@@ -50,20 +50,12 @@ struct PassThroughDeviceLab {
     /// for Bob's start (this camera has no V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME, so its stream is
     /// restarted) and no bitrate control (its modes steer it).
     @Test func aCameraThatEncodesH264IsSentAsItComes() throws {
-        let environment = ProcessInfo.processInfo.environment
-        guard let kernel = environment["CALLEND_DEVICELAB_KERNEL"], let version = environment["CALLEND_DEVICELAB_KERNEL_VERSION"] else {
-            Issue.record("the lab passes CALLEND_DEVICELAB_KERNEL and CALLEND_DEVICELAB_KERNEL_VERSION (scripts/devicelab/test.sh)")
-            return
-        }
+        guard let (kernel, version) = labKernel() else { return }
         try #require(VideoCodec.h264.unavailableReason == nil, "OpenH264 and libavcodec load in the lab")
         let node = "/dev/video9"
         if !FileManager.default.fileExists(atPath: node) {
-            let load = Process()
-            load.executableURL = URL(fileURLWithPath: "/usr/sbin/modprobe")
-            load.arguments = ["-d", kernel, "-S", version, "v4l2loopback", "video_nr=9", "exclusive_caps=1", "card_label=H.264 camera"]
-            try load.run()
-            load.waitUntilExit()
-            try #require(load.terminationStatus == 0, "modprobe v4l2loopback (scripts/devicelab/setup.sh builds it)")
+            let loaded = runTool("/usr/sbin/modprobe", ["-d", kernel, "-S", version, "v4l2loopback", "video_nr=9", "exclusive_caps=1", "card_label=H.264 camera"])
+            try #require(loaded == 0, "modprobe v4l2loopback (scripts/devicelab/setup.sh builds it)")
         }
         // Two seconds of the test pattern at 320x240@15, an IDR each second.
         let encoder = try H264Encoder(configuration: H264EncoderConfiguration(width: 320, height: 240, frameRate: 15, targetBitrate: 300_000))
@@ -126,6 +118,27 @@ struct PassThroughDeviceLab {
     }
 }
 
+/// The lab kernel's module tree and version, which scripts/devicelab/test.sh passes (a test that
+/// loads a module mid-run needs them); records an issue and gives nil without them.
+func labKernel() -> (tree: String, version: String)? {
+    let environment = ProcessInfo.processInfo.environment
+    guard let tree = environment["CALLEND_DEVICELAB_KERNEL"], let version = environment["CALLEND_DEVICELAB_KERNEL_VERSION"] else {
+        Issue.record("the lab passes CALLEND_DEVICELAB_KERNEL and CALLEND_DEVICELAB_KERNEL_VERSION (scripts/devicelab/test.sh)")
+        return nil
+    }
+    return (tree, version)
+}
+
+/// Runs a tool to its end: its exit status (-1 when it could not start).
+func runTool(_ tool: String, _ arguments: [String]) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    guard (try? process.run()) != nil else { return -1 }
+    process.waitUntilExit()
+    return process.terminationStatus
+}
+
 /// Plays 440 Hz into a PCM on its own thread until stopped.
 final class Feeder: @unchecked Sendable {  // the PCM is used by the feeding thread only
     private let stopping = Atomic<Bool>(false)
@@ -171,11 +184,7 @@ struct AudioRouteDeviceLab {
     /// the dummy's silence), Alice plays Bob's tone on the loopback card again after the
     /// fallback, and the call never stops.
     @Test func theRouteFollowsASoundCardPluggedInAndRemoved() throws {
-        let environment = ProcessInfo.processInfo.environment
-        guard let kernel = environment["CALLEND_DEVICELAB_KERNEL"], let version = environment["CALLEND_DEVICELAB_KERNEL_VERSION"] else {
-            Issue.record("the lab passes CALLEND_DEVICELAB_KERNEL and CALLEND_DEVICELAB_KERNEL_VERSION (scripts/devicelab/test.sh)")
-            return
-        }
+        guard let (kernel, version) = labKernel() else { return }
         let feeding = Feeder(pcm: "plughw:CARD=Loopback,DEV=0,SUBDEV=0")
         defer { feeding.stop() }
         let device = try whenFree {
@@ -196,12 +205,7 @@ struct AudioRouteDeviceLab {
         #expect(eventually(20) { speaker.rms > 500 }, "bob hears the loopback microphone: rms \(speaker.rms)")
 
         // Plugged in.
-        let load = Process()
-        load.executableURL = URL(fileURLWithPath: "/usr/sbin/modprobe")
-        load.arguments = ["-d", kernel, "-S", version, "snd-dummy"]
-        try load.run()
-        load.waitUntilExit()
-        #expect(load.terminationStatus == 0, "modprobe snd-dummy")
+        #expect(runTool("/usr/sbin/modprobe", ["-d", kernel, "-S", version, "snd-dummy"]) == 0, "modprobe snd-dummy")
         let plugged = Date()
         #expect(eventually(3) { device.route.capture.contains("CARD=Dummy") && device.route.playback.contains("CARD=Dummy") }, "\(device.route)")
         let moved = Date().timeIntervalSince(plugged)
@@ -365,19 +369,7 @@ struct CameraReturnDeviceLab {
     /// (RTCP SDES NOTE); Alice reopens the camera by its stable name and Bob sees its picture
     /// again within 2 s of the device.
     @Test func aCameraUnpluggedMidCallComesBackByItsStableName() throws {
-        let environment = ProcessInfo.processInfo.environment
-        guard let kernel = environment["CALLEND_DEVICELAB_KERNEL"], let version = environment["CALLEND_DEVICELAB_KERNEL_VERSION"] else {
-            Issue.record("the lab passes CALLEND_DEVICELAB_KERNEL and CALLEND_DEVICELAB_KERNEL_VERSION (scripts/devicelab/test.sh)")
-            return
-        }
-        func run(_ tool: String, _ arguments: [String]) -> Int32 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: tool)
-            process.arguments = arguments
-            guard (try? process.run()) != nil else { return -1 }
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
+        guard let (kernel, version) = labKernel() else { return }
         let files = FileManager.default
         try files.createDirectory(atPath: "/dev/v4l/by-id", withIntermediateDirectories: true)
         try? files.removeItem(atPath: Self.stableName)
@@ -386,8 +378,8 @@ struct CameraReturnDeviceLab {
         defer {
             try? files.removeItem(atPath: Self.stableName)
             if !files.fileExists(atPath: "/dev/video0") {
-                _ = eventually(5) { run("/usr/sbin/rmmod", ["vivid"]) == 0 }
-                _ = run("/usr/sbin/modprobe", ["-d", kernel, "-S", version, "vivid"] + Self.vividOptions)
+                _ = eventually(5) { runTool("/usr/sbin/rmmod", ["vivid"]) == 0 }
+                _ = runTool("/usr/sbin/modprobe", ["-d", kernel, "-S", version, "vivid"] + Self.vividOptions)
                 _ = eventually(5) { files.fileExists(atPath: "/dev/video0") }
             }
         }
@@ -423,8 +415,8 @@ struct CameraReturnDeviceLab {
 
         // Plugged in elsewhere: the driver comes back with its capture node at /dev/video3
         // (every handle on the old device is closed, or the module could not be removed).
-        #expect(eventually(5) { run("/usr/sbin/rmmod", ["vivid"]) == 0 }, "rmmod vivid")
-        #expect(run("/usr/sbin/modprobe", ["-d", kernel, "-S", version, "vivid"] + Self.vividOptions + ["vid_cap_nr=3"]) == 0, "modprobe vivid")
+        #expect(eventually(5) { runTool("/usr/sbin/rmmod", ["vivid"]) == 0 }, "rmmod vivid")
+        #expect(runTool("/usr/sbin/modprobe", ["-d", kernel, "-S", version, "vivid"] + Self.vividOptions + ["vid_cap_nr=3"]) == 0, "modprobe vivid")
         #expect(eventually(5) { files.fileExists(atPath: "/dev/video3") })
         try files.createSymbolicLink(atPath: Self.stableName, withDestinationPath: "../../video3")
         let plugged = Date()

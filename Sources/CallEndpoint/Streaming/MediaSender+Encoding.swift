@@ -40,6 +40,16 @@ extension MediaSender {
     }
 
     /// The decision log, written outside every lock.
+    /// The session's first controller, on `ladder`: the session core's estimator starts with the
+    /// first frame, at this rate (800 kbit/s, or the cap when lower).
+    func startController(_ ladder: ModeLadder, now: Duration, in e: inout Encoding) -> [EncodingDecision] {
+        let start = min(800_000, configuration.maxVideoBitrate)
+        var controller = EncodingController(ladder: ladder, maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: start)
+        controller.audioRedundancy = configuration.payloadTypes.audioRED != nil && audioTrack != nil ? 1 : 0
+        return publish(controller.update(estimate: start, lossFraction: 0, cause: BandwidthEstimator.Cause.start.rawValue, now: now),
+                       controller: controller, in: &e)
+    }
+
     func report(_ made: [EncodingDecision]) {
         guard let onDecision = configuration.onDecision else { return }
         for decision in made { onDecision(decision) }

@@ -115,11 +115,7 @@ extension MediaSender {
                             let format = source.format
                             let native = VideoMode(width: format.width, height: format.height, frameRate: max(1, Int(format.frameRate.rounded())))
                             let h264Modes = source.offeredModes.filter { CaptureDevice.passedThroughFormats.contains($0.fourCC) }
-                            let start = min(800_000, configuration.maxVideoBitrate)
-                            var controller = EncodingController(ladder: .forCamera(h264Modes, native: native), maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: start)
-                            controller.audioRedundancy = configuration.payloadTypes.audioRED != nil && audioTrack != nil ? 1 : 0
-                            made = publish(controller.update(estimate: start, lossFraction: 0, cause: BandwidthEstimator.Cause.start.rawValue, now: now),
-                                           controller: controller, in: &e)
+                            made = startController(.forCamera(h264Modes, native: native), now: now, in: &e)
                         }
                         return (e.controller!.videoBitrate, e.controller!.mode, e.controller!.ladder, made)
                     }

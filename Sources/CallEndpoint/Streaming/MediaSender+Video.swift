@@ -112,14 +112,7 @@ extension MediaSender {
                         made = publish(controller.update(estimate: estimate.bitrate, lossFraction: estimate.lossFraction, cause: "switch", now: now),
                                        controller: controller, in: &e)
                     }
-                    if e.controller == nil {
-                        // The session core's estimator starts with the first frame, at this rate.
-                        let start = min(800_000, configuration.maxVideoBitrate)
-                        var controller = EncodingController(ladder: ladder(for: frame), maxVideoBitrate: configuration.maxVideoBitrate, startBitrate: start)
-                        controller.audioRedundancy = configuration.payloadTypes.audioRED != nil && audioTrack != nil ? 1 : 0
-                        made = publish(controller.update(estimate: start, lossFraction: 0, cause: BandwidthEstimator.Cause.start.rawValue, now: now),
-                                       controller: controller, in: &e)
-                    }
+                    if e.controller == nil { made = startController(ladder(for: frame), now: now, in: &e) }
                     return (e.controller!.videoBitrate, e.controller!.mode, e.controller!.ladder, made)
                 }
                 report(made)
