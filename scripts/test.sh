@@ -92,6 +92,16 @@ start_beside() {
   set +m
   echo "test.sh: started beside the next stages, at the lowest priority: ${names[*]}"
 }
+# wait_beside I: until the I-th stage beside has ended (its .rc is written), or the whole of
+# them has. A stage that needs what it makes waits here rather than racing it: on a busy machine
+# the static build, at the lowest priority, was still running when the containers stage began,
+# and SwiftPM refused a second build of the same folder ("database is locked").
+wait_beside() {
+  local started=$SECONDS
+  while [ -n "$beside_pid" ] && [ ! -f "$beside_dir/$1.rc" ] && kill -0 "$beside_pid" 2> /dev/null; do sleep 1; done
+  [ $((SECONDS - started)) -gt 1 ] && echo "test.sh: waited $((SECONDS - started)) s for ${beside_names[$1]} (beside)"
+  return 0
+}
 join_beside() {
   local i rc seconds
   [ -n "$beside_pid" ] || return 0
@@ -225,7 +235,9 @@ stage browser scripts/browser/test.sh
 # Data channels (RFC 8831/8832) through join --data-socket: callend with callend, aiortc and the
 # page in Chromium, both offer directions, messages and 10 MiB each way; throughput and latency.
 stage datachannel scripts/datachannel/test.sh
-# docker-compose.yml with a private Docker engine: two containers call each other (root).
+# docker-compose.yml with a private Docker engine: two containers call each other (root). It and
+# the package stage take their programs from the static build beside.
+wait_beside 0
 stage containers scripts/containers/test.sh
 # The Debian package (scripts/package.sh, lintian) in a fresh Debian 12 tree booted under
 # systemd-nspawn: installed with apt, a service and two endpoints from config files calling each

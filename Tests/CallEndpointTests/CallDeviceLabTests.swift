@@ -48,7 +48,8 @@ struct PassThroughDeviceLab {
     /// delivers without decoding or encoding it (0 encoder calls, every picture passed through),
     /// Bob decodes it, and the decision log shows the camera's controls being asked: a keyframe
     /// for Bob's start (this camera has no V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME, so its stream is
-    /// restarted) and no bitrate control (its modes steer it).
+    /// restarted) and no bitrate control (its modes steer it). Muted, nothing is sent and Bob is
+    /// told; unmuted, the pictures come back; switched to the test pattern, Alice encodes it.
     @Test func aCameraThatEncodesH264IsSentAsItComes() throws {
         guard let (kernel, version) = labKernel() else { return }
         try #require(VideoCodec.h264.unavailableReason == nil, "OpenH264 and libavcodec load in the lab")
@@ -86,7 +87,8 @@ struct PassThroughDeviceLab {
         var sent = Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: nil)
         sent.videoCodecs = [.h264]
         let lines = Mutex<[String]>([])
-        let alice = try service(sent, bob: { _ in }, log: { line in lines.withLock { $0.append(line.text) } })
+        let bobEvents = EventRecorder()
+        let alice = try service(sent, bobEvents: bobEvents, log: { line in lines.withLock { $0.append(line.text) } })
         let renderer = alice.renderer
         defer { alice.rooms.forEach { $0.disconnect() } }
         #expect(eventually(60) { renderer.frames >= 30 }, "bob decodes the camera's H.264: \(renderer.frames) frames")
@@ -102,18 +104,31 @@ struct PassThroughDeviceLab {
         let decisions = lines.withLock { $0.filter { $0.contains("encoding:") && $0.contains("camera-") } }
         #expect(decisions.contains { $0.contains(#""change":"camera-keyframe""#) }, "the keyframe asked of the camera is in the log: \(decisions)")
         #expect(decisions.contains { $0.contains(#""change":"camera-bitrate""#) && $0.contains("steered by its modes") }, "\(decisions)")
+        // Muted, nothing is sent and Bob is told; unmuted, the pictures come back from a keyframe.
+        #expect(alice.rooms[0].perform("mute video").contains(#""ok":true"#))
+        #expect(eventually(10) { bobEvents.contains { $0 == .peerVideoNote(participant: "alice", note: "video muted") } }, "bob is told")
+        #expect(alice.rooms[0].perform("unmute video").contains(#""ok":true"#))
+        #expect(eventually(10) { bobEvents.contains { $0 == .peerVideoNote(participant: "alice", note: nil) } }, "bob is told it is back")
+        let atUnmute = renderer.frames
+        #expect(eventually(20) { renderer.frames >= atUnmute + 15 }, "bob decodes the camera again: \(renderer.frames - atUnmute) frames")
+        // Switched to another input (the test pattern), the pictures are encoded from then on.
+        #expect(alice.rooms[0].perform("camera pattern 256x144@15").contains(#""ok":true"#))
+        #expect(eventually(20) { renderer.seen.withLock { ($0.width, $0.height) == (256, 144) } }, "bob decodes the pattern: \(renderer.seen.withLock { $0 })")
+        #expect(eventually(10) {
+            stats = alice.rooms[0].perform("stats")
+            return (stats.firstMatch(of: /"encoderCalls":(\d+)/).flatMap { Int($0.1) } ?? 0) > 0
+        }, "alice encodes the pattern: \(stats)")
         print("devicelab: pass-through: bob decoded \(renderer.frames) frames, alice passed \(passed) through, \(feeder.written.load(ordering: .relaxed)) written; \(decisions.count) camera decisions")
     }
 
     /// Alice (the camera, H.264 only) and Bob (a renderer, H.264 only) in a room of their own.
-    private func service(_ media: Call.Media, bob: (inout Call.Media) -> Void, log: @escaping @Sendable (LogMessage) -> Void) throws -> (rooms: [Room], renderer: RecordingRenderer, service: TestService) {
+    private func service(_ media: Call.Media, bobEvents: EventRecorder, log: @escaping @Sendable (LogMessage) -> Void) throws -> (rooms: [Room], renderer: RecordingRenderer, service: TestService) {
         let service = try TestService()
         let renderer = RecordingRenderer()
         let alice = try service.connect("alice", media: media, seconds: 100, log: log)
         var received = Call.Media(videoTrack: nil, audioTrack: nil, renderers: [renderer])
         received.videoCodecs = [.h264]
-        bob(&received)
-        let bobRoom = try service.connect("bob", media: received, seconds: 100)
+        let bobRoom = try service.connect("bob", media: received, seconds: 100, delegate: bobEvents)
         return ([alice, bobRoom], renderer, service)
     }
 }

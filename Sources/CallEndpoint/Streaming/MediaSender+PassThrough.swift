@@ -42,8 +42,11 @@ extension MediaSender {
     /// and, where it offers several H.264 modes, the ladder's steps become mode switches. A
     /// camera without a bitrate control is steered by its modes alone. Nothing can be dropped
     /// singly (later pictures refer to it): under pushback, or after a lost access unit, the
-    /// sender waits for the next keyframe and asks for one.
-    func passThrough(_ track: LocalVideoTrack) throws {
+    /// sender waits for the next keyframe and asks for one. Muted, it sends nothing (no encoder
+    /// runs to make black pictures) and tells the peer so in its RTCP note; unmuted, it starts
+    /// again at a keyframe. Returns true when the source stopped delivering H.264 (switched to
+    /// another camera or mode): the caller encodes from then on.
+    func passThrough(_ track: LocalVideoTrack) throws -> Bool {
         let source = track.source
         let units = CaptureQueue<CameraUnit?>(capacity: 60)
         let modeChanged = Atomic<Bool>(false)
@@ -57,7 +60,7 @@ extension MediaSender {
             case .ended: units.put(nil)
             case .lost: loop.post(.videoNote("camera lost"))
             case .restored: loop.post(.videoNote(nil))
-            case .frame: break  // the black pictures of a lost camera: nothing encodes them here
+            case .frame: break  // a lost camera's black stand-ins, or another input's pictures (the loop then leaves)
             }
         }
         defer {
@@ -65,13 +68,14 @@ extension MediaSender {
             if ownsTracks { source.stop() }
         }
         let device = source.cameraDevice
-        let hasBitrateControl = device?.bitrateControl != nil
+        let bitrateControl = device?.bitrateControl
         let auto = configuration.encodingMode == .auto && (configuration.transportSequenceExtensionID != nil || configuration.estimatesFromReports)
         var parameterSets = H264ParameterSets()
         var expected = 1
         var waitingForKeyframe = false
         var appliedBitrate = 0
         var appliedMode: VideoMode?
+        var muted = false
         func decide(_ cause: String, _ change: String, _ from: String, _ to: String) {
             let estimate = encoding.withLock { $0.estimate?.bitrate } ?? 0
             report([EncodingDecision(time: elapsed.inSeconds, cause: cause, estimateKbps: estimate / 1000, change: change, from: from, to: to)])
@@ -86,11 +90,14 @@ extension MediaSender {
             askedAt = elapsed
             source.requestCameraKeyframe()
         }
-        if auto, !hasBitrateControl {
+        if auto, bitrateControl == nil {
             decide("camera", "camera-bitrate", "-", "no V4L2_CID_MPEG_VIDEO_BITRATE: steered by its modes")
         }
         while shouldContinue() {
-            guard let item = units.take(timeout: .milliseconds(250)) else { continue }
+            guard let item = units.take(timeout: .milliseconds(250)) else {
+                if !source.passesThrough { return true }
+                continue
+            }
             guard let item else { break }
             let now = elapsed
             switch item {
@@ -121,7 +128,8 @@ extension MediaSender {
                     }
                     report(made)
                     if bitrate != appliedBitrate {
-                        if hasBitrateControl { source.setCameraBitrate(bitrate) }
+                        // Within the range the camera states (a driver may refuse the rest).
+                        if let control = bitrateControl { source.setCameraBitrate(min(max(bitrate, control.minimum), max(control.minimum, control.maximum))) }
                         appliedBitrate = bitrate
                     }
                     if mode != appliedMode {
@@ -141,8 +149,21 @@ extension MediaSender {
                         continue
                     }
                 }
-                // A new mode is a new stream, which starts with an IDR: wait for it.
-                if modeChanged.exchange(false, ordering: .relaxed) { waitingForKeyframe = true }
+                // A new mode is a new stream, which starts with an IDR: wait for it. Its encoder
+                // may start at its default bitrate: the target is set again.
+                if modeChanged.exchange(false, ordering: .relaxed) {
+                    waitingForKeyframe = true
+                    appliedBitrate = 0
+                }
+                if muted != !track.isEnabled {
+                    muted.toggle()
+                    loop.post(.videoNote(muted ? "video muted" : nil))
+                    if !muted {
+                        waitingForKeyframe = true
+                        askKeyframe()
+                    }
+                }
+                if muted { continue }
                 let recorderWants = configuration.recorder?.takeKeyframeRequest() == true
                 if keyframeWanted.exchange(false, ordering: .relaxed) || recorderWants { askKeyframe() }
                 guard let (accessUnit, isKeyframe) = parameterSets.take(data) else {
@@ -165,5 +186,6 @@ extension MediaSender {
                 }
             }
         }
+        return false
     }
 }

@@ -14,8 +14,11 @@ extension MediaSender {
         guard let track = videoTrack else { return }
         if let fanout = configuration.videoFanout { _ = try takeShared(fanout, track: track); return }
         // A camera's own H.264 goes to the call's peer as it comes (viewers' shared encoder, if
-        // any, decodes it: `CameraPictureDecoder`).
-        if configuration.videoFormat == .h264, track.source.passesThrough { return try passThrough(track) }
+        // any, decodes it: `CameraPictureDecoder`); once the source delivers other pictures (a
+        // switch), they are encoded as any are.
+        if configuration.videoFormat == .h264, track.source.passesThrough {
+            guard try passThrough(track), shouldContinue() else { return }
+        }
         if let fanout = configuration.videoFanoutWhenWatched { return try shareWhileWatched(fanout, track: track) }
         try encodeOwn(track)
     }

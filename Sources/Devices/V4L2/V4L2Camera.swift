@@ -221,17 +221,20 @@ public final class V4L2Camera: @unchecked Sendable {  // the descriptor and buff
             }
             let timestamp = Duration.seconds(seconds) + .microseconds(micros)
             let buffer = s.buffers[Int(index)]
-            if s.format == nil {
+            switch s.format {
+            case nil:
                 let unit = [UInt8](UnsafeRawBufferPointer(start: buffer.pointer, count: Int(used)))
                 if !unit.isEmpty { handler(.encoded(unit, timestamp: timestamp, sequence: Int(sequence))) }
-            } else if let format = s.format { do {
-                let frame = try PixelConverter.toI420(UnsafeRawBufferPointer(start: buffer.pointer, count: Int(used)), format: format,
-                                                      width: s.width, height: s.height, stride: s.format == .mjpeg ? 0 : s.bytesPerLine,
-                                                      timestamp: timestamp)
-                handler(.frame(frame, sequence: Int(sequence)))
-            } catch {
-                handler(.frameDropped(error.description))
-            } }
+            case let format?:
+                do {
+                    let frame = try PixelConverter.toI420(UnsafeRawBufferPointer(start: buffer.pointer, count: Int(used)), format: format,
+                                                          width: s.width, height: s.height, stride: format == .mjpeg ? 0 : s.bytesPerLine,
+                                                          timestamp: timestamp)
+                    handler(.frame(frame, sequence: Int(sequence)))
+                } catch {
+                    handler(.frameDropped(error.description))
+                }
+            }
             if cv4l2_queue_buffer(s.fd, index) != 0 {
                 lost(DeviceError(operation: "requeue a buffer on \(path) (VIDIOC_QBUF)", errno: errno), handler)
             }
