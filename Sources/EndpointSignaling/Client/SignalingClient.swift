@@ -24,8 +24,13 @@ public struct SignalingClientConfiguration: Sendable {
     /// Silence from the server after which the connection is considered dead.
     public var deadAfter: Duration = .seconds(25)
     public var connectTimeout: Duration = .seconds(5)
+    /// While a connection is unanswered, a fresh one starts this often (see `TCPSocket.connect`),
+    /// so a path back from a silent outage is found within this long.
+    public var freshConnectEvery: Duration = .seconds(1)
     /// Reconnect delays grow from `backoffInitial` by doubling up to `backoffMax`, each scaled by a
-    /// random factor in 0.5 ... 1 so that many clients do not reconnect in step.
+    /// random factor in 0.5 ... 1 so that many clients do not reconnect in step. A connection no
+    /// one answered (a silent path: nothing reached a server) does not grow the delay: its
+    /// `connectTimeout` was the wait, and the next attempt follows after `backoffInitial`.
     public var backoffInitial: Duration = .milliseconds(250)
     public var backoffMax: Duration = .seconds(10)
     /// Also called with every event, on the client's own thread, before it reaches `events`:
@@ -232,6 +237,10 @@ public final class SignalingClient: Sendable {
                 if isStopped { break }
                 attempt += 1
                 backoff(attempt: attempt, reason: reason, wakeFD: wakeFD)
+            case .unanswered(let reason):
+                if isStopped { break }
+                attempt = 1
+                backoff(attempt: attempt, reason: reason, wakeFD: wakeFD)
             case .fatal(let reason):
                 finish(reason: reason)
                 return
@@ -283,6 +292,8 @@ public final class SignalingClient: Sendable {
     enum SessionOutcome {
         case joinedThenLost(String)
         case failed(String)
+        /// No answer to the connection: the path is silent, not the server busy.
+        case unanswered(String)
         case fatal(String)
         case stopped
     }
@@ -303,7 +314,7 @@ public final class SignalingClient: Sendable {
     private func session(wakeFD: Int32, rejoin: Bool, seen: inout RecentIDs) -> SessionOutcome {
         let outcome = session(to: servers[serverIndex.load(ordering: .relaxed) % servers.count], wakeFD: wakeFD, rejoin: rejoin, seen: &seen)
         switch outcome {
-        case .failed, .joinedThenLost: serverIndex.add(1, ordering: .relaxed)
+        case .failed, .unanswered, .joinedThenLost: serverIndex.add(1, ordering: .relaxed)
         case .fatal, .stopped: break
         }
         return outcome
@@ -314,9 +325,10 @@ public final class SignalingClient: Sendable {
         state.withLock { $0.reconnectReason = nil }
         let fd: Int32
         do {
-            fd = try TCPSocket.connect(host: server.host, port: server.port, timeout: configuration.connectTimeout)
+            fd = try TCPSocket.connect(host: server.host, port: server.port, timeout: configuration.connectTimeout,
+                                       freshAttemptEvery: configuration.freshConnectEvery)
         } catch {
-            return .failed(error.description)
+            return error.errno.rawValue == ETIMEDOUT ? .unanswered(error.description) : .failed(error.description)
         }
         defer { close(fd) }
         var tls: TLSSession?

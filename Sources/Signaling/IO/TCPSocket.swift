@@ -60,35 +60,55 @@ package enum TCPSocket {
         throw lastError
     }
 
-    /// A blocking connection with a time limit, TCP_NODELAY set.
-    package static func connect(host: String, port: Int, timeout: Duration) throws(SystemError) -> Int32 {
+    /// A blocking connection with a time limit, TCP_NODELAY set. With `freshAttemptEvery`, a
+    /// connection still unanswered after that long is joined by a new one (a new SYN at once)
+    /// while the earlier ones keep waiting, and the first to connect wins: a path that comes
+    /// back after a silent outage (an LTE stall, a blackhole) is found within that interval,
+    /// where the kernel's own SYN retransmissions would wait 1, 2, then 4 s. A refusal ends
+    /// the attempts on that address: the path is there, the service is not.
+    package static func connect(host: String, port: Int, timeout: Duration, freshAttemptEvery: Duration? = nil) throws(SystemError) -> Int32 {
         var lastError = SystemError("connect to \(host):\(port)", errno: EHOSTUNREACH)
         for (family, address) in try resolve(host: host, port: port, passive: false) {
-            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { lastError = SystemError("create socket"); continue }
-            let result = address.withUnsafeBytes { Glibc.connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(address.count)) }
-            if result != 0 && errno != EINPROGRESS {
-                lastError = SystemError("connect to \(host):\(port)")
-                close(fd)
-                continue
+            let deadline = MediaTime.now + timeout
+            var pending: [Int32] = []
+            var nextAttempt = MediaTime.now
+            defer { for fd in pending { reset(fd) } }
+            attempts: while true {
+                let now = MediaTime.now
+                if now >= nextAttempt, now < deadline {
+                    let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                    guard fd >= 0 else { lastError = SystemError("create socket"); break }
+                    let result = address.withUnsafeBytes { Glibc.connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(address.count)) }
+                    if result != 0 && errno != EINPROGRESS {
+                        lastError = SystemError("connect to \(host):\(port)")
+                        close(fd)
+                        break
+                    }
+                    pending.append(fd)
+                    nextAttempt = freshAttemptEvery.map { now + $0 } ?? deadline
+                }
+                if pending.isEmpty { break }
+                if now >= deadline {
+                    lastError = SystemError("connect to \(host):\(port) (no answer within \(timeout))", errno: ETIMEDOUT)
+                    break
+                }
+                var fds = pending.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
+                let ms = Int32(max(1, ((min(deadline, nextAttempt) - MediaTime.now).inSeconds * 1000).rounded(.up)))
+                guard poll(&fds, nfds_t(fds.count), ms) > 0 else { continue }
+                for entry in fds where entry.revents != 0 {
+                    var error: Int32 = 0
+                    var length = socklen_t(MemoryLayout<Int32>.size)
+                    getsockopt(entry.fd, SOL_SOCKET, SO_ERROR, &error, &length)
+                    pending.removeAll { $0 == entry.fd }
+                    if error == 0 {
+                        setNoDelay(entry.fd)
+                        return entry.fd
+                    }
+                    lastError = SystemError("connect to \(host):\(port)", errno: error)
+                    close(entry.fd)
+                    break attempts
+                }
             }
-            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            let ms = Int32(timeout.inMilliseconds)
-            var error: Int32 = 0
-            var length = socklen_t(MemoryLayout<Int32>.size)
-            if poll(&pfd, 1, ms) != 1 {
-                lastError = SystemError("connect to \(host):\(port) (no answer within \(timeout))", errno: ETIMEDOUT)
-                close(fd)
-                continue
-            }
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
-            guard error == 0 else {
-                lastError = SystemError("connect to \(host):\(port)", errno: error)
-                close(fd)
-                continue
-            }
-            setNoDelay(fd)
-            return fd
         }
         throw lastError
     }
