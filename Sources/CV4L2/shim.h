@@ -4,6 +4,7 @@
 #include <linux/videodev2.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 
 /* v4l2_open is variadic (like open(2)); this fixes its mode argument. */
@@ -148,7 +149,7 @@ static inline unsigned int cv4l2_next_control(int fd, unsigned int after, char *
     return 0;
 }
 /* Sets one control through VIDIOC_S_EXT_CTRLS (codec-class controls such as the bitrate need it on some drivers). */
-static inline int cv4l2_set_ext_control(int fd, unsigned int id, int value) {
+static inline int cv4l2_set_ext_control_with(int (*call)(int, unsigned long int, ...), int fd, unsigned int id, int value) {
     struct v4l2_ext_control c;
     struct v4l2_ext_controls cs;
     memset(&c, 0, sizeof c);
@@ -158,8 +159,9 @@ static inline int cv4l2_set_ext_control(int fd, unsigned int id, int value) {
     cs.which = V4L2_CTRL_ID2WHICH(id);
     cs.count = 1;
     cs.controls = &c;
-    return v4l2_ioctl(fd, VIDIOC_S_EXT_CTRLS, &cs);
+    return call(fd, VIDIOC_S_EXT_CTRLS, &cs);
 }
+static inline int cv4l2_set_ext_control(int fd, unsigned int id, int value) { return cv4l2_set_ext_control_with(v4l2_ioctl, fd, id, value); }
 static inline unsigned int cv4l2_cid_video_bitrate(void) { return V4L2_CID_MPEG_VIDEO_BITRATE; }
 static inline unsigned int cv4l2_cid_force_key_frame(void) { return V4L2_CID_MPEG_VIDEO_FORCE_KEY_FRAME; }
 static inline unsigned int cv4l2_cid_h264_i_period(void) { return V4L2_CID_MPEG_VIDEO_H264_I_PERIOD; }
@@ -184,4 +186,130 @@ static inline unsigned int cv4l2_buf_type_video_capture(void) { return V4L2_BUF_
 static inline unsigned int cv4l2_cap_video_capture(void) { return V4L2_CAP_VIDEO_CAPTURE; }
 static inline unsigned int cv4l2_cap_streaming(void) { return V4L2_CAP_STREAMING; }
 static inline unsigned int cv4l2_cap_device_caps(void) { return V4L2_CAP_DEVICE_CAPS; }
+
+/* Memory-to-memory codec devices (the stateful encoder API), multiplanar with one plane per
+ * buffer: what the Raspberry Pi 4's bcm2835-codec and the kernel's vicodec both offer. Plain
+ * ioctl on a plain open(): libv4l2's conversions are for cameras. */
+static inline unsigned int cv4l2_cap_m2m_mplane(void) { return V4L2_CAP_VIDEO_M2M_MPLANE; }
+static inline unsigned int cv4l2_buf_type_output_mplane(void) { return V4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE; }
+static inline unsigned int cv4l2_buf_type_capture_mplane(void) { return V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE; }
+static inline unsigned int cv4l2_buf_flag_keyframe(void) { return V4L2_BUF_FLAG_KEYFRAME; }
+static inline unsigned int cv4l2_pix_fmt_yuv420(void) { return V4L2_PIX_FMT_YUV420; }
+static inline int cv4l2_m2m_querycap(int fd, struct v4l2_capability *cap) { return ioctl(fd, VIDIOC_QUERYCAP, cap); }
+static inline int cv4l2_m2m_enum_fmt(int fd, unsigned int type, unsigned int index, unsigned int *fourcc) {
+    struct v4l2_fmtdesc d;
+    memset(&d, 0, sizeof d);
+    d.type = type;
+    d.index = index;
+    if (ioctl(fd, VIDIOC_ENUM_FMT, &d) < 0) return -1;
+    *fourcc = d.pixelformat;
+    return 0;
+}
+/* Returns the number of planes the driver chose (callend takes one), or -1. */
+static inline int cv4l2_m2m_set_format(int fd, unsigned int type, unsigned int width, unsigned int height, unsigned int fourcc,
+                                       unsigned int size, unsigned int *out_width, unsigned int *out_height,
+                                       unsigned int *out_stride, unsigned int *out_size) {
+    struct v4l2_format f;
+    memset(&f, 0, sizeof f);
+    f.type = type;
+    f.fmt.pix_mp.width = width;
+    f.fmt.pix_mp.height = height;
+    f.fmt.pix_mp.pixelformat = fourcc;
+    f.fmt.pix_mp.field = V4L2_FIELD_NONE;
+    f.fmt.pix_mp.num_planes = 1;
+    f.fmt.pix_mp.plane_fmt[0].sizeimage = size;
+    if (ioctl(fd, VIDIOC_S_FMT, &f) < 0) return -1;
+    *out_width = f.fmt.pix_mp.width;
+    *out_height = f.fmt.pix_mp.height;
+    *out_stride = f.fmt.pix_mp.plane_fmt[0].bytesperline;
+    *out_size = f.fmt.pix_mp.plane_fmt[0].sizeimage;
+    return f.fmt.pix_mp.num_planes;
+}
+static inline int cv4l2_m2m_frame_rate(int fd, unsigned int numerator, unsigned int denominator) {
+    struct v4l2_streamparm p;
+    memset(&p, 0, sizeof p);
+    p.type = V4L2_BUF_TYPE_VIDEO_OUTPUT_MPLANE;
+    p.parm.output.timeperframe.numerator = numerator;
+    p.parm.output.timeperframe.denominator = denominator;
+    return ioctl(fd, VIDIOC_S_PARM, &p);
+}
+static inline int cv4l2_m2m_request_buffers(int fd, unsigned int type, unsigned int count, unsigned int *granted) {
+    struct v4l2_requestbuffers r;
+    memset(&r, 0, sizeof r);
+    r.count = count;
+    r.type = type;
+    r.memory = V4L2_MEMORY_MMAP;
+    if (ioctl(fd, VIDIOC_REQBUFS, &r) < 0) return -1;
+    *granted = r.count;
+    return 0;
+}
+/* One multiplanar, memory-mapped buffer of a queue for one ioctl: its planes in `planes`. */
+static inline int cv4l2_m2m_buffer_ioctl(int fd, unsigned long request, unsigned int type, unsigned int index,
+                                         struct v4l2_buffer *b, struct v4l2_plane planes[VIDEO_MAX_PLANES]) {
+    memset(b, 0, sizeof *b);
+    memset(planes, 0, sizeof(struct v4l2_plane) * VIDEO_MAX_PLANES);
+    b->type = type;
+    b->memory = V4L2_MEMORY_MMAP;
+    b->index = index;
+    b->m.planes = planes;
+    b->length = VIDEO_MAX_PLANES;
+    return ioctl(fd, request, b);
+}
+static inline int cv4l2_m2m_query_buffer(int fd, unsigned int type, unsigned int index, unsigned int *offset, unsigned int *length) {
+    struct v4l2_buffer b;
+    struct v4l2_plane planes[VIDEO_MAX_PLANES];
+    if (cv4l2_m2m_buffer_ioctl(fd, VIDIOC_QUERYBUF, type, index, &b, planes) < 0) return -1;
+    *offset = planes[0].m.mem_offset;
+    *length = planes[0].length;
+    return 0;
+}
+static inline int cv4l2_m2m_queue(int fd, unsigned int type, unsigned int index, unsigned int bytes_used, long seconds, long microseconds) {
+    struct v4l2_buffer b;
+    struct v4l2_plane planes[VIDEO_MAX_PLANES];
+    memset(&b, 0, sizeof b);
+    memset(planes, 0, sizeof planes);
+    b.type = type;
+    b.memory = V4L2_MEMORY_MMAP;
+    b.index = index;
+    b.m.planes = planes;
+    b.length = 1;
+    planes[0].bytesused = bytes_used;
+    b.timestamp.tv_sec = seconds;
+    b.timestamp.tv_usec = microseconds;
+    return ioctl(fd, VIDIOC_QBUF, &b);
+}
+static inline int cv4l2_m2m_dequeue(int fd, unsigned int type, unsigned int *index, unsigned int *bytes_used,
+                                    long *seconds, long *microseconds, unsigned int *flags) {
+    struct v4l2_buffer b;
+    struct v4l2_plane planes[VIDEO_MAX_PLANES];
+    if (cv4l2_m2m_buffer_ioctl(fd, VIDIOC_DQBUF, type, 0, &b, planes) < 0) return -1;
+    *index = b.index;
+    *bytes_used = planes[0].bytesused;
+    *seconds = b.timestamp.tv_sec;
+    *microseconds = b.timestamp.tv_usec;
+    *flags = b.flags;
+    return 0;
+}
+static inline int cv4l2_m2m_stream(int fd, unsigned int type, int on) {
+    int t = (int)type;
+    return ioctl(fd, on ? VIDIOC_STREAMON : VIDIOC_STREAMOFF, &t);
+}
+static inline int cv4l2_m2m_set_control(int fd, unsigned int id, int value) { return cv4l2_set_ext_control_with(ioctl, fd, id, value); }
+static inline int cv4l2_m2m_has_control(int fd, unsigned int id) {
+    struct v4l2_queryctrl q;
+    memset(&q, 0, sizeof q);
+    q.id = id;
+    return ioctl(fd, VIDIOC_QUERYCTRL, &q) == 0 && !(q.flags & V4L2_CTRL_FLAG_DISABLED);
+}
+/* The visible part of the pictures (the device's coded size may be aligned larger). */
+static inline int cv4l2_m2m_set_crop(int fd, unsigned int width, unsigned int height) {
+    struct v4l2_selection s;
+    memset(&s, 0, sizeof s);
+    s.type = V4L2_BUF_TYPE_VIDEO_OUTPUT;
+    s.target = V4L2_SEL_TGT_CROP;
+    s.r.width = width;
+    s.r.height = height;
+    return ioctl(fd, VIDIOC_S_SELECTION, &s);
+}
+static inline unsigned int cv4l2_cid_gop_size(void) { return V4L2_CID_MPEG_VIDEO_GOP_SIZE; }
 #endif

@@ -18,7 +18,7 @@ let joinHelp = """
                         [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                         [--mic PCM [--mic-channels N] [--mic-channel K | --mic-mix W,...] [--voice] | --audio-source tone|F.wav|none]
                         [--mic-prefer D]... [--speaker PCM | --audio-out F.wav] [--speaker-prefer D]... [--video-out F.y4m|F.ivf|F.ppm] [--encoding auto|manual] [--max-video-bitrate B]
-                        [--video-codec vp8|h264|auto]
+                        [--video-codec vp8|h264|auto] [--h264-encoder openh264|DEV]
                         [--control PATH] [--no-stdin] [--duration S] [--metrics HOST:PORT] [--log-level L]
                         [--record-dir D [--record-quota SIZE] [--record-keep AGE] [--record-segment S]]
                         [--data-socket PATH [--data-label L] [--data-mode lines|bytes] [--data-unreliable]]
@@ -99,6 +99,10 @@ let joinHelp = """
                             H.264's rate and size as it does VP8's. --record-dir, --video-out F.ivf
                             and --mesh keep to VP8. WHEP viewers share one VP8 encoder; with auto
                             or h264, a player that offers H.264 alone gets an encoder of its own
+      --h264-encoder E      what makes the H.264: openh264 (default) or DEV, the kernel's
+                            memory-to-memory H.264 encoder (a Raspberry Pi 4's /dev/video11);
+                            its bitrate control follows auto mode where it has one, a keyframe
+                            asked for resets its stream where it has no control for it
       --control PATH        a Unix socket taking the commands below, one per line, one JSON reply each
       --no-stdin            do not read commands from standard input
       --max-viewers N       WHEP players watching at once (default 4; 0 refuses them); all share
@@ -190,6 +194,20 @@ func readToken(_ args: inout Arguments) throws -> String {
         throw UsageError(description: "join needs --token-file F (or CALLEND_TOKEN, or --token T); mint one with 'callend token'")
     }
     return token
+}
+
+/// --h264-encoder openh264|DEV: what makes the H.264 that --video-codec h264 or auto sends:
+/// OpenH264 (the default), or the kernel's memory-to-memory encoder at DEV (the Raspberry Pi 4's
+/// /dev/video11), which must be one that encodes H.264 from I420 pictures.
+func parseH264Encoder(_ args: inout Arguments, codecs: [VideoCodec]) throws -> String? {
+    guard let choice = try args.value("--h264-encoder"), choice != "openh264" else { return nil }
+    guard codecs.contains(.h264) else { throw UsageError(description: "--h264-encoder makes H.264: give --video-codec h264 or auto") }
+    let found = MemoryToMemoryEncoder.devices(encoding: "H264")
+    guard found.contains(choice) else {
+        throw UsageError(description: "--h264-encoder \(choice): not a memory-to-memory device that encodes H.264 from I420 pictures; "
+            + (found.isEmpty ? "this machine has none: leave it out for OpenH264" : "this machine has \(found.joined(separator: ", "))"))
+    }
+    return choice
 }
 
 /// --video-codec vp8|h264|auto: the video codecs offered and accepted, best first. vp8 (the
@@ -396,6 +414,7 @@ func runJoin(_ args: inout Arguments) throws {
         : videoOutput?.hasSuffix(".ivf") == true ? "--video-out F.ivf (IVF holds VP8 here)"
         : mesh ? "--mesh (one VP8 encode in temporal layers feeds every peer)" : nil
     let videoCodecs = try parseVideoCodec(&args, vp8Only: vp8Only, video: video)
+    let h264Encoder = try parseH264Encoder(&args, codecs: videoCodecs)
     let logger = try logWriter(program: "callend join", &args)
     try args.finish(command: "join")
     if mesh {
@@ -462,6 +481,7 @@ func runJoin(_ args: inout Arguments) throws {
                            audioPlayout: playout)
     media.measuresLatency = measureLatency
     media.videoCodecs = videoCodecs
+    media.h264EncoderDevice = h264Encoder
     if let recordDir {
         var recording = RecordingOptions(directory: recordDir)
         recording.quotaBytes = recordQuota

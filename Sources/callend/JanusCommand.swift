@@ -9,7 +9,7 @@ let janusHelp = """
     usage: callend janus publish URL --room N [--display NAME] [--api-secret-file F] [--ca-file F] [--insecure-plaintext]
                            [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                            [--mic PCM | --audio-source tone|F.wav|none] [--encoding auto|manual] [--max-video-bitrate B]
-                           [--video-codec vp8|h264|auto] [--duration S] [--no-stdin] [--log-level L]
+                           [--video-codec vp8|h264|auto] [--h264-encoder openh264|DEV] [--duration S] [--no-stdin] [--log-level L]
                            [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
            callend janus subscribe URL --room N [--feed ID | --display NAME] [--wait S] [--api-secret-file F] [--ca-file F]
                            [--video-codec vp8|h264|auto] [--insecure-plaintext] [--duration S] [--no-stdin] [--log-level L]
@@ -38,6 +38,7 @@ let janusHelp = """
       --insecure-plaintext  http:// to a host that is not loopback: the secret and the DTLS
                             fingerprint cross the network readable and rewritable
       --video-codec C       vp8 (default), h264 (a room with videocodec = "h264") or auto, as for 'callend join'
+      --h264-encoder E      openh264 (default) or the kernel's H.264 encoder DEV, as for 'callend join'
       Sources, encoding, ICE servers and --log-level as for 'callend publish' and 'callend join'.
 
     Output: log lines on standard error; at the end one summary line on standard output.
@@ -68,6 +69,7 @@ func runJanus(_ args: inout Arguments) throws {
     let noStdin = args.flag("--no-stdin")
     var media = Call.Media(videoTrack: nil, audioTrack: nil)
     let videoCodecs = try parseVideoCodec(&args)
+    let h264Encoder = try parseH264Encoder(&args, codecs: videoCodecs)
     var options = JanusRoomOptions(endpoint: url, room: UInt64(room))
     switch role {
     case .publisher:
@@ -85,6 +87,7 @@ func runJanus(_ args: inout Arguments) throws {
         if options.feed != nil && display != nil { throw UsageError(description: "--feed and --display both choose the publisher: give one") }
     }
     media.videoCodecs = videoCodecs
+    media.h264EncoderDevice = h264Encoder
     let (iceServers, iceTransport) = try parseICEOptions(&args)
     let logger = try logWriter(program: "callend janus", &args)
     try args.finish(command: "janus \(verb)")

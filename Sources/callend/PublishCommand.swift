@@ -10,7 +10,7 @@ let publishHelp = """
     usage: callend publish URL [--bearer-token-file F | CALLEND_BEARER_TOKEN=T] [--ca-file F] [--insecure-plaintext]
                            [--camera DEV | --video-source pattern|F.y4m|none] [--video-size WxH] [--fps N] [--pixel-format FOURCC]
                            [--mic PCM | --audio-source tone|F.wav|none] [--encoding auto|manual] [--max-video-bitrate B]
-                           [--video-codec vp8|h264|auto]
+                           [--video-codec vp8|h264|auto] [--h264-encoder openh264|DEV]
                            [--duration S] [--no-stdin] [--log-level L]
                            [--ice-server URL]... [--turn-username U --turn-credential-file F] [--ice-transport all|relay]
 
@@ -35,6 +35,7 @@ let publishHelp = """
       --encoding auto       callend manages bitrates from the server's feedback (default); manual
                             sends at --max-video-bitrate
       --video-codec C       vp8 (default), h264 or auto (both offered, VP8 first): as for 'callend join'
+      --h264-encoder E      openh264 (default) or the kernel's H.264 encoder DEV, as for 'callend join'
       Sources, ICE servers and --log-level as for 'callend join' (see 'callend join --help').
 
     Output: log lines on standard error; at the end one summary line on standard output.
@@ -53,6 +54,7 @@ func runPublish(_ args: inout Arguments) throws {
     let insecurePlaintext = args.flag("--insecure-plaintext")
     let (video, audio) = try parseCallSources(&args)
     let videoCodecs = try parseVideoCodec(&args, video: video)
+    let h264Encoder = try parseH264Encoder(&args, codecs: videoCodecs)
     let encoding = try args.value("--encoding")
     let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
     let duration = try args.integer("--duration", in: 1...86_400)
@@ -74,6 +76,7 @@ func runPublish(_ args: inout Arguments) throws {
     if let maxVideo { options.maxVideoBitrate = maxVideo }
     var media = Call.Media(videoTrack: try video.makeTrack(loopFiles: true), audioTrack: try audio.makeTrack(loopFiles: true))
     media.videoCodecs = videoCodecs
+    media.h264EncoderDevice = h264Encoder
     let publisher = try WHIPPublisher(options: options, media: media, duration: duration.map { .seconds($0) }) { logger.write($0) }
     onTerminationSignals { publisher.stop() }
     if !noStdin { readLeaveCommand(program: "publish") { publisher.stop() } }

@@ -255,6 +255,15 @@ func callendReceive(sdp: String, outputs: [String], ports: [Int], sender: () thr
         #expect(noCamera.status == 2 && noCamera.stderr.contains("--pixel-format applies to --camera only"), "\(noCamera.stderr)")
         let badName = try runCallend(["join", "r", "--token", "t", "--camera", "/dev/video99", "--pixel-format", "H.264"])
         #expect(badName.status == 2 && badName.stderr.contains("takes a FourCC such as YUYV, MJPG, NV12 or H264"), "\(badName.stderr)")
+        // The kernel's H.264 encoder: a device that is one, for a run that sends H.264.
+        for command in [["join", "r", "--token", "t"], ["publish", "https://127.0.0.1:9/whip"], ["janus", "publish", "http://127.0.0.1:9/janus", "--room", "1"]] {
+            let notOne = try runCallend(command + ["--video-codec", "h264", "--h264-encoder", "/dev/null"])
+            #expect(notOne.status == 2 && notOne.stderr.contains("--h264-encoder /dev/null: not a memory-to-memory device that encodes H.264"), "\(command[0]): \(notOne.stderr)")
+        }
+        let vp8 = try runCallend(["join", "r", "--token", "t", "--h264-encoder", "/dev/video11"])
+        #expect(vp8.status == 2 && vp8.stderr.contains("--h264-encoder makes H.264: give --video-codec h264 or auto"), "\(vp8.stderr)")
+        let openH264 = try runCallend(["join", "r", "--token", "t", "--video-codec", "h264", "--h264-encoder", "openh264", "--server", "tcp://127.0.0.1:9", "--duration", "1", "--no-stdin"])
+        #expect(!openH264.stderr.contains("--h264-encoder"), "openh264 is the default's name: \(openH264.stderr)")
     }
 
     @Test func callendDecodesWhatFFmpegSends() throws {

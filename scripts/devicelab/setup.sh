@@ -2,7 +2,9 @@
 # Prepares the device lab: a Debian kernel with the vivid (virtual camera) and snd-aloop
 # (loopback sound card) modules, booted by qemu from a busybox initramfs, and v4l2loopback
 # (Debian's v4l2loopback-dkms source, built here against the lab kernel's headers) for a
-# camera that delivers H.264, which tests load mid-run. Idempotent: a lab
+# camera that delivers H.264, and vicodec with v4l2-mem2mem (from Debian's linux-source of the
+# same version: Debian's amd64 kernel builds neither) for a memory-to-memory encoder, which
+# tests load mid-run. Idempotent: a lab
 # already built for the current kernel package is reused. Work folder: $DEVICELAB_DIR
 # (default /var/tmp/callend-devicelab); the kernel package is kept in apt's own cache.
 # Needs root (apt).
@@ -27,7 +29,8 @@ package=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]
 [ -n "$package" ] || { log "cannot find Debian's kernel package (apt-get update first?)"; exit 1; }
 version=${package#linux-image-}
 loopback_module="$lab/kernel/lib/modules/$version/updates/v4l2loopback.ko"
-if [ -f "$lab/ready-$version" ] && [ -f "$loopback_module" ]; then
+vicodec_module="$lab/kernel/lib/modules/$version/updates/vicodec.ko"
+if [ -f "$lab/ready-$version" ] && [ -f "$loopback_module" ] && [ -f "$vicodec_module" ]; then
   echo "$lab"
   exit 0
 fi
@@ -55,6 +58,28 @@ make -s -C "/usr/src/linux-headers-$version" M="$source_dir" modules >"$lab/v4l2
   || { cat "$lab/v4l2loopback-build.log" >&2; log "building v4l2loopback failed"; exit 1; }
 mkdir -p "$(dirname "$loopback_module")"
 cp "$source_dir/v4l2loopback.ko" "$loopback_module"
+
+# vicodec (the kernel's FWHT codec behind the stateful memory-to-memory API) and the
+# v4l2-mem2mem framework it needs, from the kernel source of the lab kernel's own version.
+kernel_version=$(dpkg-deb -f "$(ls "$cache/${package}"_*.deb | head -1)" Version)
+series=$(echo "$version" | cut -d. -f1-2)
+source_package="linux-source-$series"
+if ! ls "$cache/${source_package}_${kernel_version}"_*.deb >/dev/null 2>&1; then
+  log "downloading $source_package $kernel_version (139 MB; for vicodec)"
+  (cd "$cache" && apt-get download -q "$source_package=$kernel_version" >/dev/null 2>&1) \
+    || { log "apt-get download $source_package=$kernel_version failed"; exit 1; }
+fi
+rm -rf "$lab/vicodec"
+mkdir -p "$lab/vicodec"
+dpkg-deb --fsys-tarfile "$(ls "$cache/${source_package}_${kernel_version}"_*.deb | head -1)" \
+  | tar -xO "./usr/src/$source_package.tar.xz" \
+  | tar -xJ -C "$lab/vicodec" --strip-components=4 --wildcards \
+      "$source_package/drivers/media/v4l2-core/v4l2-mem2mem.c" "$source_package/drivers/media/test-drivers/vicodec/*.[ch]"
+mv "$lab"/vicodec/vicodec/* "$lab/vicodec/" && rmdir "$lab/vicodec/vicodec"
+printf 'obj-m := v4l2-mem2mem.o vicodec.o\nvicodec-objs := vicodec-core.o codec-fwht.o codec-v4l2-fwht.o\n' > "$lab/vicodec/Makefile"
+make -s -C "/usr/src/linux-headers-$version" M="$lab/vicodec" modules >"$lab/vicodec-build.log" 2>&1 \
+  || { cat "$lab/vicodec-build.log" >&2; log "building vicodec failed"; exit 1; }
+cp "$lab/vicodec/v4l2-mem2mem.ko" "$lab/vicodec/vicodec.ko" "$(dirname "$vicodec_module")/"
 depmod -b "$lab/kernel" "$version"
 # qemu boots the uncompressed ELF through its PVH entry, skipping the slow in-guest decompression under TCG.
 python3 "$here/unpack-vmlinux.py" "$lab/kernel/boot/vmlinuz-$version" "$lab/vmlinux"

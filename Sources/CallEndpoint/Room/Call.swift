@@ -42,6 +42,9 @@ public final class Call: @unchecked Sendable {  // the event queue is guarded by
         /// The video codecs offered and accepted, in order of preference (`--video-codec`); a call
         /// with a recording offers VP8 alone (WebM holds VP8 here).
         public var videoCodecs: [VideoCodec] = [.vp8]
+        /// The kernel's H.264 encoder to send H.264 with (a memory-to-memory device such as the
+        /// Raspberry Pi 4's /dev/video11, `--h264-encoder`); nil: OpenH264.
+        public var h264EncoderDevice: String?
 
         public init(videoTrack: LocalVideoTrack?, audioTrack: LocalAudioTrack?, renderers: [any VideoRenderer] = [], audioPlayout: (any AudioDevice)? = nil) {
             self.videoTrack = videoTrack

@@ -260,6 +260,7 @@ public final class CallMedia: @unchecked Sendable {  // the transport and local 
                                      videoRED: video?.codec.ulpfecPayloadType == nil ? nil : video?.codec.redPayloadType, videoFEC: video?.codec.ulpfecPayloadType)
         sending.payloadTypes.videoREDRTX = video?.codec.ulpfecPayloadType == nil ? nil : video?.codec.redRTXPayloadType
         sending.videoFormat = video.flatMap { VideoPayloadFormat(encodingName: $0.codec.name) } ?? .vp8
+        sending.h264EncoderDevice = media.h264EncoderDevice
         let tracks = (video: video?.sends == true ? media.videoTrack : nil, audio: audio?.sends == true ? media.audioTrack : nil)
         sending.duration = duration
         sending.ssrcs = (local.videoSSRC, local.rtxSSRC, local.audioSSRC)

@@ -148,7 +148,8 @@ extension MediaSender {
                 let rate = max(1, Int(source.format.frameRate.rounded()))
                 // Auto mode changes mode under congestion: its keyframes are capped.
                 encoder = try configuration.videoFormat.makeEncoder(width: frame.width, height: frame.height, frameRate: rate,
-                                                                   bitrate: configuration.videoBitrate, capsKeyframes: auto)
+                                                                   bitrate: configuration.videoBitrate, capsKeyframes: auto,
+                                                                   h264Device: configuration.h264EncoderDevice)
             }
             guard let encoder else { break }
             // Encoder pushback: while the pacer still holds more than 100 ms of earlier frames, a

@@ -93,6 +93,8 @@ public struct MediaSenderConfiguration: Sendable {
     public var payloadTypes = PayloadTypes()
     /// The video codec sent (the one negotiated; VP8 for SDP files).
     public var videoFormat: VideoPayloadFormat = .vp8
+    /// H.264 from the kernel's memory-to-memory encoder at this path instead of OpenH264.
+    public var h264EncoderDevice: String?
 
     public init(destinationHost: String, videoPort: Int) {
         self.destinationHost = destinationHost

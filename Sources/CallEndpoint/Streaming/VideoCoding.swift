@@ -1,4 +1,5 @@
 import Codecs
+import Devices
 import MediaCore
 import RTPTransport
 
@@ -18,14 +19,22 @@ extension VideoPayloadFormat {
 
     /// A realtime encoder of this format. `capsKeyframes`: a keyframe may cost at most three
     /// average frames (the automatic mode, whose steps down must not overfill the smaller pipe;
-    /// OpenH264 has no such cap and sizes its IDRs from its own rate control).
-    func makeEncoder(width: Int, height: Int, frameRate: Int, bitrate: Int, capsKeyframes: Bool) throws(MediaError) -> any VideoEncoder {
+    /// OpenH264 has no such cap and sizes its IDRs from its own rate control). `h264Device`: the
+    /// kernel's memory-to-memory encoder for H.264 instead of OpenH264.
+    func makeEncoder(width: Int, height: Int, frameRate: Int, bitrate: Int, capsKeyframes: Bool, h264Device: String? = nil) throws(MediaError) -> any VideoEncoder {
         switch self {
         case .vp8:
             var settings = VP8EncoderConfiguration(width: width, height: height, frameRate: frameRate, targetBitrate: bitrate)
             if capsKeyframes { settings.maxIntraBitratePercent = 300 }
             return try VP8Encoder(configuration: settings)
         case .h264:
+            if let h264Device {
+                do {
+                    return try MemoryToMemoryEncoder(path: h264Device, codedFormat: "H264", width: width, height: height, framesPerSecond: frameRate, bitrate: bitrate)
+                } catch {
+                    throw MediaError(.io, error.operation, error.detail)
+                }
+            }
             return try H264Encoder(configuration: H264EncoderConfiguration(width: width, height: height, frameRate: frameRate, targetBitrate: bitrate))
         }
     }

@@ -101,6 +101,18 @@ public struct EncodedVideoFrame: Sendable, Equatable {
     /// a layer sync: it refers only to layer 0, so a peer can start taking its layer with it.
     public var temporalLayer: Int = 0
     public var layerSync: Bool = false
+
+    public init(data: [UInt8], isKeyframe: Bool, quantizer: Int, width: Int, height: Int, timestamp: Duration,
+                temporalLayer: Int = 0, layerSync: Bool = false) {
+        self.data = data
+        self.isKeyframe = isKeyframe
+        self.quantizer = quantizer
+        self.width = width
+        self.height = height
+        self.timestamp = timestamp
+        self.temporalLayer = temporalLayer
+        self.layerSync = layerSync
+    }
 }
 
 /// How frames take turns in the temporal layers, and what each may refer to (RFC 7741 §4.2's TID
