@@ -22,8 +22,14 @@ fi
 started=$SECONDS
 work=$(mktemp -d /var/tmp/callend-package-test.XXXXXX)
 root=$work/root
-nspawn=
+nspawn= tree=
 cleanup() {
+  # debootstrap first: left running, it would write into the tree again after the rm below.
+  if [ -n "$tree" ] && kill -0 "$tree" 2> /dev/null; then
+    kill -TERM "$tree" 2> /dev/null
+    pkill -TERM -f -- "$root" 2> /dev/null   # what it runs names the tree: wget, dpkg, chroot
+    timeout 30 tail --pid="$tree" -f /dev/null
+  fi
   if [ -n "$nspawn" ] && kill -0 "$nspawn" 2> /dev/null; then
     kill -TERM "$nspawn" 2> /dev/null   # systemd-nspawn asks the container's systemd to power off
     timeout 30 tail --pid="$nspawn" -f /dev/null || kill -KILL "$nspawn" 2> /dev/null
