@@ -16,7 +16,8 @@ let devicesHelp = """
     plughw: names, rates and channel counts for capture and playback). Devices that cannot be read
     (busy, permission) are listed with the reason. --json prints one JSON document instead.
 
-    Each camera's controls are listed by name; a camera that encodes H.264 itself says whether it
+    Memory-to-memory encoders (a board's H.264 block, for --h264-encoder) are listed with what
+    they encode. Each camera's controls are listed by name; a camera that encodes H.264 itself says whether it
     has the two controls its pass-through uses (the encoder's bitrate, a keyframe on request).
 
     --doctor checks each device works here and now: every camera mode callend converts (YUYV, NV12,
@@ -72,6 +73,7 @@ func runDevicesWatch(json: Bool, duration: Int?) {
 
 struct DevicesReport: Encodable {
     var cameras: [CaptureDevice]
+    var encoders: [MemoryToMemoryEncoder.Description]
     var audio: [AudioDeviceInfo]
     var problems: [String]
 }
@@ -108,7 +110,7 @@ func runDevices(_ args: inout Arguments) throws {
     }
     let (cameras, cameraProblems) = CameraDevices.list()
     let (audio, audioProblems) = ALSADeviceList.list()
-    let report = DevicesReport(cameras: cameras, audio: audio, problems: (cameraProblems + audioProblems).map(\.description))
+    let report = DevicesReport(cameras: cameras, encoders: MemoryToMemoryEncoder.list(), audio: audio, problems: (cameraProblems + audioProblems).map(\.description))
     if json {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -132,6 +134,10 @@ func runDevices(_ args: inout Arguments) throws {
         if camera.deliversEncodedVideo {
             print("    encodes H.264 itself: bitrate control \(camera.bitrateControl == nil ? "no" : "yes"), keyframe control \(camera.keyframeControl == nil ? "no" : "yes") ('devices --doctor' says whether it can be passed through)")
         }
+    }
+    if !report.encoders.isEmpty {
+        print("encoders (the kernel's; one that encodes H264 serves --h264-encoder):")
+        for encoder in report.encoders { print("  \(encoder.path): \(encoder.card) [\(encoder.driver)]: \(encoder.encodes.joined(separator: " "))") }
     }
     print("audio:")
     if report.audio.isEmpty { print("  no ALSA sound cards") }

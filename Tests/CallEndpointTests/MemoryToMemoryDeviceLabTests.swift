@@ -5,6 +5,9 @@ import Foundation
 import MediaCore
 import Testing
 
+/// What `callend devices --json` says of the kernel's encoders.
+private struct ListedEncoders: Decodable { var encoders: [MemoryToMemoryEncoder.Description] }
+
 @Suite(.serialized, .timeLimit(.minutes(2)), .enabled(if: inCallDeviceLab, "runs only inside the device lab VM (scripts/devicelab/test.sh)"))
 struct MemoryToMemoryDeviceLab {
     /// The kernel's vicodec (built by scripts/devicelab/setup.sh, loaded here multiplanar as the
@@ -22,6 +25,18 @@ struct MemoryToMemoryDeviceLab {
         let found = MemoryToMemoryEncoder.devices(encoding: "FWHT")
         try #require(found.count == 1, "\(found)")
         #expect(MemoryToMemoryEncoder.devices(encoding: "H264").isEmpty)
+        // `callend devices` lists it with what it encodes (the binary beside this test bundle).
+        let callend = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("callend").path
+        let listing = Process()
+        listing.executableURL = URL(fileURLWithPath: callend)
+        listing.arguments = ["devices", "--json"]
+        let output = Pipe()
+        listing.standardOutput = output
+        try listing.run()
+        let json = output.fileHandleForReading.readDataToEndOfFile()
+        listing.waitUntilExit()
+        let listed = try JSONDecoder().decode(ListedEncoders.self, from: json).encoders
+        #expect(listed.map(\.path) == found && listed.first?.driver == "vicodec" && listed.first?.encodes == ["FWHT"], "\(listed)")
         #expect(throws: DeviceError.self) { try MemoryToMemoryEncoder(path: found[0], codedFormat: "H264", width: 640, height: 480) }
         #expect(throws: DeviceError.self) { try MemoryToMemoryEncoder(path: "/dev/video0", codedFormat: "FWHT", width: 640, height: 480) }
 

@@ -105,19 +105,38 @@ public final class MemoryToMemoryEncoder {
         close(fd)
     }
 
-    /// The memory-to-memory devices on this machine that encode `codedFormat` from I420.
-    public static func devices(encoding codedFormat: String) -> [String] {
-        guard let fourCC = fourCC(codedFormat) else { return [] }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/dev")) ?? []
+    /// A memory-to-memory encoder on this machine: what `callend devices` lists.
+    public struct Description: Codable, Sendable, Equatable {
+        public var path: String
+        public var card: String
+        public var driver: String
+        /// The coded formats it gives (its CAPTURE queue's FourCCs), such as H264 or FWHT.
+        public var encodes: [String]
+    }
+
+    /// The multiplanar memory-to-memory devices under /dev that encode I420 pictures (YU12 on
+    /// their OUTPUT queue) into a compressed format: a board's H.264 block, the kernel's vicodec.
+    public static func list(directory: String = "/dev") -> [Description] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         return names.filter { $0.hasPrefix("video") }.sorted { $0.count != $1.count ? $0.count < $1.count : $0 < $1 }.compactMap { name in
-            let path = "/dev/" + name
+            let path = directory + "/" + name
             let fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
             guard fd >= 0 else { return nil }
             defer { close(fd) }
             var capability = v4l2_capability()
             guard cv4l2_m2m_querycap(fd, &capability) == 0, capability.device_caps & cv4l2_cap_m2m_mplane() != 0 else { return nil }
-            return formats(fd, captureType).contains(fourCC) && formats(fd, outputType).contains(cv4l2_pix_fmt_yuv420()) ? path : nil
+            let raw = formats(fd, outputType)
+            guard raw.contains(cv4l2_pix_fmt_yuv420()) else { return nil }
+            // What it gives that it does not take: a scaler or converter gives none.
+            let coded = formats(fd, captureType).filter { !raw.contains($0) }.map(CameraDevices.fourCC)
+            guard !coded.isEmpty else { return nil }
+            return Description(path: path, card: CameraDevices.text(capability.card), driver: CameraDevices.text(capability.driver), encodes: coded)
         }
+    }
+
+    /// The memory-to-memory devices on this machine that encode `codedFormat` from I420.
+    public static func devices(encoding codedFormat: String) -> [String] {
+        list().filter { $0.encodes.contains(codedFormat) }.map(\.path)
     }
 
     /// Sets the encoder's bitrate control; false when it has none (the rate is then the device's).
