@@ -63,15 +63,24 @@ static inline int cv4l2_set_frame_interval(int fd, unsigned int num, unsigned in
     *out_den = p.parm.capture.timeperframe.denominator;
     return 0;
 }
-static inline int cv4l2_request_buffers(int fd, unsigned int count, unsigned int *granted) {
+/* `call`: libv4l2's v4l2_ioctl for a camera, plain ioctl for a memory-to-memory codec. */
+typedef int (*cv4l2_ioctl_function)(int, unsigned long int, ...);
+static inline int cv4l2_request_buffers_with(cv4l2_ioctl_function call, int fd, unsigned int type, unsigned int count, unsigned int *granted) {
     struct v4l2_requestbuffers r;
     memset(&r, 0, sizeof r);
     r.count = count;
-    r.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    r.type = type;
     r.memory = V4L2_MEMORY_MMAP;
-    if (v4l2_ioctl(fd, VIDIOC_REQBUFS, &r) < 0) return -1;
+    if (call(fd, VIDIOC_REQBUFS, &r) < 0) return -1;
     *granted = r.count;
     return 0;
+}
+static inline int cv4l2_stream_with(cv4l2_ioctl_function call, int fd, unsigned int type, int on) {
+    int t = (int)type;
+    return call(fd, on ? VIDIOC_STREAMON : VIDIOC_STREAMOFF, &t);
+}
+static inline int cv4l2_request_buffers(int fd, unsigned int count, unsigned int *granted) {
+    return cv4l2_request_buffers_with(v4l2_ioctl, fd, V4L2_BUF_TYPE_VIDEO_CAPTURE, count, granted);
 }
 static inline int cv4l2_query_buffer(int fd, unsigned int index, unsigned int *offset, unsigned int *length) {
     struct v4l2_buffer b;
@@ -107,10 +116,7 @@ static inline int cv4l2_dequeue_buffer(int fd, unsigned int *index, unsigned int
     *flags = b.flags;
     return 0;
 }
-static inline int cv4l2_stream(int fd, int on) {
-    int type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-    return v4l2_ioctl(fd, on ? VIDIOC_STREAMON : VIDIOC_STREAMOFF, &type);
-}
+static inline int cv4l2_stream(int fd, int on) { return cv4l2_stream_with(v4l2_ioctl, fd, V4L2_BUF_TYPE_VIDEO_CAPTURE, on); }
 static inline void *cv4l2_mmap(int fd, unsigned int length, unsigned int offset) {
     return v4l2_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset);
 }
@@ -149,7 +155,7 @@ static inline unsigned int cv4l2_next_control(int fd, unsigned int after, char *
     return 0;
 }
 /* Sets one control through VIDIOC_S_EXT_CTRLS (codec-class controls such as the bitrate need it on some drivers). */
-static inline int cv4l2_set_ext_control_with(int (*call)(int, unsigned long int, ...), int fd, unsigned int id, int value) {
+static inline int cv4l2_set_ext_control_with(cv4l2_ioctl_function call, int fd, unsigned int id, int value) {
     struct v4l2_ext_control c;
     struct v4l2_ext_controls cs;
     memset(&c, 0, sizeof c);
@@ -234,14 +240,7 @@ static inline int cv4l2_m2m_frame_rate(int fd, unsigned int numerator, unsigned 
     return ioctl(fd, VIDIOC_S_PARM, &p);
 }
 static inline int cv4l2_m2m_request_buffers(int fd, unsigned int type, unsigned int count, unsigned int *granted) {
-    struct v4l2_requestbuffers r;
-    memset(&r, 0, sizeof r);
-    r.count = count;
-    r.type = type;
-    r.memory = V4L2_MEMORY_MMAP;
-    if (ioctl(fd, VIDIOC_REQBUFS, &r) < 0) return -1;
-    *granted = r.count;
-    return 0;
+    return cv4l2_request_buffers_with(ioctl, fd, type, count, granted);
 }
 /* One multiplanar, memory-mapped buffer of a queue for one ioctl: its planes in `planes`. */
 static inline int cv4l2_m2m_buffer_ioctl(int fd, unsigned long request, unsigned int type, unsigned int index,
@@ -290,10 +289,7 @@ static inline int cv4l2_m2m_dequeue(int fd, unsigned int type, unsigned int *ind
     *flags = b.flags;
     return 0;
 }
-static inline int cv4l2_m2m_stream(int fd, unsigned int type, int on) {
-    int t = (int)type;
-    return ioctl(fd, on ? VIDIOC_STREAMON : VIDIOC_STREAMOFF, &t);
-}
+static inline int cv4l2_m2m_stream(int fd, unsigned int type, int on) { return cv4l2_stream_with(ioctl, fd, type, on); }
 static inline int cv4l2_m2m_set_control(int fd, unsigned int id, int value) { return cv4l2_set_ext_control_with(ioctl, fd, id, value); }
 static inline int cv4l2_m2m_has_control(int fd, unsigned int id) {
     struct v4l2_queryctrl q;

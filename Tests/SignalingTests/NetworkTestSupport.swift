@@ -50,7 +50,8 @@ func startServer(port: Int = 0, limits: ServerLimits = ServerLimits(), tls: TLSC
 
 /// A started client; `token` fixed, or (nil) a fresh 10-minute one for `identity` at every join.
 func makeClient(port: Int, room: String = "lab", identity: String, tls: TLSContext? = nil, host: String = "127.0.0.1",
-                fastRetry: Bool = true, token fixed: String? = nil, alternates: [Int] = []) -> (SignalingClient, EventLog) {
+                fastRetry: Bool = true, token fixed: String? = nil, alternates: [Int] = [],
+                configure: (inout SignalingClientConfiguration) -> Void = { _ in }) -> (SignalingClient, EventLog) {
     // Every call of the provider mints another token (as a provider that asks a token service
     // would), so tests see what a rejoin with a token other than the seat's does.
     let minted = Atomic<Int64>(0)
@@ -65,6 +66,7 @@ func makeClient(port: Int, room: String = "lab", identity: String, tls: TLSConte
         configuration.backoffInitial = .milliseconds(50)
         configuration.backoffMax = .milliseconds(400)
     }
+    configure(&configuration)
     let log = EventLog()
     configuration.eventHandler = log.handler
     let client = SignalingClient(configuration: configuration)

@@ -79,15 +79,11 @@ private func listenDrops() -> Int {
         let (closed, closedPort) = try TCPSocket.listen(host: "127.0.0.1", port: 0)
         close(closed)
         for (port, silent) in [(listener.port, true), (closedPort, false)] {
-            var configuration = SignalingClientConfiguration(host: "127.0.0.1", port: port, room: "r", token: { "" })
-            configuration.connectTimeout = .milliseconds(600)
-            configuration.freshConnectEvery = .milliseconds(200)
-            configuration.backoffInitial = .milliseconds(100)
-            configuration.backoffMax = .seconds(10)
-            let log = EventLog()
-            configuration.eventHandler = log.handler
-            let client = SignalingClient(configuration: configuration)
-            client.start()
+            let (client, log) = makeClient(port: port, identity: "roof", fastRetry: false) {
+                $0.connectTimeout = .milliseconds(600)
+                $0.freshConnectEvery = .milliseconds(200)
+                $0.backoffInitial = .milliseconds(100)
+            }
             defer { client.stop() }
             let attempts = { log.all.compactMap { event -> (Int, Duration)? in
                 if case .reconnecting(let attempt, let delay, _) = event { return (attempt, delay) }

@@ -57,7 +57,7 @@ public final class MemoryToMemoryEncoder {
 
     /// Opens the encoder at `path` for `codedFormat` ("H264"), pictures of `width`x`height`.
     public init(path: String, codedFormat: String, width: Int, height: Int, framesPerSecond: Int = 30, bitrate: Int? = nil) throws(DeviceError) {
-        guard let fourCC = Self.fourCC(codedFormat) else {
+        guard let fourCC = PixelFormat.fourCC(codedFormat) else {
             throw DeviceError(operation: "open encoder \(path)", detail: "\(codedFormat) is not a FourCC")
         }
         let fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
@@ -365,13 +365,6 @@ public final class MemoryToMemoryEncoder {
         default:
             return false
         }
-    }
-
-    static func fourCC(_ text: String) -> UInt32? {
-        let bytes = Array(text.utf8)
-        guard (1...4).contains(bytes.count), bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { return nil }
-        let padded = bytes + [UInt8](repeating: 0x20, count: 4 - bytes.count)
-        return padded.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
     }
 
     private static func formats(_ fd: Int32, _ type: UInt32) -> [UInt32] {

@@ -14,8 +14,15 @@ public enum PixelFormat: String, Sendable, CaseIterable {
     case bgr24 = "BGR3"
 
     /// The FourCC as V4L2 stores it: the first character in the lowest byte.
-    public var fourCC: UInt32 {
-        rawValue.utf8.enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+    public var fourCC: UInt32 { Self.fourCC(rawValue)! }
+
+    /// Any four-character code (one to four printable ASCII characters, padded with spaces) as
+    /// V4L2 stores it; nil for other text.
+    public static func fourCC(_ text: String) -> UInt32? {
+        let bytes = Array(text.utf8)
+        guard (1...4).contains(bytes.count), bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { return nil }
+        let padded = bytes + [UInt8](repeating: 0x20, count: 4 - bytes.count)
+        return padded.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
     }
 
     public init?(fourCC: UInt32) {
