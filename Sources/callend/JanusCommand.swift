@@ -68,12 +68,14 @@ func runJanus(_ args: inout Arguments) throws {
     let duration = try args.integer("--duration", in: 1...86_400)
     let noStdin = args.flag("--no-stdin")
     var media = Call.Media(videoTrack: nil, audioTrack: nil)
-    let videoCodecs = try parseVideoCodec(&args)
+    // A publisher's sources come first: `auto` puts H.264 first for a camera delivering it.
+    let sources = role == .publisher ? try parseCallSources(&args) : nil
+    let videoCodecs = try parseVideoCodec(&args, video: sources?.0 ?? .none)
     let h264Encoder = try parseH264Encoder(&args, codecs: videoCodecs)
     var options = JanusRoomOptions(endpoint: url, room: UInt64(room))
     switch role {
     case .publisher:
-        let (video, audio) = try parseCallSources(&args)
+        guard let (video, audio) = sources else { preconditionFailure("a publisher's sources are parsed above") }
         let encoding = try args.value("--encoding")
         let maxVideo = try args.integer("--max-video-bitrate", in: 50_000...50_000_000)
         if let encoding, encoding != "auto" && encoding != "manual" { throw UsageError(description: "--encoding takes auto or manual, not '\(encoding)'") }
