@@ -14,7 +14,7 @@ packages=(
   # H.264 in software: OpenH264 to encode, libavcodec (with libavformat-dev) to decode; both
   # loaded when H.264 is used
   libopenh264-dev
-  # pion (Go) as a WHIP server of another stack in H.264 (scripts/whip/pion_whip_server.go)
+  # pion (Go) as a WHIP server of another stack in H.264 (scripts/pion/whip_server.go) and a WHEP viewer (scripts/pion/whep_viewer.go)
   golang-go golang-github-pion-webrtc.v3-dev
   # outside tools the tests and benches compare against or make fixtures with
   ffmpeg vpx-tools opus-tools libjpeg-turbo-progs

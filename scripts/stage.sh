@@ -81,15 +81,18 @@ crash_report() {
   grep -a -m1 -A40 -E "Program crashed|Fatal error|Crash report" "$1" 2>/dev/null | grep -a -v "^$" | head -40
 }
 
-# build_go SOURCE OUT: builds a Go program on Debian's Go packages (GOPATH mode, as Debian ships
-# them) into OUT. Debian installs some modules without their /vN directory (pion's webrtc/v3,
-# sdp/v3, transport/v2, udp/v2): a GOPATH of links under .build gives them their import paths.
-# The build cache stays in .build (like swift build's), so a second build takes seconds.
+# build_go OUT SOURCE...: builds a Go program of one package (the SOURCEs) on Debian's Go
+# packages (GOPATH mode, as Debian ships them) into OUT. Debian installs some modules without
+# their /vN directory (pion's webrtc/v3, sdp/v3, transport/v2, udp/v2): a GOPATH of links under
+# .build gives them their import paths. The build cache stays in .build (like swift build's), so a
+# second build takes seconds.
 build_go() {
-  local source=$1 out=$2 gopath=$PWD/.build/go-path name module dir path
-  name=$(basename "$source" .go)
+  local out=$1 gopath=$PWD/.build/go-path name module dir path
+  shift
+  name=$(basename "$out")
+  rm -rf "${gopath:?}/src/$name"
   mkdir -p "$gopath/src/$name" "$PWD/.build/go-cache"
-  cp "$source" "$gopath/src/$name/main.go"
+  cp "$@" "$gopath/src/$name/"
   for module in $(cd /usr/share/gocode/src && grep -rl --include=go.mod -m1 '^module .*/v[0-9]*$' github.com 2>/dev/null); do
     dir=$(dirname "$module")
     path=$(sed -n 's/^module //p' "/usr/share/gocode/src/$module" | head -1)

@@ -7,7 +7,7 @@
 #                   end of --duration
 #   publish-h264    the same with --video-codec h264: the session is H.264 (aiortc decodes it)
 #   publish-pion    `callend publish --video-codec h264` for 20 s into a WHIP server on pion/webrtc
-#                   (scripts/whip/pion_whip_server.go) that takes H.264 alone: ffprobe decodes
+#                   (scripts/pion/whip_server.go) that takes H.264 alone: ffprobe decodes
 #                   >= 98 % of the frames callend sent from what pion wrote
 #   publish-sigterm publishing without a duration, ended by SIGTERM once media flows: exit 0 and
 #                   the server sees the DELETE
@@ -83,7 +83,7 @@ grep -qE "video H264( with ULPFEC in RED)? sendonly" "$work/publish-h264.err" ||
 # publish-pion: a WHIP server of another stack that takes H.264 alone (pion/webrtc v3, built
 # here from Debian's Go packages), over 20 s: it writes what it receives to an Annex B file, and
 # ffprobe decodes >= 98 % of the frames callend sent (issue 52).
-if build_go scripts/whip/pion_whip_server.go "$work/pion-whip" > "$work/pion-build.log" 2>&1; then
+if build_go "$work/pion-whip" scripts/pion/api.go scripts/pion/whip_server.go > "$work/pion-build.log" 2>&1; then
   "$work/pion-whip" -out "$work/pion.h264" -token "$(cat "$work/token")" > "$work/pion.log" 2>&1 &
   pids+=($!)
   if wait_for "$work/pion.log" "listening on" 30; then
