@@ -18,6 +18,10 @@
 #   whep-h264    the player offering H.264 alone (codec=h264) watches a `callend join --video-codec
 #                auto` for 20 s: getStats names video/H264 and counts >= 98 % of the frames the
 #                endpoint sent it decoded (an encoder of the viewer's own: the shared one is VP8).
+#   whep-pion    then a WHEP viewer of another stack, pion/webrtc (scripts/pion/whep_viewer.go),
+#                that offers H.264 alone, no trickle, watches the same endpoint for 20 s: ffprobe
+#                decodes >= 98 % of the frames the endpoint sent it from the Annex B file pion
+#                wrote, audio arrives, DELETE answers 200.
 #   whep-refused a second player while the endpoint has --max-viewers 1 is refused (503), and
 #                one with a token for another room (403).
 #   whep-nat     (root) the NAT lab: the player behind one symmetric NAT, the endpoint behind
@@ -49,7 +53,7 @@ cleanup() {
 trap cleanup EXIT
 status=0
 fail() { echo "whep: $*"; status=1; }
-cases=${WHEP_CASES:-whip-client publish-restart whep-loopback whep-h264 whep-nat}
+cases=${WHEP_CASES:-whip-client publish-restart whep-loopback whep-h264 whep-pion whep-nat}
 wants() { [[ " $cases " == *" $1 "* ]]; }
 
 # judge NAME [CODEC SHARE]: the player's JSON line against what the endpoint sent that viewer.
@@ -221,8 +225,8 @@ kill -TERM $pe 2>/dev/null
 stop_pids
 fi
 
-# --- whep-h264: a player that takes H.264 alone watches an endpoint whose call may use it
-if wants whep-h264; then
+# --- whep-h264, whep-pion: viewers that take H.264 alone watch an endpoint whose call may use it
+if wants whep-h264 || wants whep-pion; then
 (cd "$here" && exec "$py" -m http.server "$page_port" --bind 127.0.0.1) > "$work/pages.log" 2>&1 &
 pids+=($!)
 start_service "$work/serve-h264.log" --listen 127.0.0.1:0 --http 127.0.0.1:0 --allowed-origin "http://127.0.0.1:$page_port" || exit 1
@@ -233,6 +237,7 @@ mint lab264 viewer --can watch > "$work/viewer264.token"
   > "$work/whep-h264-endpoint.out" 2> "$work/whep-h264-endpoint.err" &
 pe=$!; pids+=($pe)
 wait_for "$work/whep-h264-endpoint.err" "joined room" 30 || exit 1
+if wants whep-h264; then
 "$py" "$here/watch.py" "http://127.0.0.1:$page_port/player.html?whep=$web/whep/lab264&codec=h264&token=$(cat "$work/viewer264.token")" --frames 30 --seconds 20 \
   > "$work/whep-h264-player.out" 2> "$work/whep-h264-player.err"
 [ $? -eq 3 ] && skip "Chromium cannot start here: $(tail -1 "$work/whep-h264-player.err")"
@@ -240,6 +245,29 @@ wait_for "$work/whep-h264-endpoint.err" "done: sent" 15
 # Over 20 s in H.264 (issue 52: >= 98 % by the outside tool), from an encoder of the viewer's own.
 judge whep-h264 video/H264 0.98 || { status=1; tail -5 "$work/whep-h264-player.err"; grep whep "$work/whep-h264-endpoint.err" | tail -5; }
 grep -q "whep~.* watches .*video H264 (an encoder of its own)" "$work/whep-h264-endpoint.err" || fail "whep-h264: the endpoint's log does not name H.264 for the viewer: $(grep whep~ "$work/whep-h264-endpoint.err" | head -3)"
+fi
+if wants whep-pion; then
+  ended_before=$(grep -c 'done: sent' "$work/whep-h264-endpoint.err")
+  if ! build_go "$work/pion-whep" scripts/pion/api.go scripts/pion/whep_viewer.go > "$work/pion-build.log" 2>&1; then
+    fail "whep-pion: the pion viewer does not build: $(tail -3 "$work/pion-build.log")"
+  else
+    "$work/pion-whep" -url "$web/whep/lab264" -token-file "$work/viewer264.token" -seconds "${WHEP_PION_SECONDS:-20}" -out "$work/pion.h264" \
+      > "$work/whep-pion.out" 2> "$work/whep-pion.err"
+    rc=$?
+    viewer_ended() { [ "$(grep -c 'done: sent' "$work/whep-h264-endpoint.err")" -gt "$ended_before" ]; }
+    wait_until 15 "the endpoint's end of the pion viewer" viewer_ended
+    sent=$(grep -o 'whep~[a-z0-9]* done: sent [0-9]* frames' "$work/whep-h264-endpoint.err" | tail -1 | awk '{print $4}')
+    decoded=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/pion.h264" 2>/dev/null | head -1)
+    echo "whep: whep-pion: exit $rc; pion said $(cat "$work/whep-pion.out"); ffprobe decodes ${decoded:-0} of the ${sent:-0} frames the endpoint sent it"
+    if [ $rc -ne 0 ] || [ -z "$sent" ] || [ "$sent" -eq 0 ] || [ "${decoded:-0}" -lt $((sent * 98 / 100)) ] \
+       || ! grep -q '"codecs":\["video/H264","audio/opus"\]\|"codecs":\["audio/opus","video/H264"\]' "$work/whep-pion.out" \
+       || grep -q '"audioPackets":0' "$work/whep-pion.out" || ! grep -q '"deleteStatus":200' "$work/whep-pion.out"; then
+      fail "whep-pion FAILED: $(tail -3 "$work/whep-pion.err")"; grep whep~ "$work/whep-h264-endpoint.err" | tail -4
+    else
+      echo "whep: whep-pion passed"
+    fi
+  fi
+fi
 kill -TERM $pe 2>/dev/null
 stop_pids
 fi
