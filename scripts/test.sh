@@ -71,6 +71,15 @@ start_beside() {
   local i=0 names=() commands=()
   while [ $# -ge 2 ]; do names+=("$1"); commands+=("$2"); shift 2; done
   beside_names=("${names[@]}")
+  # Stage I holds a lock on I.lock (descriptor 20 + I) from before the queue starts until it has
+  # ended; wait_beside takes the lock, so it wakes on that event rather than polling. Taken here,
+  # so no wait can come before it; the stages' commands do not inherit them, so a process one
+  # leaves behind holds none.
+  [ ${#names[@]} -le 4 ] || { echo "test.sh: start_beside takes at most 4 stages"; exit 1; }
+  for i in "${!names[@]}"; do
+    eval "exec $((20 + i))> \"\$beside_dir/$i.lock\""
+    flock $((20 + i))
+  done
   set -m   # its own process group: an interrupted test.sh stops the whole of it
   (
     for i in "${!names[@]}"; do
@@ -80,25 +89,28 @@ start_beside() {
       # own niceness (seen in CI: the ASan codec tests at a whole core, nice 0, beside the loss
       # and faults stages, which then failed), and the policy is kept by everything below.
       # shellcheck disable=SC2086 # the command's words
-      TMPDIR=$beside_dir/$i.tmp nice -n 19 chrt --idle 0 ${commands[$i]} > "$beside_dir/$i.log" 2>&1
+      TMPDIR=$beside_dir/$i.tmp nice -n 19 chrt --idle 0 ${commands[$i]} > "$beside_dir/$i.log" 2>&1 20>&- 21>&- 22>&- 23>&-
       rc=$?
       # What the stage's own code made (SwiftPM leaves folders of its own in TMPDIR too).
       left=$(cd "$beside_dir/$i.tmp" && ls -d callend-* 2> /dev/null | head -5 | xargs)
       [ -n "$left" ] && { echo "test.sh: ${names[$i]} left behind: $left" >> "$beside_dir/$i.log"; rc=1; }
       echo "$rc $((SECONDS - start))" > "$beside_dir/$i.rc"
+      eval "exec $((20 + i))>&-"
     done
   ) &
   beside_pid=$!
   set +m
+  exec 20>&- 21>&- 22>&- 23>&-
   echo "test.sh: started beside the next stages, at the lowest priority: ${names[*]}"
 }
-# wait_beside I: until the I-th stage beside has ended (its .rc is written), or the whole of
-# them has. A stage that needs what it makes waits here rather than racing it: on a busy machine
-# the static build, at the lowest priority, was still running when the containers stage began,
-# and SwiftPM refused a second build of the same folder ("database is locked").
+# wait_beside I: until the I-th stage beside has ended (its lock is let go), or the whole of
+# them has (an ended queue holds no lock). A stage that needs what it makes waits here rather
+# than racing it: on a busy machine the static build, at the lowest priority, was still running
+# when the containers stage began, and SwiftPM refused a second build of the same folder
+# ("database is locked").
 wait_beside() {
   local started=$SECONDS
-  while [ -n "$beside_pid" ] && [ ! -f "$beside_dir/$1.rc" ] && kill -0 "$beside_pid" 2> /dev/null; do sleep 1; done
+  [ -n "$beside_pid" ] && flock "$beside_dir/$1.lock" true
   [ $((SECONDS - started)) -gt 1 ] && echo "test.sh: waited $((SECONDS - started)) s for ${beside_names[$1]} (beside)"
   return 0
 }
