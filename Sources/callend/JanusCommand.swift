@@ -68,10 +68,7 @@ func runJanus(_ args: inout Arguments) throws {
     let duration = try args.integer("--duration", in: 1...86_400)
     let noStdin = args.flag("--no-stdin")
     var media = Call.Media(videoTrack: nil, audioTrack: nil)
-    // A publisher's sources come first: `auto` puts H.264 first for a camera delivering it.
-    let sources = role == .publisher ? try parseCallSources(&args) : nil
-    let videoCodecs = try parseVideoCodec(&args, video: sources?.0 ?? .none)
-    let h264Encoder = try parseH264Encoder(&args, codecs: videoCodecs)
+    let (sources, videoCodecs, h264Encoder) = try parseJanusMedia(role, &args)
     var options = JanusRoomOptions(endpoint: url, room: UInt64(room))
     switch role {
     case .publisher:
@@ -116,6 +113,15 @@ func runJanus(_ args: inout Arguments) throws {
     }
     parts.append("ended: \(summary.endReason)")
     print(parts.joined(separator: "; "))
+}
+
+/// A publisher's sources, then the codecs and the H.264 encoder: the sources come first, as
+/// `auto` puts H.264 first for a camera asked for its own H.264. A subscriber has no sources.
+func parseJanusMedia(_ role: JanusVideoRoom.Role, _ args: inout Arguments) throws
+    -> (sources: (MediaSenderConfiguration.VideoSource, MediaSenderConfiguration.AudioSource)?, codecs: [VideoCodec], h264Encoder: String?) {
+    let sources = role == .publisher ? try parseCallSources(&args) : nil
+    let codecs = try parseVideoCodec(&args, video: sources?.0 ?? .none)
+    return (sources, codecs, try parseH264Encoder(&args, codecs: codecs))
 }
 
 /// Refuses a plaintext URL to a host that is not loopback (unless asked for), and a CA file that
