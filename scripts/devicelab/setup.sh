@@ -6,13 +6,18 @@
 # same version: Debian's amd64 kernel builds neither) for a memory-to-memory encoder, which
 # tests load mid-run. Idempotent: a lab
 # already built for the current kernel package is reused. Work folder: $DEVICELAB_DIR
-# (default /var/tmp/callend-devicelab); the kernel package is kept in apt's own cache.
+# (default /var/tmp/callend-devicelab); the Debian packages it downloads are kept in
+# $DEVICELAB_DEBS (default /var/cache/callend-devicelab) for the next lab.
 # Needs root (apt).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 lab=${DEVICELAB_DIR:-/var/tmp/callend-devicelab}
 mkdir -p "$lab"
-cache=/var/cache/apt/archives
+# Not apt's own cache: Debian's container images remove every .deb in /var/cache/apt/archives
+# after each install (/etc/apt/apt.conf.d/docker-clean), so on a fresh machine the kernel image
+# fetched before the headers' install was gone when it was unpacked.
+cache=${DEVICELAB_DEBS:-/var/cache/callend-devicelab}
+mkdir -p "$cache"
 log() { echo "devicelab: $*" >&2; }
 
 need=()

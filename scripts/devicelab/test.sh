@@ -6,8 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 here=$PWD/scripts/devicelab
 start=$(date +%s)
-# A lab of its own for this run, removed at the end (setup takes seconds; the kernel package
-# stays in apt's cache). DEVICELAB_DIR keeps a lab across runs when set.
+# A lab of its own for this run, removed at the end (setup takes seconds; the packages it
+# downloads stay in setup.sh's cache). DEVICELAB_DIR keeps a lab across runs when set.
 if [ -z "${DEVICELAB_DIR:-}" ]; then
   export DEVICELAB_DIR=$(mktemp -d /var/tmp/callend-devicelab.XXXXXX)
   trap 'rm -rf "$DEVICELAB_DIR"' EXIT
