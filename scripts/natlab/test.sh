@@ -67,7 +67,18 @@ consent_case() {
   fi
   kill "$caller" 2>/dev/null
   for p in $(pgrep -f "join consent"); do kill "$p" 2>/dev/null; done
-  [ $ok -eq 1 ] && echo "natlab: consent: passed" || { echo "natlab: consent: FAILED"; status=1; }
+  if [ $ok -eq 1 ]; then
+    echo "natlab: consent: passed"
+  else
+    # What each side said about its path (not its per-second stats): the evidence of a miss.
+    local side
+    for side in 1 2; do
+      echo "natlab: consent: side $side said:"
+      grep -v '^{' "$work/consent-$side.err" | grep -E "ice|dtls|silent|path|restart|consent" | tail -12 | cut -c1-240
+    done
+    echo "natlab: consent: FAILED"
+    status=1
+  fi
 }
 consent_case
 echo "natlab: $([ $status -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
