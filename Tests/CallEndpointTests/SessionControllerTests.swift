@@ -47,8 +47,8 @@ import Signaling
     @Test func aPeerThatVanishesIsRestartedAfterTwoSecondsThenEveryThirtyAndTheAnswerIsTaken() throws {
         var c = Self.call(offerer: true)
         #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: t0)).isEmpty)
-        let lost = c.handle(.transport(.pathLost), at: t0)
-        #expect(Self.logs(lost).first?.contains("consent expired") == true)
+        let lost = c.handle(.transport(.pathLost(.consentExpired(silentFor: .milliseconds(30_040)))), at: t0)
+        #expect(Self.logs(lost).first?.contains("consent expired (RFC 7675: nothing authenticated from the peer for 30.0 s)") == true, "\(Self.logs(lost))")
         #expect(c.nextTick == t0 + .seconds(2), "the driver's next tick: when the rechecks have had their time")
         #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: t0 + .milliseconds(1_999))).isEmpty, "rechecks first")
         #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: t0 + .seconds(2))) == [.restartICE(reason: "no path for 32 s")])
@@ -71,7 +71,7 @@ import Signaling
 
     @Test func anAgentThatCannotStartIsTriedAgainASecondLater() {
         var c = Self.call(offerer: true)
-        _ = c.handle(.transport(.pathLost), at: t0)
+        _ = c.handle(.transport(.pathLost(.consentExpired(silentFor: .seconds(30)))), at: t0)
         #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: t0 + .seconds(2))).count == 1)
         #expect(Self.logs(c.handle(.restartFailed("earlier agents still closing"), at: t0 + .seconds(2))) == ["ice: cannot restart: earlier agents still closing"])
         #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: t0 + .milliseconds(2_999))).isEmpty)
@@ -114,7 +114,7 @@ import Signaling
     /// most every 100 ms); the controller counts no packets.
     @Test func theLostPathThatStillCarriesThePeersMediaRestartsAQuarterSecondLater() {
         var c = Self.call(offerer: false)
-        _ = c.handle(.transport(.pathLost), at: t0)
+        _ = c.handle(.transport(.pathLost(.consentExpired(silentFor: .seconds(30)))), at: t0)
         #expect(c.nextTick == t0 + .seconds(5), "the answerer's rechecks")
         _ = c.handle(.transport(.heardWhileLost), at: t0 + .milliseconds(100))
         #expect(c.nextTick == t0 + .seconds(5), "heard within the grace: stragglers from before the loss")
@@ -152,7 +152,7 @@ import Signaling
     /// waiting for `nextTick` never spins on a moment that has passed.
     @Test func theNextTickMovesOnOnceItsMomentIsTaken() {
         var c = Self.call(offerer: true)
-        _ = c.handle(.transport(.pathLost), at: t0)
+        _ = c.handle(.transport(.pathLost(.consentExpired(silentFor: .seconds(30)))), at: t0)
         #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: t0 + .seconds(2))) == [.restartICE(reason: "no path for 32 s")])
         #expect(c.nextTick == nil, "the restart asked for is under way")
         _ = c.handle(.restartFailed("no agent"), at: t0 + .seconds(2))
@@ -234,7 +234,7 @@ import Signaling
     /// reach the server goes again 2 s later; two restarts without a path make a new POST.
     @Test func aPublisherRestartsByFragmentRetriesAnUndeliveredOneAndRepostsAfterTwo() {
         var c = SessionController(.init(offerer: true, restarts: .fragmentsToServer(maxTries: 2), gatheringWait: .seconds(3), peer: "the WHIP server"))
-        _ = c.handle(.transport(.pathLost), at: t0)
+        _ = c.handle(.transport(.pathLost(.consentExpired(silentFor: .seconds(30)))), at: t0)
         #expect(Self.acts(c.handle(.tick(addressesChanged: (["10.0.0.1"], ["10.0.0.2"])), at: t0 + .milliseconds(100)))
                 == [.restartICE(reason: "local addresses changed")], "no signaling connection to reconnect")
         #expect(Self.logs(c.handle(.restartBegan(ufrag: "r1", password: "p"), at: t0 + .milliseconds(100))) == ["ice: restarting (local addresses changed) by PATCH"])
@@ -260,7 +260,10 @@ import Signaling
     /// player does, by PATCH; its lines carry the viewer's name.
     @Test func aViewersSessionOnlyAnswersRestartsAndItsLinesSayWhose() {
         var c = SessionController(.init(offerer: false, restarts: .answersOnly, gatheringWait: .seconds(2), peer: "whep~1", logPrefix: "whep: whep~1: "))
-        #expect(Self.logs(c.handle(.transport(.pathLost), at: t0)).first?.hasPrefix("whep: whep~1: ice: consent expired") == true)
+        #expect(Self.logs(c.handle(.transport(.pathLost(.consentExpired(silentFor: .seconds(30)))), at: t0)).first?.hasPrefix("whep: whep~1: ice: consent expired") == true)
+        // The agent's own failure says so: the two causes are told apart in the log.
+        var failed = SessionController(.init(offerer: false, restarts: .answersOnly, gatheringWait: .seconds(2), peer: "whep~2", logPrefix: "whep: whep~2: "))
+        #expect(Self.logs(failed.handle(.transport(.pathLost(.pairFailed)), at: t0)).first?.hasPrefix("whep: whep~2: ice: the ICE agent failed the path") == true)
         for s in [2, 5, 40, 100] { #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: t0 + .seconds(s))).isEmpty) }
         #expect(c.handle(.transport(.secured(.aeadAes128Gcm)), at: t0).contains(.secured))
         _ = c.handle(.peerRestartFragment(ufrag: "pl2", password: "pw", candidates: []), at: t0 + .seconds(101))
@@ -273,7 +276,7 @@ import Signaling
         var c = SessionController(.init(offerer: true, restarts: .fragmentsToServer(maxTries: 2), gatheringWait: .seconds(3), peer: "s"))
         for round in 0..<3 {
             let at = t0 + .seconds(100 * round)
-            _ = c.handle(.transport(.pathLost), at: at)
+            _ = c.handle(.transport(.pathLost(.consentExpired(silentFor: .seconds(30)))), at: at)
             #expect(Self.acts(c.handle(.tick(addressesChanged: nil), at: at + .seconds(2))).count == 1, "round \(round)")
             _ = c.handle(.restartBegan(ufrag: "r\(round)", password: "p"), at: at + .seconds(2))
             _ = c.handle(.transport(.gatheringDone(ufrag: "r\(round)")), at: at + .seconds(2))

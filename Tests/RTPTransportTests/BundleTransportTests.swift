@@ -172,7 +172,9 @@ final class TransportPair: Sendable {
         let pair = try TransportPair(consentExpiry: .seconds(1))
         defer { pair.close() }
         #expect(pair.a.secured.wait(timeout: .now() + 20) == .success && pair.b.secured.wait(timeout: .now() + 20) == .success)
-        func lost(_ side: TransportPair.Side) -> Int { side.events.withLock { $0.filter { $0 == .pathLost }.count } }
+        func lost(_ side: TransportPair.Side) -> Int {
+            side.events.withLock { $0.filter { if case .pathLost(.consentExpired(let silence)) = $0 { silence >= .seconds(1) } else { false } }.count }
+        }
         // A new sequence number each time: SRTP refuses a replayed packet, and a refused one is no sign.
         var sequence: UInt16 = 0
         func rtp() -> [UInt8] {

@@ -59,8 +59,9 @@ consent_case() {
   wait_for "$work/consent-2.out" '"receivedFps"' 30 || { status=1; return; }
   ip netns exec "$RA" iptables -I FORWARD -s 10.1.0.2 -p udp -j DROP
   local blocked=$SECONDS ok=1
-  if wait_for "$work/consent-2.err" "consent expired" 40; then
-    echo "natlab: consent: P stopped sending $((SECONDS - blocked)) s after A went silent"
+  # "sending paused": consent expired, or the ICE agent failed the path first.
+  if wait_for "$work/consent-2.err" "sending paused" 40; then
+    echo "natlab: consent: P stopped sending $((SECONDS - blocked)) s after A went silent: $(sed -n 's/.*\(ice: .*sending paused\).*/\1/p' "$work/consent-2.err" | head -1)"
     [ $((SECONDS - blocked)) -ge 29 ] && [ $((SECONDS - blocked)) -le 35 ] || ok=0
   else
     ok=0

@@ -281,8 +281,13 @@ struct SessionController: Sendable {
             actions.append(.secured)
         case .failed(let why), .untrusted(let why): actions.append(.log(.warning(why)))
         case .closedByPeer: actions.append(.log("dtls: the peer closed the connection"))
-        case .pathLost:
-            actions.append(.log(.warning("ice: consent expired (RFC 7675: nothing authenticated from the peer for 30 s, or no keepalive answered for 50 s): sending paused, checking the path again every second")))
+        case .pathLost(let why):
+            let cause = switch why {
+            case .consentExpired(let silence):
+                "consent expired (RFC 7675: nothing authenticated from the peer for \(silence.inMilliseconds / 1000).\(silence.inMilliseconds % 1000 / 100) s)"
+            case .pairFailed: "the ICE agent failed the path (no keepalive answered)"
+            }
+            actions.append(.log(.warning("ice: \(cause): sending paused, checking the path again every second")))
             policy.pathLost(at: now)
         case .pathRestored:
             actions.append(.log("ice: the path works again"))

@@ -23,6 +23,14 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         }
     }
 
+    /// Why the path was lost.
+    public enum PathLoss: Sendable, Equatable {
+        /// Nothing authenticated came from the peer for this long (at least `consentExpiry`).
+        case consentExpired(silentFor: Duration)
+        /// The ICE agent failed the selected pair: its keepalives went unanswered.
+        case pairFailed
+    }
+
     public enum Event: Sendable, Equatable {
         /// A local candidate, and the username fragment of the agent that gathered it (a restart
         /// gathers under new credentials).
@@ -42,8 +50,8 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
         /// Media flowed, then consent expired (RFC 7675: nothing authenticated came from the peer
         /// for `consentExpiry`), or libnice failed the pair (no keepalive answered for 50 s):
         /// nothing is sent until the peer is heard again or a check finds a path. Rechecks run
-        /// every second meanwhile.
-        case pathLost
+        /// every second meanwhile. Which of the two, for the log.
+        case pathLost(PathLoss)
         /// A path works again after `pathLost`: the peer's media arrived again, or a recheck or
         /// an ICE restart found a path.
         case pathRestored
@@ -286,16 +294,16 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
     /// notice here: they send RTCP at least every second.
     private func send(_ packet: [UInt8], protect: (SRTPSession, [UInt8]) throws -> [UInt8]) -> Bool {
         let now = MediaTime.now
-        let (session, observer, agent, expired) = state.withLock { s in
-            var expired = false
+        let (session, observer, agent, silence) = state.withLock { s in
+            var silence: Duration?
             if s.lostSince == nil, s.profile != nil, s.consent.expired(at: now) {
                 s.lostSince = now
-                expired = true
+                silence = s.consent.lastSign.map { now - $0 }
             }
-            return (s.lostSince == nil ? s.outbound : nil, s.sentObserver, s.current.agent, expired)
+            return (s.lostSince == nil ? s.outbound : nil, s.sentObserver, s.current.agent, silence)
         }
-        if expired {
-            onEvent(.pathLost)
+        if let silence {
+            onEvent(.pathLost(.consentExpired(silentFor: silence)))
             startRechecking()
         }
         guard let session, let protected = try? protect(session, packet), agent.send(protected) else {
@@ -385,7 +393,7 @@ public final class BundleTransport: PacketTransport, @unchecked Sendable {  // m
             if start { startHandshake() }
             if restored { onEvent(.pathRestored) }
             if lost {
-                onEvent(.pathLost)
+                onEvent(.pathLost(.pairFailed))
                 startRechecking()
             } else if new == .failed, state.withLock({ $0.profile == nil && $0.next == nil }) {
                 // (With a restart under way, its agent may still find the first path.)
