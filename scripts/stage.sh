@@ -81,6 +81,15 @@ crash_report() {
   grep -a -m1 -A40 -E "Program crashed|Fatal error|Crash report" "$1" 2>/dev/null | grep -a -v "^$" | head -40
 }
 
+# decoded_frames v|a FILE [INPUT OPTION...]: how many frames of FILE's first video (v) or audio
+# (a) stream ffprobe decodes; 0 when it decodes none or cannot read FILE.
+decoded_frames() {
+  local stream=$1 file=$2 count
+  shift 2
+  count=$(ffprobe -v error "$@" -count_frames -select_streams "$stream:0" -show_entries stream=nb_read_frames -of csv=p=0 "$file" 2>/dev/null | head -1)
+  echo "${count:-0}"
+}
+
 # build_go OUT SOURCE...: builds a Go program of one package (the SOURCEs) on Debian's Go
 # packages (GOPATH mode, as Debian ships them) into OUT. Debian installs some modules without
 # their /vN directory (pion's webrtc/v3, sdp/v3, transport/v2, udp/v2): a GOPATH of links under

@@ -64,8 +64,8 @@ publish_recorded() {
   publish "$name" /whip/live --video-size 320x240 --duration "$seconds" "$@"
   local rc=$? sent recorded audio
   sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/$name.out")
-  recorded=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/recording.webm" 2>/dev/null | head -1)
-  audio=$(ffprobe -v error -count_frames -select_streams a:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/recording.webm" 2>/dev/null | head -1)
+  recorded=$(decoded_frames v "$work/recording.webm")
+  audio=$(decoded_frames a "$work/recording.webm")
   echo "whip: $name: exit $rc; callend sent ${sent:-0} frames; the recording holds ${recorded:-0} decodable video frames and ${audio:-0} audio frames; $(grep -c '^whip-server: DELETE' "$work/server.log") DELETE"
   cat "$work/$name.out"
   if [ $rc -ne 0 ] || [ -z "$sent" ] || [ "$sent" -eq 0 ] || [ "${recorded:-0}" -lt $((sent * 9 / 10)) ] || [ "${audio:-0}" -eq 0 ] \
@@ -92,7 +92,7 @@ if build_go "$work/pion-whip" scripts/pion/api.go scripts/pion/whip_server.go > 
       --video-size 320x240 --duration "${WHIP_PION_SECONDS:-20}" > "$work/publish-pion.out" 2> "$work/publish-pion.err"
     rc=$?
     sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/publish-pion.out")
-    decoded=$(ffprobe -v error -f h264 -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/pion.h264" 2>/dev/null | head -1)
+    decoded=$(decoded_frames v "$work/pion.h264" -f h264)
     echo "whip: publish-pion: exit $rc; callend sent ${sent:-0} frames; ffprobe decodes ${decoded:-0} from what pion received; pion said $(grep '^{' "$work/pion.log" | tail -1)"
     cat "$work/publish-pion.out"
     if [ $rc -eq 0 ] && [ "${sent:-0}" -gt 0 ] && [ "${decoded:-0}" -ge $((sent * 98 / 100)) ] && grep -q '"video/H264"' "$work/pion.log" \
@@ -205,7 +205,7 @@ timeout 90 "$bin" publish "http://127.0.0.1:$rport/whip/live" --bearer-token-fil
   > "$work/reports.out" 2> "$work/reports.err"
 rc=$?
 sent=$(sed -n 's/.*sent \([0-9]*\) frames.*/\1/p' "$work/reports.out")
-recorded=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 "$work/reports.webm" 2>/dev/null | head -1)
+recorded=$(decoded_frames v "$work/reports.webm")
 decisions=$(grep -c '"cause":"increase"' "$work/reports.err")
 probes=$(grep -c '"cause":"probe"' "$work/reports.err")
 echo "whip: publish-reports: exit $rc; ${decisions} encoder decisions on reported loss, ${probes} on transport-cc probes (none can come); recorded ${recorded:-0} of ${sent:-0} frames"
