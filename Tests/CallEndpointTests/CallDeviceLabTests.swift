@@ -22,7 +22,7 @@ struct CallDeviceLab {
         let camera = try CameraSource(.device(path: "/dev/video0", mode: CameraModeRequest(width: 320, height: 180, frameRate: 15, fourCC: "YUYV")))
         #expect(!camera.offeredModes.isEmpty, "the camera's real modes are known (the ladder's input)")
         let mic = try ALSAAudioDevice { $0.capturePCM = "plughw:CARD=Loopback,DEV=1"; $0.playbackPCM = nil }
-        let feeding = Feeder(pcm: "plughw:CARD=Loopback,DEV=0")
+        let feeding = try Feeder(pcm: "plughw:CARD=Loopback,DEV=0")
         defer { feeding.stop() }
         let alice = try service.connect("alice", media: Call.Media(videoTrack: LocalVideoTrack(source: camera), audioTrack: LocalAudioTrack(device: mic)), seconds: 100,
                                       mode: .manual)  // the user's mode switch is under test here, not the ladder's
@@ -162,10 +162,14 @@ final class Feeder: @unchecked Sendable {  // the PCM is used by the feeding thr
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
 
-    init(pcm: String) {
+    private let out: ALSAPCM
+
+    /// Opens the PCM once it is free (the test before may still hold the substream: a feeder
+    /// that gave up then fed nothing, and the test waited for a tone that never came).
+    init(pcm: String) throws {
+        out = try whenFree { try ALSAPCM(name: pcm, direction: .playback) }
         Thread { [self] in
             defer { done.signal() }
-            guard let out = try? ALSAPCM(name: pcm, direction: .playback) else { return }
             var tone = ToneSource(frequency: 440, amplitude: 0.3)
             while !stopping.load(ordering: .relaxed) { try? out.write(tone.next(samplesPerChannel: 480)) }
         }.start()
@@ -203,7 +207,7 @@ struct AudioRouteDeviceLab {
     /// fallback, and the call never stops.
     @Test func theRouteFollowsASoundCardPluggedInAndRemoved() throws {
         guard let (kernel, version) = labKernel() else { return }
-        let feeding = Feeder(pcm: "plughw:CARD=Loopback,DEV=0,SUBDEV=0")
+        let feeding = try Feeder(pcm: "plughw:CARD=Loopback,DEV=0,SUBDEV=0")
         defer { feeding.stop() }
         let device = try whenFree {
             try ALSAAudioDevice {
